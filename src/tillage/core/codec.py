@@ -1,0 +1,188 @@
+"""The canonical encodings whose hashes are IDs (byte layouts in docs/design/format.md).
+
+Encodings are deterministic: the same value always yields the same bytes, so equal directories
+have equal tree IDs across workspaces and machines.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Sequence
+
+from tillage.core.models import (
+    ChunkRef,
+    ContentKind,
+    Entry,
+    EntryFlag,
+    EntryKind,
+    FidelityNote,
+    SnapshotRecord,
+)
+from tillage.errors import IntegrityError
+
+TREE_MAGIC = b"TTR1"
+BLOB_MAGIC = b"TBL1"
+SNAPSHOT_MAGIC = b"TSN1"
+
+_ENTRY = struct.Struct("<BBIQqB")  # kind, flags, mode, size, mtime_ns, content_kind
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_CHUNK = struct.Struct("<32sI")
+_BLOB_HEAD = struct.Struct("<4sQI")
+
+
+class Kind:
+    """Object kinds as stored in pack records."""
+
+    CHUNK = 1
+    BLOB = 2
+    TREE = 3
+    SNAPSHOT = 4
+
+
+def encode_tree(entries: Sequence[Entry]) -> bytes:
+    """Encodes a directory; entries are sorted by name bytes so the encoding is canonical."""
+    out = [TREE_MAGIC, _U32.pack(len(entries))]
+    for e in sorted(entries, key=lambda x: x.name):
+        out.append(_U16.pack(len(e.name)))
+        out.append(e.name)
+        out.append(_ENTRY.pack(e.kind, e.flags, e.mode, e.size, e.mtime_ns, e.content_kind))
+        if e.content_kind is ContentKind.TARGET:
+            out.append(_U32.pack(len(e.content)))
+            out.append(e.content)
+        elif e.content_kind is not ContentKind.NONE:
+            out.append(e.content)
+        out.append(_U16.pack(len(e.xattrs)))
+        for key, value in sorted(e.xattrs):
+            out += [_U16.pack(len(key)), key, _U32.pack(len(value)), value]
+    return b"".join(out)
+
+
+def decode_tree(data: bytes) -> list[Entry]:
+    """Decodes a directory; raises IntegrityError on bytes that are not a tree."""
+    try:
+        return _decode_tree(memoryview(data))
+    except (struct.error, ValueError, IndexError) as exc:
+        raise IntegrityError(f"tree object does not decode: {exc}") from exc
+
+
+def _decode_tree(view: memoryview) -> list[Entry]:
+    if bytes(view[:4]) != TREE_MAGIC:
+        raise ValueError("bad tree magic")
+    (count,) = _U32.unpack_from(view, 4)
+    pos = 8
+    entries: list[Entry] = []
+    for _ in range(count):
+        (name_len,) = _U16.unpack_from(view, pos)
+        pos += 2
+        name = bytes(view[pos : pos + name_len])
+        pos += name_len
+        kind, flags, mode, size, mtime_ns, content_kind = _ENTRY.unpack_from(view, pos)
+        pos += _ENTRY.size
+        ck = ContentKind(content_kind)
+        if ck is ContentKind.TARGET:
+            (n,) = _U32.unpack_from(view, pos)
+            content = bytes(view[pos + 4 : pos + 4 + n])
+            pos += 4 + n
+        elif ck is ContentKind.NONE:
+            content = b""
+        else:
+            content = bytes(view[pos : pos + 32])
+            pos += 32
+        (nx,) = _U16.unpack_from(view, pos)
+        pos += 2
+        xattrs = []
+        for _ in range(nx):
+            (kl,) = _U16.unpack_from(view, pos)
+            key = bytes(view[pos + 2 : pos + 2 + kl])
+            pos += 2 + kl
+            (vl,) = _U32.unpack_from(view, pos)
+            value = bytes(view[pos + 4 : pos + 4 + vl])
+            pos += 4 + vl
+            xattrs.append((key, value))
+        entries.append(
+            Entry(
+                name=name,
+                kind=EntryKind(kind),
+                mode=mode,
+                size=size,
+                mtime_ns=mtime_ns,
+                content_kind=ck,
+                content=content,
+                xattrs=tuple(xattrs),
+                flags=EntryFlag(flags),
+            )
+        )
+    if pos != len(view):
+        raise ValueError("trailing bytes after tree")
+    return entries
+
+
+def encode_blob(size: int, chunks: Sequence[ChunkRef]) -> bytes:
+    """Encodes a large file's chunk list."""
+    parts = [_BLOB_HEAD.pack(BLOB_MAGIC, size, len(chunks))]
+    parts.extend(_CHUNK.pack(c.id, c.length) for c in chunks)
+    return b"".join(parts)
+
+
+def decode_blob(data: bytes) -> tuple[int, list[ChunkRef]]:
+    """Decodes a chunk list into (size, chunks); raises IntegrityError when malformed."""
+    try:
+        magic, size, count = _BLOB_HEAD.unpack_from(data, 0)
+        if magic != BLOB_MAGIC or len(data) != _BLOB_HEAD.size + count * _CHUNK.size:
+            raise ValueError("bad blob header")
+        chunks = [
+            ChunkRef(*_CHUNK.unpack_from(data, _BLOB_HEAD.size + i * _CHUNK.size))
+            for i in range(count)
+        ]
+    except (struct.error, ValueError) as exc:
+        raise IntegrityError(f"blob object does not decode: {exc}") from exc
+    if sum(c.length for c in chunks) != size:
+        raise IntegrityError("blob chunk lengths do not add up to its size")
+    return size, chunks
+
+
+def encode_snapshot(record: SnapshotRecord) -> bytes:
+    """Encodes a snapshot record as canonical JSON (sorted keys, no spaces) behind a magic."""
+    body = {
+        "workspace": record.workspace,
+        "tree": record.tree,
+        "parent": record.parent,
+        "sealed_at_ns": record.sealed_at_ns,
+        "trigger": record.trigger,
+        "label": record.label,
+        "files": record.files,
+        "bytes": record.bytes,
+        "grade": record.grade,
+        "agent": record.agent,
+        "turn": record.turn,
+        "session": record.session,
+        "fidelity": [{"path": n.path, "reason": n.reason} for n in record.fidelity],
+    }
+    return SNAPSHOT_MAGIC + json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def decode_snapshot(data: bytes) -> SnapshotRecord:
+    """Decodes a snapshot record; raises IntegrityError when malformed."""
+    try:
+        if data[:4] != SNAPSHOT_MAGIC:
+            raise ValueError("bad snapshot magic")
+        body = json.loads(data[4:])
+        return SnapshotRecord(
+            workspace=body["workspace"],
+            tree=body["tree"],
+            parent=body["parent"],
+            sealed_at_ns=body["sealed_at_ns"],
+            trigger=body["trigger"],
+            label=body["label"],
+            files=body["files"],
+            bytes=body["bytes"],
+            grade=body["grade"],
+            agent=body.get("agent"),
+            turn=body.get("turn"),
+            session=body.get("session"),
+            fidelity=tuple(FidelityNote(f["path"], f["reason"]) for f in body["fidelity"]),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise IntegrityError(f"snapshot object does not decode: {exc}") from exc

@@ -1,0 +1,20 @@
+"""Constants that define the storage format: change one and the format version changes.
+
+The chunker parameters define dedup identity (the same bytes cut the same way), so they are part
+of the format, not tuning knobs (docs/design/format.md).
+"""
+
+from __future__ import annotations
+
+FORMAT_VERSION = 1
+
+# Content-defined chunking (FastCDC 2020 via pyfastcdc). pyfastcdc's real mean is avg + min.
+CDC_MIN = 128 * 1024
+CDC_AVG = 256 * 1024
+CDC_MAX = 2 * 1024 * 1024
+# Files up to this size are stored whole, as one chunk.
+WHOLE_FILE_MAX = 512 * 1024
+
+ZSTD_LEVEL = 3
+# A pack is closed and a new one started past this size.
+PACK_TARGET_BYTES = 256 * 1024 * 1024

@@ -1,0 +1,109 @@
+"""The values the engine passes around: tree entries, trees, snapshot records, changes."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class EntryKind(enum.IntEnum):
+    FILE = 1
+    DIR = 2
+    SYMLINK = 3
+    SPECIAL = 4  # FIFO, socket or device: declared, never captured (grade partial)
+
+
+class ContentKind(enum.IntEnum):
+    NONE = 0
+    CHUNK = 1  # a small file stored whole: content is a ChunkId
+    BLOB = 2  # a large file: content is a BlobId (its chunk list)
+    TREE = 3  # a directory: content is a TreeId
+    TARGET = 4  # a symlink: content is the link's target bytes
+
+
+class EntryFlag(enum.IntFlag):
+    NONE = 0
+    SQLITE_IMAGE = 1  # content is a consistent SQLite image; rewind drops stale -wal/-shm files
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One name in a directory, with everything needed to put it back byte-exact."""
+
+    name: bytes
+    kind: EntryKind
+    mode: int
+    size: int
+    mtime_ns: int
+    content_kind: ContentKind
+    content: bytes
+    xattrs: tuple[tuple[bytes, bytes], ...] = ()
+    flags: EntryFlag = EntryFlag.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRef:
+    id: bytes
+    length: int
+
+
+@dataclass(frozen=True)
+class FidelityNote:
+    """A path that could not be captured exactly, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """What a snapshot says about itself; its canonical encoding is what its ID hashes."""
+
+    workspace: str
+    tree: str
+    parent: str | None
+    sealed_at_ns: int
+    trigger: str
+    label: str | None
+    files: int
+    bytes: int
+    grade: str
+    agent: str | None = None
+    turn: str | None = None
+    session: str | None = None
+    fidelity: tuple[FidelityNote, ...] = field(default=())
+
+
+class ChangeKind(enum.StrEnum):
+    ADDED = "added"
+    MODIFIED = "modified"
+    DELETED = "deleted"
+    TYPE_CHANGED = "type_changed"
+    MODE_CHANGED = "mode_changed"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One path that differs between two states, from the first to the second."""
+
+    path: str
+    kind: ChangeKind
+    old_size: int | None
+    new_size: int | None
+
+
+TRIGGERS = (
+    "initial",
+    "manual",
+    "watch",
+    "pre_rewind",
+    "pre_merge",
+    "merge",
+    "fork_base",
+    "fork",
+    "try_before",
+    "try_after",
+    "hook",
+    "session",
+    "sync",
+)

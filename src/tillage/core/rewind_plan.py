@@ -1,0 +1,112 @@
+"""Planning a rewind: the pure half. Takes the live manifest and the target's, returns actions.
+
+The plan is a value so `--dry-run` can print it and the apply step can execute exactly it.
+Order matters for safety: deletions deepest first, directories shallowest first, then files, then
+directory metadata deepest first (writing a file changes its parent's mtime).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tillage.core.models import Change, Entry, EntryKind
+from tillage.core.paths import ancestors, covers
+from tillage.core.treediff import Manifest, diff_entry, same_content
+from tillage.errors import NotFoundError
+
+
+class Op(enum.StrEnum):
+    DELETE = "delete"
+    MAKE_DIR = "make_dir"
+    WRITE = "write"
+    SET_META = "set_meta"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    op: Op
+    path: str
+    entry: Entry | None
+
+
+@dataclass(frozen=True)
+class RewindActions:
+    changes: tuple[Change, ...]
+    actions: tuple[Action, ...]
+
+
+class PathNotInSnapshotError(NotFoundError):
+    name = "rewind.path_not_in_snapshot"
+    module = "rewind"
+    next_step = "list the snapshot's files with `till show ID` or `till diff ID`"
+
+
+def _in_scope(path: str, scopes: Sequence[str] | None) -> bool:
+    return scopes is None or any(covers(s, path) for s in scopes)
+
+
+def _meta_differs(live: Entry, want: Entry) -> bool:
+    return live.mode != want.mode or live.mtime_ns != want.mtime_ns or live.xattrs != want.xattrs
+
+
+def plan_actions(
+    current: Manifest, target: Manifest, scopes: Sequence[str] | None = None
+) -> RewindActions:
+    """Returns what to do to turn the `current` folder into `target`, within `scopes`.
+
+    Raises PathNotInSnapshotError for a scope that names nothing in the target.
+    """
+    if scopes is not None:
+        for scope in scopes:
+            if scope not in target and not any(covers(scope, p) for p in target):
+                raise PathNotInSnapshotError(f"{scope!r} is not in the snapshot")
+    paths = sorted(p for p in current.keys() | target.keys() if _in_scope(p, scopes))
+    changes: list[Change] = []
+    deletes: list[str] = []
+    dirs: list[Action] = []
+    writes: list[Action] = []
+    metas: list[Action] = []
+    for path in paths:
+        live, want = current.get(path), target.get(path)
+        change = diff_entry(path, live, want)
+        if change is not None:
+            changes.append(change)
+        if want is None:
+            deletes.append(path)
+            continue
+        if want.kind is EntryKind.SPECIAL:
+            continue  # declared partial at capture; nothing to put back
+        if live is not None and live.kind != want.kind:
+            deletes.append(path)
+            live = None
+        if want.kind is EntryKind.DIR:
+            if live is None:
+                dirs.append(Action(Op.MAKE_DIR, path, want))
+            metas.append(Action(Op.SET_META, path, want))
+        elif live is None or not same_content(live, want) or live.flags != want.flags:
+            writes.append(Action(Op.WRITE, path, want))
+        elif _meta_differs(live, want):
+            metas.append(Action(Op.SET_META, path, want))
+    if scopes is not None:
+        # A scoped rewind may need the scope's parent folders back first.
+        needed = {a for s in scopes for a in ancestors(s)}
+        for path in sorted(needed):
+            live, want = current.get(path), target.get(path)
+            if (
+                want is not None
+                and want.kind is EntryKind.DIR
+                and (live is None or live.kind is not EntryKind.DIR)
+            ):
+                if live is not None:
+                    deletes.append(path)
+                dirs.append(Action(Op.MAKE_DIR, path, want))
+    actions = [Action(Op.DELETE, p, current.get(p)) for p in sorted(deletes, reverse=True)]
+    actions += sorted(dirs, key=lambda a: a.path)
+    actions += writes
+    file_metas = [a for a in metas if a.entry is not None and a.entry.kind is not EntryKind.DIR]
+    dir_metas = [a for a in metas if a.entry is not None and a.entry.kind is EntryKind.DIR]
+    actions += file_metas
+    actions += sorted(dir_metas, key=lambda a: a.path.count("/"), reverse=True)
+    return RewindActions(changes=tuple(changes), actions=tuple(actions))

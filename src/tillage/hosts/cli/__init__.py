@@ -1,0 +1,1 @@
+"""The `till` command-line host."""

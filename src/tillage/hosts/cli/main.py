@@ -1,0 +1,242 @@
+"""The `till` command: argv in, one verb invoked, one document out, one exit status.
+
+Derived from the registry: every verb's subcommand, flags and help come from its contract. Only
+this host reads argv, the environment and the terminal, and only it prints. Start-up is lean on
+purpose (agents call this hundreds of times): feature code is imported by handlers when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_LANDED = 3
+
+
+class _ArgparseError(Exception):
+    """argparse's complaint, raised instead of exiting so the host controls the envelope."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _ArgparseError(f"{self.prog}: {message}")
+
+
+def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    default: Any = argparse.SUPPRESS if suppress else None
+    parser.add_argument("--repo", metavar="PATH", default=default, help="the workspace folder")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="print exactly one JSON document on stdout",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="show tracebacks of internal errors",
+    )
+
+
+def build_parser() -> Parser:
+    """Builds the argument parser from the verb registry."""
+    from tillage.verbs.registry import all_verbs
+
+    root = Parser(prog="till", description="Seal, rewind and fork whole workspaces.")
+    _global_flags(root, suppress=False)
+    sub = root.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for verb in all_verbs():
+        c = verb.contract
+        if c.audience.value == "internal" and c.cli != "agents-md":
+            continue
+        p = sub.add_parser(c.cli, help=c.doc, description=c.doc)
+        _global_flags(p, suppress=True)
+        for prm in c.params():
+            _add_param(p, prm)
+    return root
+
+
+def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
+    spec = prm.spec
+    kwargs: dict[str, Any] = {"help": prm.doc, "dest": prm.name}
+    is_list = prm.type.startswith("list[")
+    if prm.type == "bool":
+        kwargs["action"] = "store_true"
+    elif is_list:
+        kwargs["nargs"] = "+"
+    elif "int" in prm.type.split(" | "):
+        kwargs["type"] = int
+    if spec.metavar:
+        kwargs["metavar"] = spec.metavar
+    if spec.positional:
+        del kwargs["dest"]
+        if prm.optional:
+            kwargs["nargs"] = "?"
+            kwargs["default"] = prm.default
+        p.add_argument(prm.name, **kwargs)
+        return
+    names = [spec.flag or "--" + prm.name.replace("_", "-")]
+    if spec.short:
+        names.insert(0, spec.short)
+    kwargs["default"] = prm.default
+    if not prm.optional:
+        kwargs["required"] = True
+    p.add_argument(*names, **kwargs)
+
+
+def _home(env: dict[str, str]) -> Path:
+    if env.get("TILLAGE_HOME"):
+        return Path(env["TILLAGE_HOME"]).expanduser()
+    data = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "tillage"
+
+
+def _user_home() -> Path | None:
+    try:
+        return Path.home()
+    except RuntimeError:
+        return None
+
+
+def _emit_json(doc: Any) -> None:
+    import json
+
+    sys.stdout.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs one command and returns its exit status (the console script exits with it)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    json_mode = "--json" in args_list
+    debug = "--debug" in args_list
+    try:
+        code = _run(args_list, json_mode)
+    except KeyboardInterrupt:
+        sys.stderr.write("till: interrupted\n")
+        code = 130
+    except BaseException as exc:  # the last line of defence: no traceback without --debug
+        if isinstance(exc, SystemExit):
+            raise
+        code = _internal(exc, json_mode=json_mode, debug=debug)
+    return code
+
+
+def _run(argv: list[str], json_mode: bool) -> int:
+    from tillage.errors import TillageError
+
+    try:
+        parser = build_parser()
+        ns = parser.parse_args(argv)
+    except _ArgparseError as exc:
+        return _usage(str(exc), json_mode)
+    if not ns.command:
+        if json_mode:
+            return _usage("till: a COMMAND is required", json_mode)
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    from tillage.verbs.registry import by_command
+
+    verb = by_command(ns.command)
+    assert verb is not None
+    try:
+        return _execute(verb, ns, json_mode)
+    except TillageError as err:
+        if json_mode:
+            _emit_json({"error": err.envelope()})
+        else:
+            hint = f" ({err.next})" if err.next else ""
+            sys.stderr.write(f"till: {err.message}{hint} [{err.name} {err.code}]\n")
+        return EXIT_ERROR
+
+
+def _execute(verb: Any, ns: argparse.Namespace, json_mode: bool) -> int:
+    from tillage.verbs.contract import decode_request
+    from tillage.verbs.invoke import Settings, invoke
+    from tillage.verbs.wire import to_wire
+
+    env = dict(os.environ)
+    folder = Path(ns.repo).expanduser() if ns.repo else Path.cwd()
+    settings = Settings(
+        home=_home(env),
+        folder=folder.absolute(),
+        agent=env.get("TILLAGE_AGENT") or None,
+        debug=bool(ns.debug),
+        user_home=_user_home(),
+    )
+    values = {p.name: getattr(ns, p.name) for p in verb.contract.params()}
+    request = decode_request(verb.contract, values)
+    interactive = not json_mode and sys.stdin.isatty() and sys.stderr.isatty()
+    confirm = _prompt if interactive else None
+    progress = _progress_printer() if (not json_mode and sys.stderr.isatty()) else None
+    result = invoke(verb, settings, request, confirm=confirm, on_progress=progress)
+    wire = to_wire(result)
+    if json_mode:
+        _emit_json(wire)
+    elif verb.contract.raw_output:
+        raw = verb.contract.raw_output(result)
+        if isinstance(raw, bytes):
+            sys.stdout.buffer.write(raw)
+        else:
+            sys.stdout.write(raw)
+        sys.stdout.flush()
+    else:
+        from tillage.hosts.cli.human import render
+
+        sys.stdout.write(render(verb.contract.name, wire))
+    status = getattr(result, "exit_status", None)
+    return int(status()) if callable(status) else EXIT_OK
+
+
+def _prompt(preview: Any) -> bool:
+    from tillage.hosts.cli.human import render
+    from tillage.verbs.wire import to_wire
+
+    if preview is not None:
+        sys.stderr.write(render("preview", to_wire(preview)))
+    sys.stderr.write("Proceed? [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    return answer in ("y", "yes")
+
+
+def _progress_printer() -> Any:
+    def show(stage: str, done: int, total: int) -> None:
+        sys.stderr.write(f"\r{stage}: {done}/{total}" if total else f"\r{stage}: {done}")
+        if total and done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def _usage(message: str, json_mode: bool) -> int:
+    from tillage.hosts.cli.errors import UsageError
+
+    if json_mode:
+        _emit_json({"error": UsageError(message).envelope()})
+    sys.stderr.write(message + "\n")
+    return EXIT_USAGE
+
+
+def _internal(exc: BaseException, *, json_mode: bool, debug: bool) -> int:
+    from tillage.errors import InternalError
+
+    err = InternalError(f"internal error: {type(exc).__name__}: {exc}")
+    if debug:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    if json_mode:
+        _emit_json({"error": err.envelope()})
+    else:
+        sys.stderr.write(f"till: {err.message} [{err.name} {err.code}] ({err.next})\n")
+    return EXIT_ERROR

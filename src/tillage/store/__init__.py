@@ -1,0 +1,1 @@
+"""The content-addressed store: packs, the advisory index, the publication log, verification."""

@@ -1,0 +1,36 @@
+"""Public errors of the store module (codes -32110 to -32139; see tillage.errors)."""
+
+from __future__ import annotations
+
+from tillage.errors import AmbiguousError, IntegrityError, InvalidArgumentError, NotFoundError
+
+
+class SnapshotNotFoundError(NotFoundError):
+    name = "snapshot.not_found"
+    module = "store"
+    next_step = "list snapshots with `till timeline`"
+
+
+class SnapshotAmbiguousError(AmbiguousError):
+    name = "snapshot.ambiguous"
+    module = "store"
+    next_step = "give more characters of the snapshot ID (see `till timeline`)"
+
+
+class BadSnapshotIdError(InvalidArgumentError):
+    name = "snapshot.bad_id"
+    module = "store"
+    next_step = "give a snapshot ID or a unique prefix of at least 6 hex characters"
+
+
+class StoreDamagedError(IntegrityError):
+    name = "store.damaged"
+    module = "store"
+    next_step = "run `till verify --repair`; snapshots whose objects are intact stay readable"
+
+
+class StoreFormatError(IntegrityError):
+    code = -32111
+    name = "store.format_unsupported"
+    module = "store"
+    next_step = "this store was written by a newer tillage; upgrade tillage"

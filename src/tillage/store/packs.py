@@ -1,0 +1,273 @@
+"""Append-only pack files of self-verifying records (layout in docs/design/format.md).
+
+A record carries its object's kind, ID and lengths, the (usually zstd-compressed) payload and a
+CRC over all of it, so a scan can cut a torn tail at the last whole record (INV-3) and a read can
+prove what it returns is the object asked for (INV-4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import secrets
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import zstandard
+
+from tillage.core.format import ZSTD_LEVEL
+from tillage.core.ids import object_hash
+from tillage.errors import IntegrityError
+from tillage.platform import failpoints
+from tillage.platform.fs import fsync_dir, raise_if_disk_full
+
+PACK_MAGIC = b"TILLPAK1"
+RECORD_MAGIC = b"TRC1"
+_HEADER = struct.Struct("<4sBBH32sQI")  # magic, kind, flags, reserved, id, raw_len, stored_len
+_CRC = struct.Struct("<I")
+HEADER_SIZE = _HEADER.size
+TRAILER_SIZE = _CRC.size
+FLAG_ZSTD = 1
+MAX_STORED = 64 * 1024 * 1024
+
+_local = threading.local()
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    # One compressor per thread: sharing one between threads crashes the interpreter.
+    c: zstandard.ZstdCompressor | None = getattr(_local, "c", None)
+    if c is None:
+        c = _local.c = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    return c
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    d: zstandard.ZstdDecompressor | None = getattr(_local, "d", None)
+    if d is None:
+        d = _local.d = zstandard.ZstdDecompressor()
+    return d
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a record lives: pack name, byte offset of its header, and its total length."""
+
+    pack: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedRecord:
+    kind: int
+    id: bytes
+    raw_len: int
+    location: Location
+
+
+def encode_record(kind: int, object_id: bytes, raw: bytes | memoryview) -> bytes:
+    """Returns one whole record for `raw`, compressed when that makes it smaller."""
+    packed = _compressor().compress(raw)
+    flags = FLAG_ZSTD
+    if len(packed) >= len(raw):
+        packed, flags = bytes(raw), 0
+    header = _HEADER.pack(RECORD_MAGIC, kind, flags, 0, object_id, len(raw), len(packed))
+    crc = zlib.crc32(packed, zlib.crc32(header))
+    return b"".join((header, packed, _CRC.pack(crc)))
+
+
+def decode_record(data: bytes, expect_id: bytes | None = None) -> tuple[int, bytes, bytes]:
+    """Returns (kind, id, raw bytes) of one whole record, proving its CRC and its ID."""
+    if len(data) < HEADER_SIZE + TRAILER_SIZE:
+        raise IntegrityError("pack record is truncated")
+    magic, kind, flags, _r, object_id, raw_len, stored_len = _HEADER.unpack_from(data, 0)
+    if magic != RECORD_MAGIC or len(data) != HEADER_SIZE + stored_len + TRAILER_SIZE:
+        raise IntegrityError("pack record header is damaged")
+    payload = memoryview(data)[HEADER_SIZE : HEADER_SIZE + stored_len]
+    (crc,) = _CRC.unpack_from(data, HEADER_SIZE + stored_len)
+    if zlib.crc32(payload, zlib.crc32(memoryview(data)[:HEADER_SIZE])) != crc:
+        raise IntegrityError(f"pack record {object_id.hex()[:12]} fails its checksum")
+    if flags & FLAG_ZSTD:
+        try:
+            raw = _decompressor().decompress(payload, max_output_size=raw_len)
+        except zstandard.ZstdError as exc:
+            raise IntegrityError(f"pack record {object_id.hex()[:12]} does not decompress") from exc
+    else:
+        raw = bytes(payload)
+    if len(raw) != raw_len or object_hash(kind, raw) != object_id:
+        raise IntegrityError(f"object {object_id.hex()[:12]} does not match its ID")
+    if expect_id is not None and object_id != expect_id:
+        raise IntegrityError(f"index points {expect_id.hex()[:12]} at another object")
+    return kind, object_id, raw
+
+
+class PackWriter:
+    """Appends records to one new pack file owned by this writer alone."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.name = f"{secrets.token_hex(8)}.pack"
+        self.path = directory / self.name
+        self._fd = -1
+        self._size = 0
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+
+    def _open(self) -> None:
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o444)
+            os.write(self._fd, PACK_MAGIC)
+        except OSError as exc:
+            raise_if_disk_full(exc)
+            raise
+        self._size = len(PACK_MAGIC)
+        fsync_dir(self.directory)
+
+    @property
+    def size(self) -> int:
+        return self._size + self._pending_bytes
+
+    def append(self, record: bytes) -> Location:
+        """Buffers one encoded record and returns where it will live."""
+        if self._fd < 0:
+            self._open()
+        loc = Location(self.name, self.size, len(record))
+        self._pending.append(record)
+        self._pending_bytes += len(record)
+        if self._pending_bytes >= 8 * 1024 * 1024:
+            self._write_pending()
+        return loc
+
+    def _write_pending(self) -> None:
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        except OSError as exc:
+            raise_if_disk_full(exc)
+            raise
+        self._size += len(data)
+        self._pending.clear()
+        self._pending_bytes = 0
+        failpoints.hit("pack.after_write")
+
+    def sync(self) -> None:
+        """Makes every appended record durable (INV-2: before anything may reference it)."""
+        if self._fd < 0:
+            return
+        self._write_pending()
+        os.fsync(self._fd)
+        failpoints.hit("pack.after_fsync")
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self._write_pending()
+            os.close(self._fd)
+            self._fd = -1
+
+
+class PackReader:
+    """Reads records by location, keeping pack files open for the reader's lifetime."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._fds: dict[str, int] = {}
+
+    def _fd(self, pack: str) -> int:
+        fd = self._fds.get(pack)
+        if fd is None:
+            try:
+                fd = os.open(self.directory / pack, os.O_RDONLY)
+            except FileNotFoundError as exc:
+                raise IntegrityError(f"pack {pack} is missing from the store") from exc
+            self._fds[pack] = fd
+        return fd
+
+    def read(self, loc: Location, expect_id: bytes | None = None) -> tuple[int, bytes]:
+        """Returns (kind, raw bytes) of the record at `loc`, verified."""
+        data = os.pread(self._fd(loc.pack), loc.length, loc.offset)
+        kind, _id, raw = decode_record(data, expect_id)
+        return kind, raw
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds.clear()
+
+
+@dataclass(frozen=True)
+class PackScan:
+    """What a scan of one pack found: its whole records and the byte ranges that are not."""
+
+    records: list[ScannedRecord]
+    damaged: list[tuple[int, int]]
+
+
+def _record_at(data: mmap.mmap, offset: int) -> tuple[int, bytes, int, int] | None:
+    """Returns (kind, id, raw_len, length) of a whole, checksummed record at `offset`."""
+    end = len(data)
+    if offset + HEADER_SIZE + TRAILER_SIZE > end:
+        return None
+    magic, kind, _flags, _r, object_id, raw_len, stored_len = _HEADER.unpack_from(data, offset)
+    if magic != RECORD_MAGIC or stored_len > MAX_STORED:
+        return None
+    length = HEADER_SIZE + stored_len + TRAILER_SIZE
+    if offset + length > end:
+        return None
+    (crc,) = _CRC.unpack_from(data, offset + HEADER_SIZE + stored_len)
+    header = data[offset : offset + HEADER_SIZE]
+    payload = data[offset + HEADER_SIZE : offset + HEADER_SIZE + stored_len]
+    if zlib.crc32(payload, zlib.crc32(header)) != crc:
+        return None
+    return kind, object_id, raw_len, length
+
+
+def scan_pack(path: Path) -> PackScan:
+    """Returns every whole record of a pack, resynchronising past damage.
+
+    A torn tail (a crash mid-append) or a damaged record is skipped to the next record that
+    verifies on its own, so one bad byte never hides the good records after it (INV-3).
+    """
+    name = path.name
+    records: list[ScannedRecord] = []
+    damaged: list[tuple[int, int]] = []
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < len(PACK_MAGIC):
+            return PackScan([], [(0, size)] if size else [])
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            if data[: len(PACK_MAGIC)] != PACK_MAGIC:
+                return PackScan([], [(0, size)])
+            offset = len(PACK_MAGIC)
+            while offset < size:
+                found = _record_at(data, offset)
+                if found is not None:
+                    kind, object_id, raw_len, length = found
+                    records.append(
+                        ScannedRecord(kind, object_id, raw_len, Location(name, offset, length))
+                    )
+                    offset += length
+                    continue
+                nxt = data.find(RECORD_MAGIC, offset + 1)
+                while nxt != -1 and _record_at(data, nxt) is None:
+                    nxt = data.find(RECORD_MAGIC, nxt + 1)
+                stop = size if nxt == -1 else nxt
+                damaged.append((offset, stop))
+                offset = stop
+    return PackScan(records, damaged)
+
+
+def iter_packs(directory: Path) -> Iterator[Path]:
+    """Yields the store's pack files in name order."""
+    if directory.is_dir():
+        yield from sorted(p for p in directory.iterdir() if p.name.endswith(".pack"))

@@ -1,0 +1,119 @@
+"""The publication log: the durable, hash-chained record of what the store has published.
+
+Snapshots, attachments, pins and forgets are facts only once their line is in this log and
+fsynced (INV-5). Each line carries the hash of the line before it, so a damaged or edited log is
+detected, and a torn last line (a crash mid-append) is cut by the next writer (INV-6).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tillage.core.ids import log_link
+from tillage.errors import IntegrityError
+from tillage.platform import failpoints
+from tillage.platform.fs import fsync_dir, raise_if_disk_full
+
+GENESIS = "0" * 64
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    seq: int
+    at_ns: int
+    kind: str
+    body: dict[str, Any]
+    hash: str
+    end_offset: int
+
+
+def _canonical(seq: int, at_ns: int, kind: str, body: dict[str, Any]) -> bytes:
+    doc = {"seq": seq, "at": at_ns, "kind": kind, "body": body}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def parse_line(line: bytes, prev_hash: str, end_offset: int) -> LogRecord:
+    """Parses one whole line and checks it chains to `prev_hash`."""
+    try:
+        doc = json.loads(line)
+        seq, at_ns, kind, body = doc["seq"], doc["at"], doc["kind"], doc["body"]
+        claimed = doc["hash"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise IntegrityError(f"publication log line does not parse: {exc}") from exc
+    if (
+        doc.get("prev") != prev_hash
+        or log_link(prev_hash, _canonical(seq, at_ns, kind, body)) != claimed
+    ):
+        raise IntegrityError(f"publication log breaks its hash chain at record {seq}")
+    return LogRecord(seq, at_ns, kind, body, claimed, end_offset)
+
+
+class PublicationLog:
+    """Appends to and reads the log file; appends must hold the store's publish lock."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read_from(self, offset: int, prev_hash: str) -> Iterator[LogRecord]:
+        """Yields the whole, chained records after byte `offset` (a torn last line is skipped)."""
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            pos = offset
+            for line in f:
+                if not line.endswith(b"\n"):
+                    return  # torn tail: not published (INV-6)
+                pos += len(line)
+                record = parse_line(line[:-1], prev_hash, pos)
+                prev_hash = record.hash
+                yield record
+
+    def _tail(self) -> tuple[int, str, int]:
+        """Returns (last seq, last hash, length of the whole-line prefix) of the log."""
+        seq, last, good = 0, GENESIS, 0
+        for record in self.read_from(0, GENESIS):
+            seq, last, good = record.seq, record.hash, record.end_offset
+        return seq, last, good
+
+    def append(
+        self, kind: str, body: dict[str, Any], at_ns: int, tail: tuple[int, str, int] | None = None
+    ) -> LogRecord:
+        """Appends one record durably and returns it. The caller holds the publish lock.
+
+        `tail` (seq, hash, offset) may be passed when the caller already knows the log's end;
+        it is checked against the file size so a stale tail is never trusted.
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if tail is None or tail[2] != size:
+            tail = self._tail()
+        seq, prev, good = tail
+        seq += 1
+        line_hash = log_link(prev, _canonical(seq, at_ns, kind, body))
+        doc = {"seq": seq, "prev": prev, "at": at_ns, "kind": kind, "body": body, "hash": line_hash}
+        line = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+        created = not self.path.exists()
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                if size != good:
+                    os.ftruncate(fd, good)  # cut a torn tail left by a crash (INV-6)
+                os.lseek(fd, good, os.SEEK_SET)
+                failpoints.hit("publog.before_append")
+                os.write(fd, line)
+                failpoints.hit("publog.before_fsync")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise_if_disk_full(exc)
+            raise
+        if created:
+            fsync_dir(self.path.parent)
+        return LogRecord(seq, at_ns, kind, body, line_hash, good + len(line))

@@ -1,0 +1,470 @@
+"""The store: one per user, shared by every workspace. Objects in packs, facts in the log.
+
+Opening a store catches the advisory index up with the publication log (and rebuilds the index
+from packs and log when it is missing). Writers each own their own pack; publication is
+serialised by one lock (INV-5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tillage.core.format import FORMAT_VERSION, PACK_TARGET_BYTES
+from tillage.platform import clock, failpoints
+from tillage.platform.fs import atomic_write
+from tillage.platform.locks import file_lock
+from tillage.store import index as ix
+from tillage.store.errors import StoreFormatError
+from tillage.store.packs import (
+    Location,
+    PackReader,
+    PackWriter,
+    encode_record,
+    iter_packs,
+    scan_pack,
+)
+from tillage.store.publog import GENESIS, LogRecord, PublicationLog
+
+
+@dataclass(frozen=True)
+class SnapshotRow:
+    """A published snapshot as the index knows it (the log's facts plus its pin)."""
+
+    id: str
+    workspace: str
+    seq: int
+    sealed_at_ns: int
+    trigger: str
+    label: str | None
+    parent: str | None
+    tree: str
+    files: int
+    bytes: int
+    grade: str
+    agent: str | None
+    turn: str | None
+    session: str | None
+    pinned: bool
+
+
+@dataclass(frozen=True)
+class WorkspaceRow:
+    id: str
+    root: str
+    attached_at_ns: int
+
+
+_SNAP_COLS = (
+    "id, workspace, seq, sealed_at_ns, trigger, label, parent, tree, files, bytes, grade, "
+    "agent, turn, session, EXISTS(SELECT 1 FROM pins WHERE pins.snapshot = snapshots.id)"
+)
+
+
+def _snapshot_row(row: tuple[Any, ...]) -> SnapshotRow:
+    (
+        sid,
+        ws,
+        seq,
+        at,
+        trigger,
+        label,
+        parent,
+        tree,
+        files,
+        size,
+        grade,
+        agent,
+        turn,
+        session,
+        pinned,
+    ) = row
+    return SnapshotRow(
+        sid,
+        ws,
+        seq,
+        at,
+        trigger,
+        label,
+        parent,
+        tree,
+        files,
+        size,
+        grade,
+        agent,
+        turn,
+        session,
+        bool(pinned),
+    )
+
+
+class Store:
+    """A store at `home` ($TILLAGE_HOME)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.packs_dir = home / "packs"
+        self.log = PublicationLog(home / "log" / "publication.log")
+        self.locks_dir = home / "locks"
+        self.intents_dir = home / "intents"
+        self.tmp_dir = home / "tmp"
+        self.index_path = home / "index.sqlite"
+        self._reader = PackReader(self.packs_dir)
+        self._conn: sqlite3.Connection | None = None
+
+    # -- opening --------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, home: Path) -> Store:
+        """Opens (creating when new) the store at `home` and brings its index up to date."""
+        store = cls(home)
+        store._ensure_layout()
+        store._open_index()
+        return store
+
+    @classmethod
+    def exists(cls, home: Path) -> bool:
+        return (home / "store.json").is_file()
+
+    def _ensure_layout(self) -> None:
+        marker = self.home / "store.json"
+        if marker.is_file():
+            fmt = json.loads(marker.read_bytes()).get("format")
+            if fmt != FORMAT_VERSION:
+                raise StoreFormatError(
+                    f"store format {fmt} is not supported (this is {FORMAT_VERSION})"
+                )
+            return
+        for d in (
+            self.home,
+            self.packs_dir,
+            self.log.path.parent,
+            self.locks_dir,
+            self.intents_dir,
+            self.tmp_dir,
+        ):
+            d.mkdir(parents=True, exist_ok=True)
+        atomic_write(marker, json.dumps({"format": FORMAT_VERSION}).encode() + b"\n")
+
+    def _open_index(self) -> None:
+        missing = not self.index_path.exists()
+        self._conn = ix.connect(self.index_path)
+        if missing or ix.get_meta(self.conn, "schema") is None:
+            self.rebuild_index()
+        else:
+            self.catch_up()
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        assert self._conn is not None
+        return self._conn
+
+    def close(self) -> None:
+        self._reader.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the index follows the log ---------------------------------------------------------
+
+    def _log_position(self) -> tuple[int, str, int]:
+        offset = int(ix.get_meta(self.conn, "log_offset") or 0)
+        last = ix.get_meta(self.conn, "log_hash") or GENESIS
+        seq = int(ix.get_meta(self.conn, "log_seq") or 0)
+        return seq, last, offset
+
+    def catch_up(self) -> None:
+        """Applies log records the index has not seen yet."""
+        _seq, last, offset = self._log_position()
+        size = self.log.path.stat().st_size if self.log.path.exists() else 0
+        if size <= offset:
+            return
+        with ix.write_txn(self.conn):
+            _seq, last, offset = self._log_position()
+            for record in self.log.read_from(offset, last):
+                self._apply(record)
+
+    def _apply(self, r: LogRecord) -> None:
+        b, c = r.body, self.conn
+        if r.kind == "attach":
+            c.execute(
+                "INSERT OR REPLACE INTO workspaces(id, root, attached_at, forgotten) "
+                "VALUES (?,?,?,0)",
+                (b["workspace"], b["root"], r.at_ns),
+            )
+        elif r.kind == "snapshot":
+            c.execute(
+                "INSERT OR REPLACE INTO snapshots VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    b["id"],
+                    b["workspace"],
+                    r.seq,
+                    b["sealed_at_ns"],
+                    b["trigger"],
+                    b["label"],
+                    b["parent"],
+                    b["tree"],
+                    b["files"],
+                    b["bytes"],
+                    b["grade"],
+                    b.get("agent"),
+                    b.get("turn"),
+                    b.get("session"),
+                ),
+            )
+        elif r.kind == "pin":
+            c.execute("INSERT OR IGNORE INTO pins(snapshot) VALUES (?)", (b["snapshot"],))
+        elif r.kind == "unpin":
+            c.execute("DELETE FROM pins WHERE snapshot=?", (b["snapshot"],))
+        elif r.kind == "forget":
+            c.execute("UPDATE workspaces SET forgotten=1 WHERE id=?", (b["workspace"],))
+            c.execute("DELETE FROM pathindex WHERE workspace=?", (b["workspace"],))
+            if b.get("purge"):
+                c.execute(
+                    "DELETE FROM pins WHERE snapshot IN "
+                    "(SELECT id FROM snapshots WHERE workspace=?)",
+                    (b["workspace"],),
+                )
+                c.execute("DELETE FROM snapshots WHERE workspace=?", (b["workspace"],))
+        ix.set_meta(c, "log_offset", str(r.end_offset))
+        ix.set_meta(c, "log_hash", r.hash)
+        ix.set_meta(c, "log_seq", str(r.seq))
+
+    def rebuild_index(self) -> int:
+        """Rebuilds the index from the packs and the log; returns the objects found (INV-4)."""
+        count = 0
+        with ix.write_txn(self.conn):
+            for table in ("objects", "workspaces", "snapshots", "pins", "meta", "pathindex"):
+                self.conn.execute(f"DELETE FROM {table}")
+            for pack in iter_packs(self.packs_dir):
+                records = scan_pack(pack).records
+                self.conn.executemany(
+                    "INSERT OR IGNORE INTO objects VALUES (?,?,?,?,?,?)",
+                    [
+                        (
+                            r.id,
+                            r.kind,
+                            r.location.pack,
+                            r.location.offset,
+                            r.location.length,
+                            r.raw_len,
+                        )
+                        for r in records
+                    ],
+                )
+                count += len(records)
+            for record in self.log.read_from(0, GENESIS):
+                self._apply(record)
+            ix.set_meta(self.conn, "schema", str(ix.SCHEMA_VERSION))
+        return count
+
+    # -- publication -----------------------------------------------------------------------
+
+    def publish(self, kind: str, body: dict[str, Any]) -> LogRecord:
+        """Appends a fact to the log durably, then to the index. Holds the publish lock."""
+        with file_lock(self.locks_dir / "publish.lock", what="the store's log"):
+            self.catch_up()
+            record = self.log.append(kind, body, clock.now_ns(), tail=self._log_position())
+            failpoints.hit("publish.after_log")
+            with ix.write_txn(self.conn):
+                self._apply(record)
+            return record
+
+    # -- objects ---------------------------------------------------------------------------
+
+    def location(self, object_id: bytes) -> Location | None:
+        row = self.conn.execute(
+            "SELECT pack, offset, length FROM objects WHERE id=?", (object_id,)
+        ).fetchone()
+        return None if row is None else Location(row[0], row[1], row[2])
+
+    def read(self, object_id: bytes) -> bytes:
+        """Returns an object's bytes, verified against its ID; integrity error otherwise."""
+        from tillage.store.errors import StoreDamagedError
+
+        loc = self.location(object_id)
+        if loc is None:
+            raise StoreDamagedError(f"object {object_id.hex()[:12]} is missing from the store")
+        _kind, raw = self._reader.read(loc, object_id)
+        return raw
+
+    def existing(self, ids: list[bytes]) -> set[bytes]:
+        return ix.existing_ids(self.conn, ids)
+
+    def writer(self) -> ObjectWriter:
+        return ObjectWriter(self)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def workspace_by_root(self, root: str) -> WorkspaceRow | None:
+        row = self.conn.execute(
+            "SELECT id, root, attached_at FROM workspaces WHERE root=? AND forgotten=0 "
+            "ORDER BY attached_at DESC LIMIT 1",
+            (root,),
+        ).fetchone()
+        return None if row is None else WorkspaceRow(*row)
+
+    def workspace(self, workspace_id: str) -> WorkspaceRow | None:
+        row = self.conn.execute(
+            "SELECT id, root, attached_at FROM workspaces WHERE id=? AND forgotten=0",
+            (workspace_id,),
+        ).fetchone()
+        return None if row is None else WorkspaceRow(*row)
+
+    def snapshots(
+        self,
+        workspace_id: str,
+        limit: int | None = None,
+        trigger: str | None = None,
+        session: str | None = None,
+    ) -> list[SnapshotRow]:
+        """Returns a workspace's snapshots, newest first."""
+        sql = f"SELECT {_SNAP_COLS} FROM snapshots WHERE workspace=?"
+        args: list[Any] = [workspace_id]
+        if trigger:
+            sql += " AND trigger=?"
+            args.append(trigger)
+        if session:
+            sql += " AND session=?"
+            args.append(session)
+        sql += " ORDER BY seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [_snapshot_row(r) for r in self.conn.execute(sql, args)]
+
+    def snapshot_count(self, workspace_id: str) -> int:
+        row = self.conn.execute(
+            "SELECT COUNT(*) FROM snapshots WHERE workspace=?", (workspace_id,)
+        ).fetchone()
+        return int(row[0])
+
+    def head(self, workspace_id: str) -> SnapshotRow | None:
+        rows = self.snapshots(workspace_id, limit=1)
+        return rows[0] if rows else None
+
+    def snapshot(self, snapshot_id: str) -> SnapshotRow | None:
+        row = self.conn.execute(
+            f"SELECT {_SNAP_COLS} FROM snapshots WHERE id=?", (snapshot_id,)
+        ).fetchone()
+        return None if row is None else _snapshot_row(row)
+
+    def snapshots_with_prefix(self, workspace_id: str, prefix: str) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT id FROM snapshots WHERE workspace=? AND id >= ? AND id < ? LIMIT 2",
+            (workspace_id, prefix, prefix + "g"),
+        )
+        return [r[0] for r in rows]
+
+    def bytes_on_disk(self) -> int:
+        total = 0
+        for dirpath, _dirs, files in os.walk(self.home):
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):
+                    total += os.lstat(os.path.join(dirpath, name)).st_size
+        return total
+
+
+class ObjectWriter:
+    """Writes new objects into this writer's own pack; nothing is referenced before `commit`.
+
+    Compression runs on a small thread pool (zstd releases the GIL); records are appended in
+    submission order so a pack's layout does not depend on timing.
+    """
+
+    WINDOW = 8
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._pack: PackWriter | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._inflight: deque[tuple[int, bytes, int, Future[bytes]]] = deque()
+        self._rows: list[tuple[bytes, int, str, int, int, int]] = []
+        self._seen: set[bytes] = set()
+        self.new_bytes = 0
+
+    def known(self, object_id: bytes) -> bool:
+        """Tells whether the object is in this writer's pack or the store already."""
+        if object_id in self._seen:
+            return True
+        if self.store.location(object_id) is not None:
+            self._seen.add(object_id)
+            return True
+        return False
+
+    def put(self, kind: int, object_id: bytes, raw: bytes | memoryview) -> bool:
+        """Stores `raw` under `object_id` unless it is already stored; True when new."""
+        if self.known(object_id):
+            return False
+        self._seen.add(object_id)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tillage-zstd")
+        data = bytes(raw)
+        future = self._pool.submit(encode_record, kind, object_id, data)
+        self._inflight.append((kind, object_id, len(data), future))
+        if len(self._inflight) > self.WINDOW:
+            self._drain(1)
+        return True
+
+    def _drain(self, n: int | None = None) -> None:
+        while self._inflight and (n is None or n > 0):
+            kind, object_id, raw_len, future = self._inflight.popleft()
+            record = future.result()
+            pack = self._current_pack()
+            loc = pack.append(record)
+            self._rows.append((object_id, kind, loc.pack, loc.offset, loc.length, raw_len))
+            self.new_bytes += loc.length
+            if n is not None:
+                n -= 1
+
+    def _current_pack(self) -> PackWriter:
+        if self._pack is not None and self._pack.size >= PACK_TARGET_BYTES:
+            self._pack.sync()
+            self._pack.close()
+            self._pack = None
+        if self._pack is None:
+            self._pack = PackWriter(self.store.packs_dir)
+        return self._pack
+
+    def commit(self) -> None:
+        """Makes every new object durable, then visible in the index (INV-2)."""
+        self._drain()
+        if self._pack is not None:
+            self._pack.sync()
+        failpoints.hit("objects.after_pack_fsync")
+        if self._rows:
+            with ix.write_txn(self.store.conn):
+                self.store.conn.executemany(
+                    "INSERT OR IGNORE INTO objects VALUES (?,?,?,?,?,?)", self._rows
+                )
+            self._rows.clear()
+
+    def close(self) -> None:
+        for *_rest, future in self._inflight:
+            future.cancel()
+        self._inflight.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        if self._pack is not None:
+            self._pack.close()
+            self._pack = None
+
+    def __enter__(self) -> ObjectWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

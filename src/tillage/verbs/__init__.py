@@ -1,0 +1,1 @@
+"""The verb layer: every operation declared once as a contract plus a handler (see registry)."""

@@ -1,0 +1,215 @@
+"""What a verb is: a contract (pure data every door derives from) plus a handler.
+
+A verb's params are derived from its frozen request dataclass, so the contract cannot drift from
+the decoder; its result is a frozen dataclass, so every door encodes the same fields. Building a
+contract does no I/O: `till contracts` lists them on a machine with no store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from tillage.errors import SHARED_ERRORS, TillageError
+
+Req = TypeVar("Req")
+Res = TypeVar("Res")
+
+
+class Effect(enum.StrEnum):
+    """What a verb does to the user's world; MCP annotations and confirmation derive from it."""
+
+    READ = "read"
+    WRITE = "write"
+    DESTRUCTIVE = "destructive"
+    SETTINGS = "settings"
+
+
+class Audience(enum.StrEnum):
+    """Who a verb is for: agents are told about it, users see it, internal verbs are plumbing."""
+
+    AGENT = "agent"
+    USER = "user"
+    INTERNAL = "internal"
+
+
+class Scope(enum.StrEnum):
+    """What the invoker resolves before the handler runs.
+
+    `workspace`: an attached workspace (not attached is an answer: workspace.not_attached).
+    `folder`: the folder named by --repo, attached or not (for attaching it).
+    `none`: nothing; the verb needs no folder and no store.
+    """
+
+    WORKSPACE = "workspace"
+    FOLDER = "folder"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """How a request field is documented and spelled on the command line."""
+
+    doc: str
+    positional: bool = False
+    flag: str | None = None
+    short: str | None = None
+    metavar: str | None = None
+
+
+def param(
+    doc: str,
+    *,
+    default: Any = dataclasses.MISSING,
+    positional: bool = False,
+    flag: str | None = None,
+    short: str | None = None,
+    metavar: str | None = None,
+) -> Any:
+    """Declares one request field with its documentation and its command-line spelling."""
+    spec = ParamSpec(doc=doc, positional=positional, flag=flag, short=short, metavar=metavar)
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("request defaults must be immutable")
+    return field(default=default, metadata={"tillage": spec})
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter as the contract shows it."""
+
+    name: str
+    type: str
+    optional: bool
+    doc: str
+    default: Any
+    spec: ParamSpec
+
+
+def type_name(annotation: Any) -> str:
+    """Names a Python annotation in the contract's small type vocabulary."""
+    if annotation is type(None):
+        return "null"
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (types.UnionType, typing.Union):
+        return " | ".join(type_name(a) for a in args)
+    if origin in (tuple, list):
+        return f"list[{type_name(args[0])}]" if args else "list"
+    if origin is dict or annotation is dict:
+        return "map"
+    if isinstance(annotation, type):
+        if dataclasses.is_dataclass(annotation):
+            return annotation.__name__
+        if issubclass(annotation, enum.Enum):
+            return "string"
+        return {str: "string", int: "int", bool: "bool", bytes: "bytes", float: "float"}.get(
+            annotation, annotation.__name__
+        )
+    return str(annotation)
+
+
+def dataclass_fields(cls: type) -> list[tuple[dataclasses.Field[Any], Any]]:
+    """Returns a dataclass's fields with their resolved annotations."""
+    hints = typing.get_type_hints(cls)
+    return [(f, hints[f.name]) for f in dataclasses.fields(cls)]
+
+
+def params_of(request: type) -> list[Param]:
+    """Derives a verb's params from its request dataclass (the decoder is the contract)."""
+    params: list[Param] = []
+    for f, annotation in dataclass_fields(request):
+        spec = f.metadata.get("tillage")
+        if not isinstance(spec, ParamSpec):
+            raise TypeError(f"{request.__name__}.{f.name} must be declared with param()")
+        has_default = f.default is not dataclasses.MISSING
+        params.append(
+            Param(
+                name=f.name,
+                type=type_name(annotation),
+                optional=has_default,
+                doc=spec.doc,
+                default=f.default if has_default else None,
+                spec=spec,
+            )
+        )
+    return params
+
+
+@dataclass(frozen=True)
+class Contract(Generic[Req, Res]):
+    """A verb as every door sees it; pure data."""
+
+    name: str
+    since: int
+    scope: Scope
+    audience: Audience
+    effect: Effect
+    request: type[Req]
+    result: type[Res]
+    doc: str
+    cli: str
+    errors: tuple[type[TillageError], ...] = ()
+    event: str | None = None
+    # Destructive verbs say when a request needs confirmation and how to preview it instead;
+    # the invoker enforces both, so no host can forget to (CONTRACT: destructive operations).
+    needs_confirmation: Callable[[Req], bool] | None = None
+    preview: Callable[[Req], Req] | None = None
+    confirmed: Callable[[Req], Req] | None = None
+    # A verb whose human output is raw content on stdout (`cat`) says how to get it.
+    raw_output: Callable[[Res], bytes | str] | None = None
+
+    def params(self) -> list[Param]:
+        """Returns the params derived from the request dataclass."""
+        return params_of(self.request)
+
+    def describe(self) -> dict[str, Any]:
+        """Returns the contract as the JSON `till contracts` prints."""
+        errors = sorted({*self.errors, *SHARED_ERRORS}, key=lambda e: -e.code)
+        return {
+            "verb": self.name,
+            "since": self.since,
+            "scope": self.scope.value,
+            "audience": self.audience.value,
+            "effect": self.effect.value,
+            "command": self.cli,
+            "params": [
+                {"name": p.name, "type": p.type, "optional": p.optional, "doc": p.doc}
+                for p in self.params()
+            ],
+            "result": {
+                "type": self.result.__name__,
+                "fields": {f.name: type_name(t) for f, t in dataclass_fields(self.result)},
+            },
+            "errors": [{"code": e.code, "name": e.name} for e in errors],
+            "event": self.event,
+            "confirmation": self.needs_confirmation is not None,
+            "doc": self.doc,
+        }
+
+
+@dataclass(frozen=True)
+class Verb(Generic[Req, Res]):
+    """A contract and the handler that fulfils it."""
+
+    contract: Contract[Req, Res]
+    handler: Callable[[Any, Req], Res]
+
+
+def decode_request(contract: Contract[Req, Any], values: Mapping[str, Any]) -> Req:
+    """Builds a request from wire values, refusing unknown or missing params by name."""
+    from tillage.errors import InvalidArgumentError
+
+    known = {p.name: p for p in contract.params()}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise InvalidArgumentError(f"{contract.name}: unknown param {unknown[0]!r}")
+    missing = [n for n, p in known.items() if not p.optional and n not in values]
+    if missing:
+        raise InvalidArgumentError(f"{contract.name}: missing param {missing[0]!r}")
+    converted = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    return contract.request(**converted)

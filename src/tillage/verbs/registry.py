@@ -1,0 +1,48 @@
+"""The one registry: every verb a user or agent can ask for, collected from the verb modules.
+
+Importing a verb module declares contracts and cheap dataclasses only; handlers import their
+feature code when they run, so listing every contract stays fast and does no I/O.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from typing import Any
+
+from tillage.verbs.contract import Verb
+
+# Each module exposes VERBS: tuple[Verb, ...]. Order here is the order docs list them in.
+VERB_MODULES = (
+    "tillage.verbs.system",
+    "tillage.verbs.workspace",
+    "tillage.verbs.timeline",
+    "tillage.verbs.rewind",
+    "tillage.verbs.store",
+)
+
+
+@cache
+def all_verbs() -> tuple[Verb[Any, Any], ...]:
+    """Returns every registered verb, in documentation order."""
+    verbs: list[Verb[Any, Any]] = []
+    for module_name in VERB_MODULES:
+        module = importlib.import_module(module_name)
+        verbs.extend(module.VERBS)
+    return tuple(verbs)
+
+
+def by_name(name: str) -> Verb[Any, Any]:
+    """Returns the verb called `name` ("timeline.list"); KeyError when there is none."""
+    for verb in all_verbs():
+        if verb.contract.name == name:
+            return verb
+    raise KeyError(name)
+
+
+def by_command(command: str) -> Verb[Any, Any] | None:
+    """Returns the verb whose command-line spelling is `command` ("rewind"), if any."""
+    for verb in all_verbs():
+        if verb.contract.cli == command:
+            return verb
+    return None

@@ -1,0 +1,121 @@
+"""Verbs about tillage itself: its contracts, its version and the agent guide; no store needed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb
+
+PROTOCOL = 1
+VERSION = "0.1.0"
+
+
+@dataclass(frozen=True)
+class ContractsRequest:
+    pass
+
+
+@dataclass(frozen=True)
+class ContractsResult:
+    verbs: tuple[dict[str, Any], ...]
+
+
+def list_contracts(_ctx: Any, _req: ContractsRequest) -> ContractsResult:
+    from tillage.verbs.registry import all_verbs
+
+    return ContractsResult(verbs=tuple(v.contract.describe() for v in all_verbs()))
+
+
+@dataclass(frozen=True)
+class VersionRequest:
+    pass
+
+
+@dataclass(frozen=True)
+class VersionResult:
+    version: str
+    protocol: int
+    format: int
+    python: str
+
+
+def version(_ctx: Any, _req: VersionRequest) -> VersionResult:
+    import platform
+
+    from tillage.core.format import FORMAT_VERSION
+
+    return VersionResult(
+        version=VERSION,
+        protocol=PROTOCOL,
+        format=FORMAT_VERSION,
+        python=platform.python_version(),
+    )
+
+
+@dataclass(frozen=True)
+class AgentsMdRequest:
+    pass
+
+
+@dataclass(frozen=True)
+class AgentsMdResult:
+    markdown: str
+
+
+def agents_md(_ctx: Any, _req: AgentsMdRequest) -> AgentsMdResult:
+    from tillage.verbs.docs import render_agents_md
+    from tillage.verbs.registry import all_verbs
+
+    return AgentsMdResult(markdown=render_agents_md(all_verbs()))
+
+
+def _markdown(result: AgentsMdResult) -> str:
+    return result.markdown
+
+
+VERBS = (
+    Verb(
+        Contract(
+            name="system.contracts",
+            since=1,
+            scope=Scope.NONE,
+            audience=Audience.AGENT,
+            effect=Effect.READ,
+            request=ContractsRequest,
+            result=ContractsResult,
+            cli="contracts",
+            doc="Every verb's contract as JSON: params, result fields, errors, effect, audience.",
+        ),
+        list_contracts,
+    ),
+    Verb(
+        Contract(
+            name="system.version",
+            since=1,
+            scope=Scope.NONE,
+            audience=Audience.USER,
+            effect=Effect.READ,
+            request=VersionRequest,
+            result=VersionResult,
+            cli="version",
+            doc="The tillage version, protocol and storage format versions.",
+        ),
+        version,
+    ),
+    Verb(
+        Contract(
+            name="system.agents_md",
+            since=1,
+            scope=Scope.NONE,
+            audience=Audience.INTERNAL,
+            effect=Effect.READ,
+            request=AgentsMdRequest,
+            result=AgentsMdResult,
+            cli="agents-md",
+            doc="The agent guide (docs/agents.md), generated from the registry.",
+            raw_output=_markdown,
+        ),
+        agents_md,
+    ),
+)

@@ -1,0 +1,322 @@
+"""Verbs that seal snapshots and read the timeline: snap, timeline, show, diff, cat, pin."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tillage.core.models import TRIGGERS
+from tillage.errors import BusyError, InvalidArgumentError, NotFoundError, TillageError
+from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import ChangeInfo, SnapshotInfo, change_infos, snapshot_info
+
+ID_ERRORS = (SnapshotNotFoundError, SnapshotAmbiguousError, BadSnapshotIdError)
+
+
+@dataclass(frozen=True)
+class SnapRequest:
+    label: str | None = param(
+        "a label for the snapshot", default=None, short="-m", flag="--message"
+    )
+
+
+@dataclass(frozen=True)
+class SnapResult:
+    snapshot: SnapshotInfo
+
+
+def snap(ctx: Context, req: SnapRequest) -> SnapResult:
+    from tillage.workspace.seal import SealOptions, seal
+
+    row = seal(
+        ctx.workspace,
+        SealOptions(trigger="manual", label=req.label, agent=ctx.settings.agent),
+        on_progress=ctx.on_progress,
+    )
+    return SnapResult(snapshot=snapshot_info(row))
+
+
+@dataclass(frozen=True)
+class TimelineRequest:
+    limit: int = param("how many snapshots at most, newest first", default=50, short="-n")
+    session: str | None = param("only snapshots of this agent session", default=None)
+    trigger: str | None = param("only snapshots sealed for this reason", default=None)
+
+
+@dataclass(frozen=True)
+class TimelineResult:
+    snapshots: tuple[SnapshotInfo, ...]
+
+
+def timeline(ctx: Context, req: TimelineRequest) -> TimelineResult:
+    if req.limit < 1:
+        raise InvalidArgumentError("-n must be at least 1")
+    if req.trigger is not None and req.trigger not in TRIGGERS:
+        raise InvalidArgumentError(
+            f"unknown trigger {req.trigger!r}", next_step="use one of: " + ", ".join(TRIGGERS)
+        )
+    rows = ctx.workspace.store.snapshots(
+        ctx.workspace.id, limit=req.limit, trigger=req.trigger, session=req.session
+    )
+    return TimelineResult(snapshots=tuple(snapshot_info(r) for r in rows))
+
+
+@dataclass(frozen=True)
+class ShowRequest:
+    id: str = param("snapshot ID or unique prefix", positional=True)
+
+
+@dataclass(frozen=True)
+class FidelityNoteInfo:
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ShowResult:
+    snapshot: SnapshotInfo
+    changes_from_parent: int
+    tree: str
+    fidelity: tuple[FidelityNoteInfo, ...]
+
+
+def show(ctx: Context, req: ShowRequest) -> ShowResult:
+    from tillage.core.treediff import diff_manifests
+    from tillage.workspace.seal import snapshot_record
+    from tillage.workspace.timeline import resolve
+    from tillage.workspace.trees import flatten
+
+    ws = ctx.workspace
+    row = resolve(ws, req.id)
+    parent = ws.store.snapshot(row.parent) if row.parent else None
+    old = flatten(ws.store, bytes.fromhex(parent.tree)) if parent else {}
+    new = flatten(ws.store, bytes.fromhex(row.tree))
+    record = snapshot_record(ws.store, row.id)
+    return ShowResult(
+        snapshot=snapshot_info(row),
+        changes_from_parent=len(diff_manifests(old, new)),
+        tree=row.tree,
+        fidelity=tuple(FidelityNoteInfo(n.path, n.reason) for n in record.fidelity),
+    )
+
+
+@dataclass(frozen=True)
+class DiffRequest:
+    target: str = param("snapshot ID or prefix to compare from", positional=True)
+    to: str | None = param("snapshot to compare to (default: the live folder)", default=None)
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    changes: tuple[ChangeInfo, ...]
+
+
+def diff(ctx: Context, req: DiffRequest) -> DiffResult:
+    from tillage.core.treediff import diff_manifests
+    from tillage.workspace.seal import scan_live
+    from tillage.workspace.timeline import resolve
+    from tillage.workspace.trees import flatten
+
+    ws = ctx.workspace
+    old = flatten(ws.store, bytes.fromhex(resolve(ws, req.target).tree))
+    if req.to is None:
+        new = scan_live(ws).manifest or {}
+    else:
+        new = flatten(ws.store, bytes.fromhex(resolve(ws, req.to).tree))
+    return DiffResult(changes=change_infos(diff_manifests(old, new)))
+
+
+@dataclass(frozen=True)
+class CatRequest:
+    id: str = param("snapshot ID or unique prefix", positional=True)
+    path: str = param("workspace-relative path of a file in the snapshot", positional=True)
+
+
+@dataclass(frozen=True)
+class CatResult:
+    path: str
+    size: int
+    content_base64: str
+
+
+class PathNotInSnapshotError(NotFoundError):
+    name = "snapshot.path_not_found"
+    module = "store"
+    next_step = "list the snapshot's files with `till diff ID` or check the path's spelling"
+
+
+def cat(ctx: Context, req: CatRequest) -> CatResult:
+    import base64
+
+    from tillage.core.models import EntryKind
+    from tillage.core.paths import parse
+    from tillage.workspace.timeline import resolve
+    from tillage.workspace.trees import flatten, read_file_bytes
+
+    ws = ctx.workspace
+    path = parse(req.path)
+    row = resolve(ws, req.id)
+    entry = flatten(ws.store, bytes.fromhex(row.tree)).get(path)
+    if entry is None:
+        raise PathNotInSnapshotError(f"{path!r} is not in snapshot {row.id[:12]}")
+    if entry.kind is EntryKind.SYMLINK:
+        data = entry.content
+    elif entry.kind is EntryKind.FILE:
+        data = read_file_bytes(ws.store, entry)
+    else:
+        raise InvalidArgumentError(f"{path!r} is a {entry.kind.name.lower()}, not a file")
+    return CatResult(path=path, size=len(data), content_base64=base64.b64encode(data).decode())
+
+
+@dataclass(frozen=True)
+class PinRequest:
+    id: str = param("snapshot ID or unique prefix", positional=True)
+
+
+@dataclass(frozen=True)
+class PinResult:
+    snapshot: SnapshotInfo
+
+
+def pin(ctx: Context, req: PinRequest) -> PinResult:
+    return _set_pin(ctx, req.id, pinned=True)
+
+
+def unpin(ctx: Context, req: PinRequest) -> PinResult:
+    return _set_pin(ctx, req.id, pinned=False)
+
+
+def _set_pin(ctx: Context, ref: str, *, pinned: bool) -> PinResult:
+    from tillage.workspace.timeline import resolve
+
+    ws = ctx.workspace
+    row = resolve(ws, ref)
+    if row.pinned != pinned:
+        ws.store.publish("pin" if pinned else "unpin", {"snapshot": row.id})
+        row = ws.store.snapshot(row.id)
+    return PinResult(snapshot=snapshot_info(row))
+
+
+def _contract(
+    name: str,
+    cli: str,
+    request: type,
+    result: type,
+    effect: Effect,
+    doc: str,
+    errors: tuple[type[TillageError], ...] = ID_ERRORS,
+    event: str | None = None,
+    raw_output: Callable[[Any], bytes | str] | None = None,
+) -> Contract[Any, Any]:
+    return Contract(
+        name=name,
+        since=1,
+        scope=Scope.WORKSPACE,
+        audience=Audience.AGENT,
+        effect=effect,
+        request=request,
+        result=result,
+        cli=cli,
+        errors=errors,
+        event=event,
+        doc=doc,
+        raw_output=raw_output,
+    )
+
+
+def _cat_bytes(result: CatResult) -> bytes:
+    import base64
+
+    return base64.b64decode(result.content_base64)
+
+
+VERBS = (
+    Verb(
+        _contract(
+            "timeline.snap",
+            "snap",
+            SnapRequest,
+            SnapResult,
+            Effect.WRITE,
+            "Seal the folder now as a snapshot.",
+            errors=(BusyError,),
+            event="sealed",
+        ),
+        snap,
+    ),
+    Verb(
+        _contract(
+            "timeline.list",
+            "timeline",
+            TimelineRequest,
+            TimelineResult,
+            Effect.READ,
+            "The workspace's snapshots, newest first.",
+            errors=(),
+        ),
+        timeline,
+    ),
+    Verb(
+        _contract(
+            "timeline.show",
+            "show",
+            ShowRequest,
+            ShowResult,
+            Effect.READ,
+            "One snapshot: its fields, how many paths changed from its parent, and "
+            "what it could not capture exactly.",
+        ),
+        show,
+    ),
+    Verb(
+        _contract(
+            "timeline.diff",
+            "diff",
+            DiffRequest,
+            DiffResult,
+            Effect.READ,
+            "What changed from a snapshot to another snapshot or to the live folder.",
+        ),
+        diff,
+    ),
+    Verb(
+        _contract(
+            "timeline.cat",
+            "cat",
+            CatRequest,
+            CatResult,
+            Effect.READ,
+            "A file's bytes as they were in a snapshot.",
+            errors=(*ID_ERRORS, PathNotInSnapshotError),
+            raw_output=_cat_bytes,
+        ),
+        cat,
+    ),
+    Verb(
+        _contract(
+            "timeline.pin",
+            "pin",
+            PinRequest,
+            PinResult,
+            Effect.WRITE,
+            "Keep a snapshot exact through any future thinning of the timeline.",
+            event="pinned",
+        ),
+        pin,
+    ),
+    Verb(
+        _contract(
+            "timeline.unpin",
+            "unpin",
+            PinRequest,
+            PinResult,
+            Effect.WRITE,
+            "Let a pinned snapshot be thinned again.",
+            event="unpinned",
+        ),
+        unpin,
+    ),
+)

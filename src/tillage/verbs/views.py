@@ -1,0 +1,58 @@
+"""The shapes results share on the wire: the snapshot object and a change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """The contract's snapshot object (CONTRACT.md: in every result that names one)."""
+
+    id: str
+    short: str
+    sealed_at: str
+    trigger: str
+    label: str | None
+    grade: str
+    pinned: bool
+    parent: str | None
+    files: int
+    bytes: int
+    agent: str | None
+    turn: str | None
+    session: str | None
+
+
+@dataclass(frozen=True)
+class ChangeInfo:
+    path: str
+    kind: str
+    old_size: int | None
+    new_size: int | None
+
+
+def snapshot_info(row: Any) -> SnapshotInfo:
+    """Returns a store SnapshotRow as the contract's snapshot object."""
+    from tillage.platform.clock import rfc3339
+
+    return SnapshotInfo(
+        id=row.id,
+        short=row.id[:12],
+        sealed_at=rfc3339(row.sealed_at_ns),
+        trigger=row.trigger,
+        label=row.label,
+        grade=row.grade,
+        pinned=row.pinned,
+        parent=row.parent,
+        files=row.files,
+        bytes=row.bytes,
+        agent=row.agent,
+        turn=row.turn,
+        session=row.session,
+    )
+
+
+def change_infos(changes: Any) -> tuple[ChangeInfo, ...]:
+    return tuple(ChangeInfo(c.path, str(c.kind), c.old_size, c.new_size) for c in changes)

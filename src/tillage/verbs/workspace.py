@@ -1,0 +1,183 @@
+"""Verbs that attach, describe and forget a workspace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tillage.errors import BusyError, InvalidArgumentError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import SnapshotInfo, snapshot_info
+from tillage.workspace.errors import FolderMissingError, RefusedRootError, UnreadablePathError
+
+
+@dataclass(frozen=True)
+class WatchRequest:
+    no_daemon: bool = param("attach and seal once; start no background watcher", default=False)
+    debounce_ms: int = param("quiet time before the watcher seals (watcher only)", default=1000)
+
+
+@dataclass(frozen=True)
+class WatchResult:
+    workspace: str
+    head: SnapshotInfo
+    watching: bool
+    attached_now: bool
+    note: str | None
+
+
+def watch(ctx: Context, req: WatchRequest) -> WatchResult:
+    from tillage.workspace.attach import attach
+    from tillage.workspace.seal import SealOptions, seal
+
+    if req.debounce_ms < 0:
+        raise InvalidArgumentError("--debounce-ms must not be negative")
+    ws, new = attach(ctx.settings.home, ctx.settings.folder, ctx.settings.user_home)
+    trigger = "initial" if new else "watch"
+    head = seal(
+        ws, SealOptions(trigger=trigger, agent=ctx.settings.agent), on_progress=ctx.on_progress
+    )
+    note = None
+    if not req.no_daemon:
+        note = "the background watcher is not available yet: seal with `till snap`"
+    return WatchResult(
+        workspace=str(ws.root),
+        head=snapshot_info(head),
+        watching=False,
+        attached_now=new,
+        note=note,
+    )
+
+
+@dataclass(frozen=True)
+class StatusRequest:
+    fidelity: bool = param("list every path that is not captured exactly, and why", default=False)
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    path: str
+    bytes: int
+
+
+@dataclass(frozen=True)
+class FidelityInfo:
+    path: str
+    grade: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    attached: bool
+    workspace: str
+    id: str
+    head: SnapshotInfo | None
+    watching: bool
+    snapshots: int
+    store: StoreInfo
+    fidelity: tuple[FidelityInfo, ...] | None
+
+
+def status(ctx: Context, req: StatusRequest) -> StatusResult:
+    from tillage.workspace.seal import snapshot_record
+
+    ws = ctx.workspace
+    head = ws.store.head(ws.id)
+    fidelity = None
+    if req.fidelity:
+        notes = snapshot_record(ws.store, head.id).fidelity if head else ()
+        fidelity = tuple(FidelityInfo(n.path, "partial", n.reason) for n in notes)
+    return StatusResult(
+        attached=True,
+        workspace=str(ws.root),
+        id=ws.id,
+        head=snapshot_info(head) if head else None,
+        watching=False,
+        snapshots=ws.store.snapshot_count(ws.id),
+        store=StoreInfo(path=str(ws.store.home), bytes=ws.store.bytes_on_disk()),
+        fidelity=fidelity,
+    )
+
+
+@dataclass(frozen=True)
+class ForgetRequest:
+    purge: bool = param("also drop the workspace's timeline from the store", default=False)
+    yes: bool = param("confirm a purge", default=False)
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    workspace: str
+    purged: bool
+
+
+def forget(ctx: Context, req: ForgetRequest) -> ForgetResult:
+    import shutil
+
+    from tillage.core.paths import CONTROL_DIR
+
+    ws = ctx.workspace
+    ws.store.publish("forget", {"workspace": ws.id, "purge": req.purge})
+    shutil.rmtree(ws.root / CONTROL_DIR, ignore_errors=True)
+    return ForgetResult(workspace=str(ws.root), purged=req.purge)
+
+
+def _purge_needs_yes(req: ForgetRequest) -> bool:
+    return req.purge and not req.yes
+
+
+def _confirmed(req: Any) -> Any:
+    return replace(req, yes=True)
+
+
+VERBS = (
+    Verb(
+        Contract(
+            name="workspace.watch",
+            since=1,
+            scope=Scope.FOLDER,
+            audience=Audience.AGENT,
+            effect=Effect.WRITE,
+            request=WatchRequest,
+            result=WatchResult,
+            cli="watch",
+            errors=(RefusedRootError, FolderMissingError, UnreadablePathError, BusyError),
+            event="sealed",
+            doc="Attach this folder (if needed) and seal a complete snapshot of it.",
+        ),
+        watch,
+    ),
+    Verb(
+        Contract(
+            name="workspace.status",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.READ,
+            request=StatusRequest,
+            result=StatusResult,
+            cli="status",
+            doc="Whether this folder is attached, its head snapshot and the store's size.",
+        ),
+        status,
+    ),
+    Verb(
+        Contract(
+            name="workspace.forget",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.USER,
+            effect=Effect.DESTRUCTIVE,
+            request=ForgetRequest,
+            result=ForgetResult,
+            cli="forget",
+            event="forgotten",
+            needs_confirmation=_purge_needs_yes,
+            confirmed=_confirmed,
+            doc="Detach this folder; with --purge --yes also drop its timeline from the store.",
+        ),
+        forget,
+    ),
+)

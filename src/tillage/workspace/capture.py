@@ -1,0 +1,401 @@
+"""Capturing a folder into trees: the stat walk, change detection, reading and chunking files.
+
+A capture reads only what changed since the last seal: the path index remembers each file's
+(size, mtime, ctime, inode, mode) and content ID, and a file whose facts all match, and that was
+not modified within the racy window of being read, is not read again. Run with no writer, a
+capture only computes IDs (for diffing against the live folder) and stores nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tillage.core import codec
+from tillage.core.codec import Kind
+from tillage.core.format import CDC_AVG, CDC_MAX, CDC_MIN, WHOLE_FILE_MAX
+from tillage.core.ids import blob_id, chunk_id, tree_id
+from tillage.core.models import (
+    ChunkRef,
+    ContentKind,
+    Entry,
+    EntryFlag,
+    EntryKind,
+    FidelityNote,
+)
+from tillage.core.paths import CONTROL_DIR, fs_encode, join
+from tillage.store.store import ObjectWriter
+from tillage.workspace.policy import Policy
+from tillage.workspace.sqlite_image import (
+    SIDECAR_SUFFIXES,
+    SqliteBusy,
+    SqliteUnreadable,
+    consistent_image,
+    is_sqlite_header,
+    sidecar_base,
+)
+
+# A file modified this close to the start of a capture may change again within the file
+# system's timestamp granularity without its facts changing: it is re-read next time.
+RACY_WINDOW_NS = 1_000_000_000
+READ_RETRIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """What the path index remembers of one file: its facts when read, and its content."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+    dev: int
+    mode: int
+    content_kind: int
+    content: bytes
+    flags: int
+    aux: str
+
+
+@dataclass
+class Capture:
+    """The outcome of one walk: the root tree and what a snapshot says about the folder."""
+
+    root: bytes = b""
+    files: int = 0
+    bytes: int = 0
+    read_files: int = 0
+    notes: list[FidelityNote] = field(default_factory=list)
+    rows: dict[str, IndexRow] = field(default_factory=dict)
+    manifest: dict[str, Entry] | None = None
+
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+class Walker:
+    """Walks one workspace folder; stores objects through `writer` unless it is None."""
+
+    def __init__(
+        self,
+        root: Path,
+        policy: Policy,
+        previous: dict[str, IndexRow],
+        writer: ObjectWriter | None,
+        tmp_dir: Path,
+        started_ns: int,
+        *,
+        keep_manifest: bool = False,
+        on_progress: ProgressFn | None = None,
+    ) -> None:
+        self.root = root
+        self.policy = policy
+        self.previous = previous
+        self.writer = writer
+        self.tmp_dir = tmp_dir
+        self.racy_after = started_ns - RACY_WINDOW_NS
+        self.result = Capture(manifest={} if keep_manifest else None)
+        self.on_progress = on_progress
+
+    # -- the walk -------------------------------------------------------------------------
+
+    def run(self) -> Capture:
+        self.result.root = self._directory("", str(self.root))
+        return self.result
+
+    def _directory(self, rel: str, abs_dir: str) -> bytes:
+        try:
+            with os.scandir(abs_dir) as it:
+                names = sorted(e.name for e in it)
+        except OSError as exc:
+            self._note(rel or ".", f"directory unreadable: {exc.strerror}")
+            names = []
+        sidecars = {n for n in names if sidecar_base(n) is not None}
+        entries: list[Entry] = []
+        databases: set[str] = set()
+        for name in names:
+            if name in sidecars:
+                continue
+            entry = self._entry(rel, abs_dir, name, sidecars)
+            if entry is not None:
+                entries.append(entry)
+                if entry.flags & EntryFlag.SQLITE_IMAGE:
+                    databases.add(name)
+        for name in sorted(sidecars):
+            if sidecar_base(name) in databases:
+                continue  # folded into the database's consistent image
+            entry = self._entry(rel, abs_dir, name, set())
+            if entry is not None:
+                entries.append(entry)
+        encoded = codec.encode_tree(entries)
+        tid = tree_id(encoded)
+        if self.writer is not None:
+            self.writer.put(Kind.TREE, tid, encoded)
+        return tid
+
+    def _entry(self, rel: str, abs_dir: str, name: str, sidecars: set[str]) -> Entry | None:
+        path = join(rel, name)
+        if not rel and name == CONTROL_DIR:
+            return None
+        abs_path = os.path.join(abs_dir, name)
+        try:
+            st = os.lstat(abs_path)
+        except FileNotFoundError:
+            return None  # removed while we walked
+        mode = st.st_mode
+        is_dir = stat.S_ISDIR(mode)
+        if self.policy.excludes(path, is_dir):
+            return None
+        xattrs = _user_xattrs(abs_path) if not stat.S_ISLNK(mode) else ()
+        perm = stat.S_IMODE(mode)
+        entry: Entry | None
+        if is_dir:
+            tid = self._directory(path, abs_path)
+            entry = Entry(
+                fs_encode(name),
+                EntryKind.DIR,
+                perm,
+                0,
+                st.st_mtime_ns,
+                ContentKind.TREE,
+                tid,
+                xattrs,
+            )
+        elif stat.S_ISLNK(mode):
+            target = os.readlink(os.fsencode(abs_path))
+            self.result.files += 1
+            entry = Entry(
+                fs_encode(name),
+                EntryKind.SYMLINK,
+                perm,
+                len(target),
+                st.st_mtime_ns,
+                ContentKind.TARGET,
+                target,
+                (),
+            )
+        elif stat.S_ISREG(mode):
+            has_sidecars = any(name + suffix in sidecars for suffix in SIDECAR_SUFFIXES)
+            aux = _sidecar_facts(abs_path) if has_sidecars else ""
+            entry = self._file(path, abs_path, name, st, perm, xattrs, aux)
+        else:
+            self._note(path, "special file (FIFO, socket or device) is not captured")
+            entry = Entry(
+                fs_encode(name),
+                EntryKind.SPECIAL,
+                perm,
+                0,
+                st.st_mtime_ns,
+                ContentKind.NONE,
+                b"",
+                (),
+            )
+        if self.result.manifest is not None and entry is not None:
+            self.result.manifest[path] = entry
+        return entry
+
+    # -- files ----------------------------------------------------------------------------
+
+    def _file(
+        self,
+        path: str,
+        abs_path: str,
+        name: str,
+        st: os.stat_result,
+        perm: int,
+        xattrs: tuple[tuple[bytes, bytes], ...],
+        aux: str,
+    ) -> Entry | None:
+        prev = self.previous.get(path)
+        if (
+            prev is not None
+            and prev.size == st.st_size
+            and prev.mtime_ns == st.st_mtime_ns
+            and prev.ctime_ns == st.st_ctime_ns
+            and prev.ino == st.st_ino
+            and prev.dev == st.st_dev
+            and prev.mode == st.st_mode
+            and prev.aux == aux
+        ):
+            row = prev
+        else:
+            read = self._read_file(path, abs_path, st)
+            if read is None:
+                return None
+            row, st = read
+            row = IndexRow(
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                st.st_ino,
+                st.st_dev,
+                st.st_mode,
+                row.content_kind,
+                row.content,
+                row.flags,
+                aux,
+            )
+        if st.st_mtime_ns < self.racy_after and st.st_ctime_ns < self.racy_after:
+            self.result.rows[path] = row  # INV-8: racily-clean files are not remembered
+        if st.st_nlink > 1:
+            self._note(path, f"hard link ({st.st_nlink} links) is stored as an independent copy")
+        if st.st_size >= 8192 and st.st_blocks * 512 < st.st_size:
+            self._note(path, "sparse file: holes are stored and restored as zeros")
+        self.result.files += 1
+        self.result.bytes += row.size
+        return Entry(
+            fs_encode(name),
+            EntryKind.FILE,
+            perm,
+            row.size,
+            st.st_mtime_ns,
+            ContentKind(row.content_kind),
+            row.content,
+            xattrs,
+            EntryFlag(row.flags),
+        )
+
+    def _read_file(
+        self, path: str, abs_path: str, st: os.stat_result
+    ) -> tuple[IndexRow, os.stat_result] | None:
+        """Reads a file's content into the store; returns its row and the facts it was read at."""
+        self.result.read_files += 1
+        if self.on_progress is not None:
+            self.on_progress("reading", self.result.read_files, 0)
+        for _attempt in range(READ_RETRIES):
+            try:
+                fd = os.open(abs_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                self._note(path, f"unreadable: {exc.strerror}")
+                return None
+            try:
+                before = os.fstat(fd)
+                head = os.pread(fd, 16, 0)
+                if is_sqlite_header(head) and before.st_size >= 512:
+                    kind, content, flags = self._read_sqlite(path, abs_path, fd)
+                else:
+                    kind, content = store_content(fd, self.writer)
+                    flags = 0
+                after = os.fstat(fd)
+            except OSError as exc:
+                if exc.errno == errno.ENOSPC:
+                    raise
+                self._note(path, f"unreadable: {exc.strerror}")
+                return None
+            finally:
+                os.close(fd)
+            stable = (before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns)
+            if stable or flags:
+                row = IndexRow(
+                    after.st_size,
+                    after.st_mtime_ns,
+                    after.st_ctime_ns,
+                    after.st_ino,
+                    after.st_dev,
+                    after.st_mode,
+                    kind,
+                    content,
+                    flags,
+                    "",
+                )
+                return row, after
+        self._note(path, "kept changing while being read: the stored bytes may be torn")
+        row = IndexRow(after.st_size, 0, 0, 0, 0, 0, kind, content, 0, "")
+        return row, after
+
+    def _read_sqlite(self, path: str, abs_path: str, fd: int) -> tuple[int, bytes, int]:
+        try:
+            with consistent_image(Path(abs_path), self.tmp_dir) as image:
+                img_fd = os.open(image.path, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    kind, content = store_content(img_fd, self.writer)
+                finally:
+                    os.close(img_fd)
+                return kind, content, int(EntryFlag.SQLITE_IMAGE)
+        except (SqliteBusy, SqliteUnreadable) as exc:
+            self._note(path, f"SQLite database copied raw, not as a consistent image: {exc}")
+            os.lseek(fd, 0, os.SEEK_SET)
+            kind, content = store_content(fd, self.writer)
+            return kind, content, 0
+
+    def _note(self, path: str, reason: str) -> None:
+        self.result.notes.append(FidelityNote(path, reason))
+
+
+def store_content(fd: int, writer: ObjectWriter | None) -> tuple[int, bytes]:
+    """Returns (content kind, ID) of the bytes readable from `fd`, storing them via `writer`.
+
+    Small files are one chunk; larger ones are cut into content-defined chunks and a chunk list,
+    streamed so memory stays bounded whatever the file size.
+    """
+    os.lseek(fd, 0, os.SEEK_SET)
+    head = _read_up_to(fd, WHOLE_FILE_MAX + 1)
+    if len(head) <= WHOLE_FILE_MAX:
+        cid = chunk_id(head)
+        if writer is not None:
+            writer.put(Kind.CHUNK, cid, head)
+        return int(ContentKind.CHUNK), cid
+    os.lseek(fd, 0, os.SEEK_SET)
+    from pyfastcdc import FastCDC
+
+    cdc = FastCDC(CDC_AVG, min_size=CDC_MIN, max_size=CDC_MAX)
+    refs: list[ChunkRef] = []
+    size = 0
+    with open(fd, "rb", buffering=0, closefd=False) as stream:
+        for chunk in cdc.cut_stream(stream):
+            data = chunk.data
+            cid = chunk_id(data)
+            if writer is not None:
+                writer.put(Kind.CHUNK, cid, data)
+            refs.append(ChunkRef(cid, chunk.length))
+            size += chunk.length
+    encoded = codec.encode_blob(size, refs)
+    bid = blob_id(encoded)
+    if writer is not None:
+        writer.put(Kind.BLOB, bid, encoded)
+    return int(ContentKind.BLOB), bid
+
+
+def _read_up_to(fd: int, limit: int) -> bytes:
+    parts: list[bytes] = []
+    remaining = limit
+    while remaining > 0:
+        piece = os.read(fd, min(remaining, 1 << 20))
+        if not piece:
+            break
+        parts.append(piece)
+        remaining -= len(piece)
+    return b"".join(parts)
+
+
+def _user_xattrs(abs_path: str) -> tuple[tuple[bytes, bytes], ...]:
+    try:
+        names = os.listxattr(abs_path, follow_symlinks=False)
+    except OSError:
+        return ()
+    out = []
+    for key in names:
+        if key.startswith("user."):
+            try:
+                out.append((key.encode(), os.getxattr(abs_path, key, follow_symlinks=False)))
+            except OSError:
+                continue
+    return tuple(sorted(out))
+
+
+def _sidecar_facts(abs_path: str) -> str:
+    """Facts of a file's SQLite sidecars, so a change only to `db-wal` re-reads `db`."""
+    facts = []
+    for suffix in SIDECAR_SUFFIXES[:1] + SIDECAR_SUFFIXES[2:]:
+        try:
+            st = os.lstat(abs_path + suffix)
+        except OSError:
+            continue
+        facts.append(f"{suffix}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}")
+    return ";".join(facts)

@@ -1,0 +1,37 @@
+"""Finishing a change the last process did not: the first thing any workspace command does.
+
+An intent record in the store names an interrupted rewind; it is rolled forward under the
+workspace lock, so a rewind still running in another process is waited for, never raced (INV-7).
+"""
+
+from __future__ import annotations
+
+import json
+
+from tillage.errors import IntegrityError
+from tillage.workspace.attach import Workspace
+
+
+def recover_if_interrupted(ws: Workspace) -> bool:
+    """Rolls an interrupted rewind forward; returns whether there was one."""
+    from tillage.workspace.rewind import intent_path
+
+    path = intent_path(ws)
+    if not path.exists():
+        return False
+    from tillage.workspace.rewind import finish_interrupted
+    from tillage.workspace.seal import workspace_lock
+
+    with workspace_lock(ws):
+        if not path.exists():
+            return False  # the rewinding process finished while we waited
+        try:
+            intent = json.loads(path.read_bytes())
+        except ValueError:
+            path.unlink()  # a torn intent: it was never acted on (written atomically)
+            return False
+        target = ws.store.snapshot(intent["target"])
+        if target is None:
+            raise IntegrityError(f"an interrupted rewind names unknown snapshot {intent['target']}")
+        finish_interrupted(ws, target, intent.get("scopes"))
+    return True

@@ -1,0 +1,343 @@
+"""Rewinding a folder to a snapshot: plan, then apply (seal first, intent, atomic writes).
+
+Apply is the crash-safety argument for the folder (INV-7): the present is sealed first (its ID is
+returned as `undo`), an intent record is written before any file is touched, every file is
+written to a temporary sibling and renamed into place, and the intent is removed last. A rewind
+killed half-way is rolled forward by the next command (recovery.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from tillage.core.models import Change, ContentKind, Entry, EntryFlag, EntryKind
+from tillage.core.paths import parse
+from tillage.core.rewind_plan import Action, Op, plan_actions
+from tillage.platform import clock, failpoints
+from tillage.platform.fs import atomic_write, open_dir_nofollow, raise_if_disk_full, temp_name
+from tillage.store.store import SnapshotRow
+from tillage.workspace.attach import Workspace
+from tillage.workspace.capture import store_content
+from tillage.workspace.seal import (
+    SealOptions,
+    publish_tree,
+    scan_live,
+    seal_locked,
+    workspace_lock,
+)
+from tillage.workspace.sqlite_image import SIDECAR_SUFFIXES
+from tillage.workspace.trees import chunks_of, flatten, write_manifest
+
+
+@dataclass(frozen=True)
+class RewindOutcome:
+    target: SnapshotRow
+    changes: tuple[Change, ...]
+    applied: bool
+    undo: str | None
+    rescued: tuple[str, ...] = ()
+    rescue: str | None = None
+
+
+def normalize_scopes(paths: tuple[str, ...] | None) -> list[str] | None:
+    """Parses --paths; None means the whole workspace."""
+    if not paths:
+        return None
+    return sorted({parse(p) for p in paths})
+
+
+def preview(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> RewindOutcome:
+    """Returns what a rewind would change, touching nothing (`--dry-run`)."""
+    live = scan_live(ws).manifest or {}
+    want = flatten(ws.store, bytes.fromhex(target.tree))
+    planned = plan_actions(live, want, scopes)
+    return RewindOutcome(target, planned.changes, applied=False, undo=None)
+
+
+def intent_path(ws: Workspace) -> Path:
+    return ws.store.intents_dir / f"rewind-{ws.id}.json"
+
+
+def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> RewindOutcome:
+    """Rewinds the folder to `target` within `scopes`, sealing the present first."""
+    with workspace_lock(ws):
+        current: dict[str, Entry] = {}
+        undo = seal_locked(
+            ws,
+            SealOptions(trigger="pre_rewind", label=f"before rewind to {target.id[:12]}"),
+            manifest_out=current,
+        )
+        want = flatten(ws.store, bytes.fromhex(target.tree))
+        planned = plan_actions(current, want, scopes)
+        intent = {
+            "op": "rewind",
+            "workspace": ws.id,
+            "target": target.id,
+            "undo": undo.id,
+            "scopes": scopes,
+            "started_ns": clock.now_ns(),
+            "pid": os.getpid(),
+        }
+        atomic_write(intent_path(ws), json.dumps(intent).encode())
+        failpoints.hit("rewind.after_intent")
+        applier = Applier(ws, current)
+        applier.run(planned.actions)
+        rescue = applier.publish_rescue(undo) if applier.rescued else None
+        failpoints.hit("rewind.before_intent_removed")
+        intent_path(ws).unlink()
+    return RewindOutcome(
+        target,
+        planned.changes,
+        applied=True,
+        undo=undo.id,
+        rescued=tuple(sorted(applier.rescued)),
+        rescue=rescue,
+    )
+
+
+def finish_interrupted(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> None:
+    """Rolls an interrupted rewind forward: re-plans against the folder as it is and applies.
+
+    The present was sealed before the interrupted rewind began (its `undo`), so nothing the
+    folder held then is lost whichever way this goes.
+    """
+    _remove_temp_files(ws.root)
+    live = scan_live(ws).manifest or {}
+    want = flatten(ws.store, bytes.fromhex(target.tree))
+    planned = plan_actions(live, want, scopes)
+    Applier(ws, None).run(planned.actions)
+    intent_path(ws).unlink()
+
+
+def _remove_temp_files(root: Path) -> None:
+    for dirpath, dirnames, filenames in os.walk(root):
+        if dirpath == str(root) and ".tillage" in dirnames:
+            dirnames.remove(".tillage")
+        for name in filenames:
+            if ".tillage-tmp-" in name:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(dirpath, name))
+
+
+class Applier:
+    """Executes rewind actions below the root without ever following a symlinked parent."""
+
+    def __init__(self, ws: Workspace, expected: dict[str, Entry] | None) -> None:
+        self.ws = ws
+        self.expected = expected
+        self.rescued: dict[str, Entry] = {}
+        self._root_fd = os.open(ws.root, os.O_RDONLY | os.O_DIRECTORY)
+        self._dir_cache: dict[str, int] = {}
+        self._writer = ws.store.writer()
+
+    def run(self, actions: tuple[Action, ...]) -> None:
+        try:
+            for n, action in enumerate(actions):
+                self._do(action)
+                if n == 0:
+                    failpoints.hit("rewind.after_first_action")
+            self._writer.commit()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        for fd in self._dir_cache.values():
+            os.close(fd)
+        self._dir_cache.clear()
+        os.close(self._root_fd)
+        self._writer.close()
+
+    def _parent_fd(self, path: str, *, create: bool) -> tuple[int, str]:
+        parent, _, name = path.rpartition("/")
+        if not parent:
+            return self._root_fd, name
+        fd = self._dir_cache.get(parent)
+        if fd is None:
+            fd = open_dir_nofollow(self._root_fd, parent.split("/"), create=create)
+            self._dir_cache[parent] = fd
+        return fd, name
+
+    def _invalidate(self, path: str) -> None:
+        for key in [k for k in self._dir_cache if k == path or k.startswith(path + "/")]:
+            os.close(self._dir_cache.pop(key))
+
+    def _do(self, action: Action) -> None:
+        try:
+            if action.op is Op.DELETE:
+                self._delete(action.path)
+            elif action.op is Op.MAKE_DIR:
+                self._make_dir(action.path, action.entry)
+            elif action.op is Op.WRITE:
+                self._write(action.path, action.entry)
+            elif action.op is Op.SET_META:
+                self._set_meta(action.path, action.entry)
+        except OSError as exc:
+            raise_if_disk_full(exc)
+            raise
+
+    # -- guarding a concurrent writer -------------------------------------------------------
+
+    def _guard(self, dir_fd: int, name: str, path: str) -> None:
+        """Rescues a file a concurrent writer changed since the pre-rewind seal."""
+        if self.expected is None:
+            return
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISREG(st.st_mode):
+            return
+        known = self.expected.get(path)
+        if (
+            known is not None
+            and known.kind is EntryKind.FILE
+            and (known.size == st.st_size and known.mtime_ns == st.st_mtime_ns)
+        ):
+            return
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        try:
+            kind, content = store_content(fd, self._writer)
+        finally:
+            os.close(fd)
+        self.rescued[path] = Entry(
+            path.rsplit("/", 1)[-1].encode("utf-8", "surrogateescape"),
+            EntryKind.FILE,
+            stat.S_IMODE(st.st_mode),
+            st.st_size,
+            st.st_mtime_ns,
+            ContentKind(kind),
+            content,
+        )
+
+    def publish_rescue(self, undo: SnapshotRow) -> str:
+        """Seals the pre-rewind state with the rescued bytes in place; returns its ID."""
+        assert self.expected is not None
+        manifest = dict(self.expected)
+        manifest.update(self.rescued)
+        with self.ws.store.writer() as writer:
+            root = write_manifest(writer, manifest)
+            files = sum(
+                1 for e in manifest.values() if e.kind in (EntryKind.FILE, EntryKind.SYMLINK)
+            )
+            size = sum(e.size for e in manifest.values() if e.kind is EntryKind.FILE)
+            row = publish_tree(
+                self.ws.store,
+                self.ws.id,
+                writer,
+                root,
+                files,
+                size,
+                [],
+                SealOptions(
+                    trigger="pre_rewind", label=f"rescued during rewind (undo {undo.id[:12]})"
+                ),
+            )
+        return row.id
+
+    # -- actions --------------------------------------------------------------------------
+
+    def _delete(self, path: str) -> None:
+        try:
+            dir_fd, name = self._parent_fd(path, create=False)
+        except FileNotFoundError:
+            return
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        self._guard(dir_fd, name, path)
+        if stat.S_ISDIR(st.st_mode):
+            self._invalidate(path)
+            shutil.rmtree(name, dir_fd=dir_fd)
+        else:
+            os.unlink(name, dir_fd=dir_fd)
+
+    def _make_dir(self, path: str, entry: Entry | None) -> None:
+        assert entry is not None
+        dir_fd, name = self._parent_fd(path, create=True)
+        try:
+            os.mkdir(name, 0o700, dir_fd=dir_fd)
+        except FileExistsError:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode):
+                os.unlink(name, dir_fd=dir_fd)
+                os.mkdir(name, 0o700, dir_fd=dir_fd)
+
+    def _write(self, path: str, entry: Entry | None) -> None:
+        assert entry is not None
+        dir_fd, name = self._parent_fd(path, create=True)
+        self._guard(dir_fd, name, path)
+        tmp = temp_name(name)
+        if entry.kind is EntryKind.SYMLINK:
+            os.symlink(entry.content, tmp, dir_fd=dir_fd)
+            os.utime(tmp, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+        else:
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd
+            )
+            try:
+                for ref in chunks_of(self.ws.store, entry):
+                    data = memoryview(self.ws.store.read(ref.id))
+                    while data:
+                        data = data[os.write(fd, data) :]
+                os.fchmod(fd, entry.mode)
+                for key, value in entry.xattrs:
+                    with contextlib.suppress(OSError):
+                        os.setxattr(fd, key, value)
+                os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+            except BaseException:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dir_fd)
+                raise
+            os.close(fd)
+        try:
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+                self._invalidate(path)
+                shutil.rmtree(name, dir_fd=dir_fd)
+                return self._write(path, entry)
+            raise
+        if entry.flags & EntryFlag.SQLITE_IMAGE:
+            for suffix in SIDECAR_SUFFIXES:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name + suffix, dir_fd=dir_fd)
+        return None
+
+    def _set_meta(self, path: str, entry: Entry | None) -> None:
+        assert entry is not None
+        dir_fd, name = self._parent_fd(path, create=False)
+        if entry.kind is EntryKind.SYMLINK:
+            os.utime(
+                name, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False
+            )
+            return
+        flags = os.O_RDONLY | os.O_NOFOLLOW
+        if entry.kind is EntryKind.DIR:
+            flags |= os.O_DIRECTORY
+        fd = os.open(name, flags, dir_fd=dir_fd)
+        try:
+            os.fchmod(fd, entry.mode)
+            if entry.kind is EntryKind.FILE:
+                current = set(os.listxattr(fd))
+                wanted = {k.decode(): v for k, v in entry.xattrs}
+                for key in current - set(wanted):
+                    if key.startswith("user."):
+                        with contextlib.suppress(OSError):
+                            os.removexattr(fd, key)
+                for key, value in wanted.items():
+                    with contextlib.suppress(OSError):
+                        os.setxattr(fd, key, value)
+            os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+        finally:
+            os.close(fd)

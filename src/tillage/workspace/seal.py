@@ -1,0 +1,214 @@
+"""Sealing: capture the folder, make every byte durable, then publish the snapshot.
+
+Order is the crash-safety argument (INV-2, INV-5): objects are written and fsynced, then indexed,
+then the snapshot is appended to the publication log; a crash before the log append leaves only
+unreferenced objects, never a published snapshot that points at missing bytes.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from tillage.core import codec
+from tillage.core.codec import Kind
+from tillage.core.ids import snapshot_id
+from tillage.core.models import Entry, FidelityNote, SnapshotRecord
+from tillage.core.paths import fs_encode
+from tillage.platform import clock, failpoints
+from tillage.platform.locks import file_lock
+from tillage.store import index as ix
+from tillage.store.store import ObjectWriter, SnapshotRow, Store
+from tillage.workspace.attach import Workspace
+from tillage.workspace.capture import Capture, IndexRow, ProgressFn, Walker
+from tillage.workspace.policy import Policy
+
+
+@dataclass(frozen=True)
+class SealOptions:
+    trigger: str
+    label: str | None = None
+    agent: str | None = None
+    turn: str | None = None
+    session: str | None = None
+
+
+def workspace_lock(ws: Workspace) -> AbstractContextManager[None]:
+    """The lock that serialises changes to one workspace's folder and timeline."""
+    return file_lock(ws.store.locks_dir / f"ws-{ws.id}.lock", what="this workspace")
+
+
+def load_path_index(store: Store, workspace_id: str) -> dict[str, IndexRow]:
+    rows = store.conn.execute(
+        "SELECT path, size, mtime_ns, ctime_ns, ino, dev, mode, content_kind, content, flags, aux "
+        "FROM pathindex WHERE workspace=?",
+        (workspace_id,),
+    )
+    return {
+        bytes(r[0]).decode("utf-8", "surrogateescape"): IndexRow(
+            r[1], r[2], r[3], r[4], r[5], r[6], r[7], bytes(r[8]), r[9], r[10]
+        )
+        for r in rows
+    }
+
+
+def save_path_index(
+    store: Store, workspace_id: str, old: dict[str, IndexRow], new: dict[str, IndexRow]
+) -> None:
+    """Writes only the rows that changed (the index is advisory: INV-4)."""
+    gone = [(workspace_id, fs_encode(p)) for p in old.keys() - new.keys()]
+    changed = [
+        (
+            workspace_id,
+            fs_encode(p),
+            r.size,
+            r.mtime_ns,
+            r.ctime_ns,
+            r.ino,
+            r.dev,
+            r.mode,
+            r.content_kind,
+            r.content,
+            r.flags,
+            r.aux,
+        )
+        for p, r in new.items()
+        if old.get(p) != r
+    ]
+    if not gone and not changed:
+        return
+    with ix.write_txn(store.conn):
+        store.conn.executemany("DELETE FROM pathindex WHERE workspace=? AND path=?", gone)
+        store.conn.executemany(
+            "INSERT OR REPLACE INTO pathindex VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", changed
+        )
+
+
+def scan_live(ws: Workspace, *, on_progress: ProgressFn | None = None) -> Capture:
+    """Walks the folder computing IDs without storing anything (for diffs against live)."""
+    walker = Walker(
+        ws.root,
+        Policy.load(ws.root),
+        load_path_index(ws.store, ws.id),
+        None,
+        ws.store.tmp_dir,
+        clock.now_ns(),
+        keep_manifest=True,
+        on_progress=on_progress,
+    )
+    return walker.run()
+
+
+def seal(
+    ws: Workspace,
+    options: SealOptions,
+    *,
+    on_progress: ProgressFn | None = None,
+    manifest_out: dict[str, Entry] | None = None,
+) -> SnapshotRow:
+    """Seals the folder as it is now and publishes the snapshot; returns it."""
+    with workspace_lock(ws):
+        return seal_locked(ws, options, on_progress=on_progress, manifest_out=manifest_out)
+
+
+def seal_locked(
+    ws: Workspace,
+    options: SealOptions,
+    *,
+    on_progress: ProgressFn | None = None,
+    manifest_out: dict[str, Entry] | None = None,
+) -> SnapshotRow:
+    """seal() for a caller that already holds the workspace lock."""
+    store = ws.store
+    previous = load_path_index(store, ws.id)
+    started = clock.now_ns()
+    policy = Policy.load(ws.root)
+    with store.writer() as writer:
+        walker = Walker(
+            ws.root,
+            policy,
+            previous,
+            writer,
+            store.tmp_dir,
+            started,
+            keep_manifest=manifest_out is not None,
+            on_progress=on_progress,
+        )
+        capture = walker.run()
+        head = store.head(ws.id)
+        row = _publish(store, ws.id, writer, capture, options, head.id if head else None)
+    if manifest_out is not None and capture.manifest is not None:
+        manifest_out.update(capture.manifest)
+    save_path_index(store, ws.id, previous, capture.rows)
+    return row
+
+
+def publish_tree(
+    store: Store,
+    workspace_id: str,
+    writer: ObjectWriter,
+    root: bytes,
+    files: int,
+    size: int,
+    notes: list[FidelityNote],
+    options: SealOptions,
+) -> SnapshotRow:
+    """Publishes a snapshot of an already-written tree (used by rewind's rescue)."""
+    capture = Capture(root=root, files=files, bytes=size, notes=notes)
+    head = store.head(workspace_id)
+    return _publish(store, workspace_id, writer, capture, options, head.id if head else None)
+
+
+def _publish(
+    store: Store,
+    workspace_id: str,
+    writer: ObjectWriter,
+    capture: Capture,
+    options: SealOptions,
+    parent: str | None,
+) -> SnapshotRow:
+    record = SnapshotRecord(
+        workspace=workspace_id,
+        tree=capture.root.hex(),
+        parent=parent,
+        sealed_at_ns=clock.now_ns(),
+        trigger=options.trigger,
+        label=options.label,
+        files=capture.files,
+        bytes=capture.bytes,
+        grade="partial" if capture.notes else "exact",
+        agent=options.agent,
+        turn=options.turn,
+        session=options.session,
+        fidelity=tuple(capture.notes),
+    )
+    encoded = codec.encode_snapshot(record)
+    sid = snapshot_id(encoded)
+    writer.put(Kind.SNAPSHOT, sid, encoded)
+    writer.commit()  # INV-2: every byte the snapshot reaches is durable before it is published
+    failpoints.hit("seal.before_publish")
+    body = {
+        "id": sid.hex(),
+        "workspace": workspace_id,
+        "sealed_at_ns": record.sealed_at_ns,
+        "trigger": record.trigger,
+        "label": record.label,
+        "parent": record.parent,
+        "tree": record.tree,
+        "files": record.files,
+        "bytes": record.bytes,
+        "grade": record.grade,
+        "agent": record.agent,
+        "turn": record.turn,
+        "session": record.session,
+    }
+    store.publish("snapshot", body)
+    failpoints.hit("seal.after_publish")
+    found = store.snapshot(sid.hex())
+    assert found is not None
+    return found
+
+
+def snapshot_record(store: Store, snapshot_hex: str) -> SnapshotRecord:
+    """Reads a snapshot's own record (with its fidelity notes) from the store."""
+    return codec.decode_snapshot(store.read(bytes.fromhex(snapshot_hex)))

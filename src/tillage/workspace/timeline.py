@@ -1,0 +1,29 @@
+"""Finding snapshots by ID or prefix within one workspace's timeline."""
+
+from __future__ import annotations
+
+import string
+
+from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
+from tillage.store.store import SnapshotRow
+from tillage.workspace.attach import Workspace
+
+MIN_PREFIX = 6
+_HEX = set(string.hexdigits.lower())
+
+
+def resolve(ws: Workspace, ref: str) -> SnapshotRow:
+    """Returns the snapshot `ref` names: a full ID or a unique prefix of at least 6 hex digits."""
+    prefix = ref.strip().lower()
+    if len(prefix) < MIN_PREFIX or len(prefix) > 64 or not set(prefix) <= _HEX:
+        raise BadSnapshotIdError(
+            f"{ref!r} is not a snapshot ID (64 hex characters, or a prefix of at least 6)"
+        )
+    matches = ws.store.snapshots_with_prefix(ws.id, prefix)
+    if not matches:
+        raise SnapshotNotFoundError(f"no snapshot matches {ref!r}")
+    if len(matches) > 1:
+        raise SnapshotAmbiguousError(f"{ref!r} matches more than one snapshot")
+    row = ws.store.snapshot(matches[0])
+    assert row is not None
+    return row

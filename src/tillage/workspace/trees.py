@@ -1,0 +1,74 @@
+"""Reading trees back into flat manifests, and writing a manifest as trees."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from tillage.core import codec
+from tillage.core.codec import Kind
+from tillage.core.ids import tree_id
+from tillage.core.models import ChunkRef, ContentKind, Entry, EntryKind
+from tillage.core.paths import fs_decode, join
+from tillage.store.store import ObjectWriter, Store
+
+
+def flatten(store: Store, root: bytes) -> dict[str, Entry]:
+    """Returns every entry below the tree `root`, keyed by workspace path."""
+    out: dict[str, Entry] = {}
+    stack: list[tuple[str, bytes]] = [("", root)]
+    while stack:
+        prefix, tid = stack.pop()
+        for entry in codec.decode_tree(store.read(tid)):
+            path = join(prefix, fs_decode(entry.name))
+            out[path] = entry
+            if entry.kind is EntryKind.DIR:
+                stack.append((path, entry.content))
+    return out
+
+
+def chunks_of(store: Store, entry: Entry) -> list[ChunkRef]:
+    """Returns the chunks holding a file entry's bytes, in order."""
+    if entry.content_kind is ContentKind.CHUNK:
+        return [ChunkRef(entry.content, entry.size)]
+    if entry.content_kind is ContentKind.BLOB:
+        _size, refs = codec.decode_blob(store.read(entry.content))
+        return refs
+    return []
+
+
+def read_file_bytes(store: Store, entry: Entry) -> bytes:
+    """Returns a (small enough to hold) file entry's whole content."""
+    return b"".join(store.read(ref.id) for ref in chunks_of(store, entry))
+
+
+def write_manifest(writer: ObjectWriter, manifest: dict[str, Entry]) -> bytes:
+    """Writes `manifest` as trees (directories' own entries re-pointed) and returns the root."""
+    children: dict[str, list[str]] = defaultdict(list)
+    for path in manifest:
+        parent = path.rsplit("/", 1)[0] if "/" in path else ""
+        children[parent].append(path)
+
+    def build(dir_path: str) -> bytes:
+        entries = []
+        for path in children.get(dir_path, []):
+            entry = manifest[path]
+            if entry.kind is EntryKind.DIR:
+                sub = build(path)
+                entry = Entry(
+                    entry.name,
+                    entry.kind,
+                    entry.mode,
+                    entry.size,
+                    entry.mtime_ns,
+                    ContentKind.TREE,
+                    sub,
+                    entry.xattrs,
+                    entry.flags,
+                )
+            entries.append(entry)
+        encoded = codec.encode_tree(entries)
+        tid = tree_id(encoded)
+        writer.put(Kind.TREE, tid, encoded)
+        return tid
+
+    return build("")

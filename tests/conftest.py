@@ -1,0 +1,91 @@
+"""Shared fixtures: every test gets its own TILLAGE_HOME and HOME; `till` runs as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@dataclass
+class Run:
+    """One finished `till` process."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def doc(self) -> Any:
+        return json.loads(self.stdout)
+
+    @property
+    def error(self) -> dict[str, Any]:
+        body = self.doc["error"]
+        assert isinstance(body, dict)
+        return body
+
+
+class Till:
+    """Runs the real `till` command against one store, from one folder."""
+
+    def __init__(self, home: Path, user_home: Path, cwd: Path) -> None:
+        self.home = home
+        self.user_home = user_home
+        self.cwd = cwd
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TILLAGE_")}
+        env["TILLAGE_HOME"] = str(self.home)
+        env["HOME"] = str(self.user_home)
+        return env
+
+    def __call__(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+        timeout: float = 120,
+    ) -> Run:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tillage", *args],
+            cwd=cwd or self.cwd,
+            env=self.env(),
+            input=stdin if stdin is not None else "",
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        return Run(proc.returncode, proc.stdout, proc.stderr)
+
+    def json(self, *args: str, cwd: Path | None = None) -> Any:
+        """Runs with --json, asserts success, and returns the parsed document."""
+        run = self("--json", *args, cwd=cwd)
+        assert run.code == 0, (run.code, run.stdout, run.stderr)
+        return run.doc
+
+
+@pytest.fixture
+def user_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    return home
+
+
+@pytest.fixture
+def folder(user_home: Path) -> Path:
+    ws = user_home / "project"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+def till(tmp_path: Path, user_home: Path, folder: Path) -> Iterator[Till]:
+    yield Till(tmp_path / "store", user_home, folder)
