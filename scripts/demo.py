@@ -1,0 +1,139 @@
+"""The headline, end to end: an agent wrecks a workspace and tillage brings it back.
+
+Builds a small project (a git repo, an ignored `.env`, a SQLite database in WAL mode with rows
+only in its `-wal` file, a build folder), attaches it to the default store, lets an "agent"
+wreck it (`git clean -fdx`, a corrupted database, rewritten source), rewinds it byte-exact,
+then undoes the rewind. Every step is a real `till --json` call. Exits non-zero if anything
+does not come back exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "demo",
+    "GIT_AUTHOR_EMAIL": "demo@example.com",
+    "GIT_COMMITTER_NAME": "demo",
+    "GIT_COMMITTER_EMAIL": "demo@example.com",
+}
+
+
+def till(folder: Path, *args: str) -> Any:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tillage", "--json", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"till {' '.join(args)} failed ({proc.returncode}): {proc.stdout}{proc.stderr}"
+        )
+    return json.loads(proc.stdout)
+
+
+def sh(folder: Path, *cmd: str) -> None:
+    subprocess.run(cmd, cwd=folder, env={**os.environ, **GIT_ENV}, check=True, capture_output=True)
+
+
+def fingerprint(root: Path) -> dict[str, str]:
+    """Path -> sha256 of every file (and link target) below root.
+
+    Leaves out tillage's pointer and the database: it comes back as a consistent image (every
+    committed row, its -wal folded in), which is checked by its rows instead of its bytes.
+    """
+    out: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        if Path(dirpath) == root and ".tillage" in dirnames:
+            dirnames.remove(".tillage")
+        for name in filenames:
+            if name.startswith("dev.db"):
+                continue
+            p = Path(dirpath, name)
+            data = os.readlink(p).encode() if p.is_symlink() else p.read_bytes()
+            out[str(p.relative_to(root))] = hashlib.sha256(data).hexdigest()[:16]
+    return out
+
+
+def rows(db: Path) -> str:
+    try:
+        conn = sqlite3.connect(db)
+        check = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        n = conn.execute("SELECT count(*) FROM orders").fetchone()[0]
+        conn.close()
+        return f"integrity {check}, {n} orders"
+    except sqlite3.DatabaseError as exc:
+        return f"unreadable ({exc})"
+
+
+def build_project(root: Path) -> sqlite3.Connection:
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("def total(orders):\n    return sum(orders)\n")
+    (root / ".gitignore").write_text(".env\nbuild/\n*.db\n*.db-*\n")
+    (root / ".env").write_text("STRIPE_KEY=sk_live_do_not_lose_me\n")
+    (root / "build").mkdir()
+    (root / "build" / "bundle.js").write_text("console.log('built');\n" * 200)
+    sh(root, "git", "init", "-q")
+    sh(root, "git", "add", "-A")
+    sh(root, "git", "commit", "-qm", "initial")
+    db = sqlite3.connect(root / "dev.db")
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA wal_autocheckpoint=0")  # committed rows stay in dev.db-wal
+    db.execute("CREATE TABLE orders(id INTEGER PRIMARY KEY, amount INTEGER)")
+    db.executemany("INSERT INTO orders(amount) VALUES (?)", [(i,) for i in range(1000)])
+    db.commit()
+    return db
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="tillage-demo-") as tmp:
+        root = Path(tmp) / "shop"
+        root.mkdir()
+        db = build_project(root)
+        print(f"1. A project at {root}: git repo, ignored .env, build/, dev.db (WAL, open writer)")
+        head = till(root, "watch", "--no-daemon")["head"]
+        print(
+            f"   till watch --no-daemon -> sealed {head['short']} "
+            f"({head['files']} files, grade {head['grade']})"
+        )
+        before = fingerprint(root)
+
+        db.close()
+        sh(root, "git", "clean", "-fdxq")
+        (root / "src" / "app.py").write_text("def total(orders):\n    return 0  # 'simplified'\n")
+        (root / "dev.db").write_bytes(b"migration went wrong")
+        print("2. The agent runs `git clean -fdx`, rewrites src/app.py, corrupts dev.db:")
+        print(f"   .env exists: {(root / '.env').exists()}; dev.db: {rows(root / 'dev.db')}")
+
+        plan = till(root, "rewind", head["id"], "--dry-run")
+        print(f"3. till rewind {head['short']} --dry-run -> {len(plan['changes'])} changes")
+        done = till(root, "rewind", head["id"], "--yes")
+        back = fingerprint(root)
+        print(f"   till rewind {head['short']} --yes -> applied; undo = {done['undo'][:12]}")
+        print(f"   .env: {(root / '.env').read_text().strip()}; dev.db: {rows(root / 'dev.db')}")
+        exact = back == before and rows(root / "dev.db") == "integrity ok, 1000 orders"
+        print(f"   every file byte-exact, every committed row back: {exact}")
+
+        till(root, "rewind", done["undo"], "--yes")
+        undone = (root / "dev.db").read_bytes() == b"migration went wrong"
+        print(f"4. till rewind {done['undo'][:12]} --yes -> the wrecked state is back: {undone}")
+        till(root, "forget", "--purge", "--yes")
+        print("5. till forget --purge --yes -> the demo workspace is detached from the store")
+        if not (exact and undone):
+            print("FAILED: the workspace did not come back exactly", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""Test helpers: describing a folder exactly, and building realistic workspaces."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
+
+
+def manifest(root: Path, *, mtimes: bool = True) -> dict[str, Any]:
+    """Returns every path below `root` (but `.tillage/`) with its type, mode, bytes and mtime."""
+    out: dict[str, Any] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        if rel_dir == ".":
+            rel_dir = ""
+            if ".tillage" in dirnames:
+                dirnames.remove(".tillage")
+        for name in sorted(dirnames) + sorted(filenames):
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            st = os.lstat(os.path.join(dirpath, name))
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                value: Any = ("link", os.readlink(os.path.join(dirpath, name)))
+            elif stat.S_ISDIR(st.st_mode):
+                value = ("dir", mode)
+            else:
+                value = ("file", mode, Path(dirpath, name).read_bytes())
+            if mtimes and not stat.S_ISDIR(st.st_mode):
+                value = (*value, st.st_mtime_ns)
+            out[rel] = value
+    return out
+
+
+def git(root: Path, *args: str) -> str:
+    env = {**os.environ, **GIT_ENV}
+    proc = subprocess.run(
+        ["git", *args], cwd=root, env=env, capture_output=True, text=True, check=True
+    )
+    return proc.stdout
+
+
+def make_project(root: Path) -> None:
+    """A small but real project: a git repo, ignored files, .env, a SQLite db, a symlink."""
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "src" / "pkg" / "app.py").write_text("def main():\n    return 42\n")
+    (root / "src" / "pkg" / "util.py").write_text("X = 1\n" * 50)
+    (root / "README.md").write_text("# demo\n")
+    run = root / "run.sh"
+    run.write_text("#!/bin/sh\necho hi\n")
+    run.chmod(0o755)
+    (root / ".gitignore").write_text(".env\nbuild/\n*.db\n")
+    (root / ".env").write_text("API_KEY=secret\n")
+    (root / "build").mkdir()
+    (root / "build" / "out.bin").write_bytes(os.urandom(3000))
+    (root / "empty_dir").mkdir()
+    (root / "link_to_readme").symlink_to("README.md")
+    db = sqlite3.connect(root / "dev.db")
+    db.execute("CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT)")
+    db.executemany("INSERT INTO users(name) VALUES (?)", [(f"user{i}",) for i in range(500)])
+    db.commit()
+    db.close()
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "init")
+
+
+def rows(db: Path) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        return int(conn.execute("SELECT count(*) FROM users").fetchone()[0])
+    finally:
+        conn.close()
