@@ -91,3 +91,12 @@ def test_params_are_derived_from_the_request() -> None:
         ("target", "string", False),
         ("limit", "int", True),
     ]
+
+
+def test_the_command_table_names_every_verb_in_its_module() -> None:
+    from tillage.verbs.registry import COMMANDS, verb_for_command
+
+    assert set(COMMANDS) == {v.contract.cli for v in all_verbs()}
+    for command in COMMANDS:
+        verb = verb_for_command(command)
+        assert verb is not None and verb.contract.cli == command

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tillage.core.models import Change, Entry, EntryKind
 from tillage.core.paths import ancestors, covers
 from tillage.core.treediff import Manifest, diff_entry, same_content
-from tillage.errors import NotFoundError
+from tillage.core.errors import PathNotInSnapshotError
 
 
 class Op(enum.StrEnum):
@@ -35,12 +35,6 @@ class Action:
 class RewindActions:
     changes: tuple[Change, ...]
     actions: tuple[Action, ...]
-
-
-class PathNotInSnapshotError(NotFoundError):
-    name = "rewind.path_not_in_snapshot"
-    module = "rewind"
-    next_step = "list the snapshot's files with `till show ID` or `till diff ID`"
 
 
 def _in_scope(path: str, scopes: Sequence[str] | None) -> bool:

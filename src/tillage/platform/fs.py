@@ -12,14 +12,8 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-from tillage.errors import InvalidArgumentError, TillageError
-
-
-class DiskFullError(TillageError):
-    code = -32110
-    name = "store.disk_full"
-    module = "store"
-    next_step = "free some disk space, then retry; nothing was lost"
+from tillage.errors import InvalidArgumentError
+from tillage.platform.errors import DiskFullError
 
 
 def fsync_dir(path: Path | str) -> None:

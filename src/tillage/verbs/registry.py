@@ -22,6 +22,39 @@ VERB_MODULES = (
 )
 
 
+# Which module declares each command, so a host can load one verb without the rest (start-up
+# matters: agents call `till` hundreds of times). A test keeps this table equal to the registry.
+COMMANDS = {
+    "contracts": "tillage.verbs.system",
+    "version": "tillage.verbs.system",
+    "agents-md": "tillage.verbs.system",
+    "watch": "tillage.verbs.workspace",
+    "status": "tillage.verbs.workspace",
+    "forget": "tillage.verbs.workspace",
+    "snap": "tillage.verbs.timeline",
+    "timeline": "tillage.verbs.timeline",
+    "show": "tillage.verbs.timeline",
+    "diff": "tillage.verbs.timeline",
+    "cat": "tillage.verbs.timeline",
+    "pin": "tillage.verbs.timeline",
+    "unpin": "tillage.verbs.timeline",
+    "rewind": "tillage.verbs.rewind",
+    "verify": "tillage.verbs.store",
+}
+
+
+def verb_for_command(command: str) -> Verb[Any, Any] | None:
+    """Returns the verb spelled `command` on the command line, importing only its module."""
+    module_name = COMMANDS.get(command)
+    if module_name is None:
+        return None
+    module = importlib.import_module(module_name)
+    for verb in module.VERBS:
+        if verb.contract.cli == command:
+            return verb  # type: ignore[no-any-return]
+    return None
+
+
 @cache
 def all_verbs() -> tuple[Verb[Any, Any], ...]:
     """Returns every registered verb, in documentation order."""
@@ -38,11 +71,3 @@ def by_name(name: str) -> Verb[Any, Any]:
         if verb.contract.name == name:
             return verb
     raise KeyError(name)
-
-
-def by_command(command: str) -> Verb[Any, Any] | None:
-    """Returns the verb whose command-line spelling is `command` ("rewind"), if any."""
-    for verb in all_verbs():
-        if verb.contract.cli == command:
-            return verb
-    return None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tillage.core.rewind_plan import PathNotInSnapshotError
+from tillage.core.errors import PathNotInSnapshotError
 from tillage.errors import BusyError, IntegrityError
-from tillage.platform.fs import DiskFullError
+from tillage.platform.errors import DiskFullError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context

@@ -46,22 +46,35 @@ def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
 
 
-def build_parser() -> Parser:
-    """Builds the argument parser from the verb registry."""
+def build_parser(only: Any = None) -> Parser:
+    """Builds the argument parser from the verb registry (just `only`'s subcommand if given)."""
     from tillage.verbs.registry import all_verbs
 
     root = Parser(prog="till", description="Seal, rewind and fork whole workspaces.")
     _global_flags(root, suppress=False)
     sub = root.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for verb in all_verbs():
+    for verb in [only] if only is not None else all_verbs():
         c = verb.contract
-        if c.audience.value == "internal" and c.cli != "agents-md":
-            continue
         p = sub.add_parser(c.cli, help=c.doc, description=c.doc)
         _global_flags(p, suppress=True)
         for prm in c.params():
             _add_param(p, prm)
     return root
+
+
+def _command_word(argv: list[str]) -> str | None:
+    """Returns the first word that is not a global flag (or its value): the command."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--repo":
+            skip = True
+        elif not word.startswith("-"):
+            return word
+        elif word == "--":
+            return None
+    return None
 
 
 def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
@@ -133,8 +146,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: list[str], json_mode: bool) -> int:
     from tillage.errors import TillageError
 
+    from tillage.verbs.registry import verb_for_command
+
+    word = _command_word(argv)
+    only = verb_for_command(word) if word is not None else None
     try:
-        parser = build_parser()
+        parser = build_parser(only)
         ns = parser.parse_args(argv)
     except _ArgparseError as exc:
         return _usage(str(exc), json_mode)
@@ -143,9 +160,7 @@ def _run(argv: list[str], json_mode: bool) -> int:
             return _usage("till: a COMMAND is required", json_mode)
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from tillage.verbs.registry import by_command
-
-    verb = by_command(ns.command)
+    verb = only
     assert verb is not None
     try:
         return _execute(verb, ns, json_mode)
