@@ -11,10 +11,10 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tillage.core.errors import PathNotInSnapshotError
 from tillage.core.models import Change, Entry, EntryKind
 from tillage.core.paths import ancestors, covers
 from tillage.core.treediff import Manifest, diff_entry, same_content
-from tillage.core.errors import PathNotInSnapshotError
 
 
 class Op(enum.StrEnum):

@@ -145,7 +145,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: list[str], json_mode: bool) -> int:
     from tillage.errors import TillageError
-
     from tillage.verbs.registry import verb_for_command
 
     word = _command_word(argv)
