@@ -28,10 +28,7 @@ CREATE TABLE IF NOT EXISTS snapshots(
     bytes INT NOT NULL, grade TEXT NOT NULL, agent TEXT, turn TEXT, session TEXT);
 CREATE INDEX IF NOT EXISTS snapshots_ws ON snapshots(workspace, seq);
 CREATE TABLE IF NOT EXISTS pins(snapshot TEXT PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS pathindex(
-    workspace TEXT NOT NULL, path BLOB NOT NULL, size INT, mtime_ns INT, ctime_ns INT,
-    ino INT, dev INT, mode INT, content_kind INT, content BLOB, flags INT, aux TEXT,
-    PRIMARY KEY(workspace, path)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS pathindex(workspace TEXT PRIMARY KEY, data BLOB NOT NULL);
 """
 
 

@@ -33,6 +33,7 @@ _CRC = struct.Struct("<I")
 HEADER_SIZE = _HEADER.size
 TRAILER_SIZE = _CRC.size
 FLAG_ZSTD = 1
+KNOWN_KINDS = frozenset((1, 2, 3, 4))
 MAX_STORED = 64 * 1024 * 1024
 
 _local = threading.local()
@@ -92,6 +93,8 @@ def decode_record(data: bytes, expect_id: bytes | None = None) -> tuple[int, byt
     (crc,) = _CRC.unpack_from(data, HEADER_SIZE + stored_len)
     if zlib.crc32(payload, zlib.crc32(memoryview(data)[:HEADER_SIZE])) != crc:
         raise IntegrityError(f"pack record {object_id.hex()[:12]} fails its checksum")
+    if kind not in KNOWN_KINDS:
+        raise IntegrityError(f"pack record {object_id.hex()[:12]} has unknown kind {kind}")
     if flags & FLAG_ZSTD:
         try:
             raw = _decompressor().decompress(payload, max_output_size=raw_len)

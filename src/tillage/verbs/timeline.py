@@ -6,7 +6,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tillage.core.models import TRIGGERS
 from tillage.errors import BusyError, InvalidArgumentError, NotFoundError, TillageError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
@@ -52,6 +51,8 @@ class TimelineResult:
 
 
 def timeline(ctx: Context, req: TimelineRequest) -> TimelineResult:
+    from tillage.core.models import TRIGGERS
+
     if req.limit < 1:
         raise InvalidArgumentError("-n must be at least 1")
     if req.trigger is not None and req.trigger not in TRIGGERS:

@@ -29,6 +29,7 @@ from tillage.core.models import (
 )
 from tillage.core.paths import CONTROL_DIR, fs_encode, join
 from tillage.store.store import ObjectWriter
+from tillage.workspace.pathindex import FACTS, PathIndex, Row
 from tillage.workspace.policy import Policy
 from tillage.workspace.sqlite_image import (
     SIDECAR_SUFFIXES,
@@ -45,36 +46,23 @@ RACY_WINDOW_NS = 1_000_000_000
 READ_RETRIES = 3
 
 
-@dataclass(frozen=True, slots=True)
-class IndexRow:
-    """What the path index remembers of one file: its facts when read, and its content."""
-
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    ino: int
-    dev: int
-    mode: int
-    content_kind: int
-    content: bytes
-    flags: int
-    aux: str
-
-
 @dataclass
 class Capture:
     """The outcome of one walk: the root tree and what a snapshot says about the folder."""
 
     root: bytes = b""
     files: int = 0
-    bytes: int = 0
+    total_bytes: int = 0
     read_files: int = 0
     notes: list[FidelityNote] = field(default_factory=list)
-    rows: dict[str, IndexRow] = field(default_factory=dict)
+    rows: dict[str, Row] = field(default_factory=dict)
+    dirs: dict[str, bytes] = field(default_factory=dict)
     manifest: dict[str, Entry] | None = None
 
 
 ProgressFn = Callable[[str, int, int], None]
+_CONTENT_KINDS = {int(k): k for k in ContentKind}
+_FLAGS = {int(f): f for f in (EntryFlag.NONE, EntryFlag.SQLITE_IMAGE)}
 
 
 class Walker:
@@ -84,7 +72,7 @@ class Walker:
         self,
         root: Path,
         policy: Policy,
-        previous: dict[str, IndexRow],
+        previous: PathIndex,
         writer: ObjectWriter | None,
         tmp_dir: Path,
         started_ns: int,
@@ -94,7 +82,8 @@ class Walker:
     ) -> None:
         self.root = root
         self.policy = policy
-        self.previous = previous
+        self.previous = previous.files
+        self.previous_dirs = previous.dirs
         self.writer = writer
         self.tmp_dir = tmp_dir
         self.racy_after = started_ns - RACY_WINDOW_NS
@@ -133,8 +122,10 @@ class Walker:
                 entries.append(entry)
         encoded = codec.encode_tree(entries)
         tid = tree_id(encoded)
-        if self.writer is not None:
+        # A tree the last seal stored under the same directory is known to exist already.
+        if self.writer is not None and self.previous_dirs.get(rel) != tid:
             self.writer.put(Kind.TREE, tid, encoded)
+        self.result.dirs[rel] = tid
         return tid
 
     def _entry(self, rel: str, abs_dir: str, name: str, sidecars: set[str]) -> Entry | None:
@@ -210,58 +201,35 @@ class Walker:
         xattrs: tuple[tuple[bytes, bytes], ...],
         aux: str,
     ) -> Entry | None:
-        prev = self.previous.get(path)
-        if (
-            prev is not None
-            and prev.size == st.st_size
-            and prev.mtime_ns == st.st_mtime_ns
-            and prev.ctime_ns == st.st_ctime_ns
-            and prev.ino == st.st_ino
-            and prev.dev == st.st_dev
-            and prev.mode == st.st_mode
-            and prev.aux == aux
-        ):
-            row = prev
-        else:
-            read = self._read_file(path, abs_path, st)
+        facts = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode, aux)
+        row = self.previous.get(path)
+        if row is None or row[:FACTS] != facts:
+            read = self._read_file(path, abs_path, aux)
             if read is None:
                 return None
             row, st = read
-            row = IndexRow(
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ctime_ns,
-                st.st_ino,
-                st.st_dev,
-                st.st_mode,
-                row.content_kind,
-                row.content,
-                row.flags,
-                aux,
-            )
         if st.st_mtime_ns < self.racy_after and st.st_ctime_ns < self.racy_after:
             self.result.rows[path] = row  # INV-8: racily-clean files are not remembered
         if st.st_nlink > 1:
             self._note(path, f"hard link ({st.st_nlink} links) is stored as an independent copy")
         if st.st_size >= 8192 and st.st_blocks * 512 < st.st_size:
             self._note(path, "sparse file: holes are stored and restored as zeros")
+        size = row[10]
         self.result.files += 1
-        self.result.bytes += row.size
+        self.result.total_bytes += size
         return Entry(
             fs_encode(name),
             EntryKind.FILE,
             perm,
-            row.size,
+            size,
             st.st_mtime_ns,
-            ContentKind(row.content_kind),
-            row.content,
+            _CONTENT_KINDS[row[7]],
+            row[8],
             xattrs,
-            EntryFlag(row.flags),
+            _FLAGS[row[9]],
         )
 
-    def _read_file(
-        self, path: str, abs_path: str, st: os.stat_result
-    ) -> tuple[IndexRow, os.stat_result] | None:
+    def _read_file(self, path: str, abs_path: str, aux: str) -> tuple[Row, os.stat_result] | None:
         """Reads a file's content into the store; returns its row and the facts it was read at."""
         self.result.read_files += 1
         if self.on_progress is not None:
@@ -278,13 +246,13 @@ class Walker:
                 before = os.fstat(fd)
                 head = os.pread(fd, 16, 0)
                 if is_sqlite_header(head) and before.st_size >= 512:
-                    kind, content, flags = self._read_sqlite(path, abs_path, fd)
+                    kind, content, size, flags = self._read_sqlite(path, abs_path, fd)
                 else:
-                    kind, content = store_content(fd, self.writer)
+                    kind, content, size = store_content(fd, self.writer)
                     flags = 0
                 after = os.fstat(fd)
             except OSError as exc:
-                if exc.errno == errno.ENOSPC:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                     raise
                 self._note(path, f"unreadable: {exc.strerror}")
                 return None
@@ -292,44 +260,39 @@ class Walker:
                 os.close(fd)
             stable = (before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns)
             if stable or flags:
-                row = IndexRow(
+                facts = (
                     after.st_size,
                     after.st_mtime_ns,
                     after.st_ctime_ns,
                     after.st_ino,
                     after.st_dev,
                     after.st_mode,
-                    kind,
-                    content,
-                    flags,
-                    "",
+                    aux,
                 )
-                return row, after
+                return (*facts, kind, content, flags, size), after
         self._note(path, "kept changing while being read: the stored bytes may be torn")
-        row = IndexRow(after.st_size, 0, 0, 0, 0, 0, kind, content, 0, "")
-        return row, after
+        return (-1, 0, 0, 0, 0, 0, aux, kind, content, 0, size), after
 
-    def _read_sqlite(self, path: str, abs_path: str, fd: int) -> tuple[int, bytes, int]:
+    def _read_sqlite(self, path: str, abs_path: str, fd: int) -> tuple[int, bytes, int, int]:
         try:
             with consistent_image(Path(abs_path), self.tmp_dir) as image:
                 img_fd = os.open(image.path, os.O_RDONLY | os.O_CLOEXEC)
                 try:
-                    kind, content = store_content(img_fd, self.writer)
+                    kind, content, size = store_content(img_fd, self.writer)
                 finally:
                     os.close(img_fd)
-                return kind, content, int(EntryFlag.SQLITE_IMAGE)
+                return kind, content, size, int(EntryFlag.SQLITE_IMAGE)
         except (SqliteBusy, SqliteUnreadable) as exc:
             self._note(path, f"SQLite database copied raw, not as a consistent image: {exc}")
-            os.lseek(fd, 0, os.SEEK_SET)
-            kind, content = store_content(fd, self.writer)
-            return kind, content, 0
+            kind, content, size = store_content(fd, self.writer)
+            return kind, content, size, 0
 
     def _note(self, path: str, reason: str) -> None:
         self.result.notes.append(FidelityNote(path, reason))
 
 
-def store_content(fd: int, writer: ObjectWriter | None) -> tuple[int, bytes]:
-    """Returns (content kind, ID) of the bytes readable from `fd`, storing them via `writer`.
+def store_content(fd: int, writer: ObjectWriter | None) -> tuple[int, bytes, int]:
+    """Returns (content kind, ID, size) of the bytes in `fd`, storing them via `writer`.
 
     Small files are one chunk; larger ones are cut into content-defined chunks and a chunk list,
     streamed so memory stays bounded whatever the file size.
@@ -340,7 +303,7 @@ def store_content(fd: int, writer: ObjectWriter | None) -> tuple[int, bytes]:
         cid = chunk_id(head)
         if writer is not None:
             writer.put(Kind.CHUNK, cid, head)
-        return int(ContentKind.CHUNK), cid
+        return int(ContentKind.CHUNK), cid, len(head)
     os.lseek(fd, 0, os.SEEK_SET)
     from pyfastcdc import FastCDC
 
@@ -359,7 +322,7 @@ def store_content(fd: int, writer: ObjectWriter | None) -> tuple[int, bytes]:
     bid = blob_id(encoded)
     if writer is not None:
         writer.put(Kind.BLOB, bid, encoded)
-    return int(ContentKind.BLOB), bid
+    return int(ContentKind.BLOB), bid, size
 
 
 def _read_up_to(fd: int, limit: int) -> bytes:

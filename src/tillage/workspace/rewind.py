@@ -195,6 +195,8 @@ class Applier:
         if not stat.S_ISREG(st.st_mode):
             return
         known = self.expected.get(path)
+        if known is not None and known.flags & EntryFlag.SQLITE_IMAGE:
+            return  # its consistent image was sealed moments ago; raw bytes would be worse
         if (
             known is not None
             and known.kind is EntryKind.FILE
@@ -203,14 +205,14 @@ class Applier:
             return
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
         try:
-            kind, content = store_content(fd, self._writer)
+            kind, content, size = store_content(fd, self._writer)
         finally:
             os.close(fd)
         self.rescued[path] = Entry(
             path.rsplit("/", 1)[-1].encode("utf-8", "surrogateescape"),
             EntryKind.FILE,
             stat.S_IMODE(st.st_mode),
-            st.st_size,
+            size,
             st.st_mtime_ns,
             ContentKind(kind),
             content,

@@ -14,13 +14,12 @@ from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.ids import snapshot_id
 from tillage.core.models import Entry, FidelityNote, SnapshotRecord
-from tillage.core.paths import fs_encode
 from tillage.platform import clock, failpoints
 from tillage.platform.locks import file_lock
-from tillage.store import index as ix
 from tillage.store.store import ObjectWriter, SnapshotRow, Store
+from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace
-from tillage.workspace.capture import Capture, IndexRow, ProgressFn, Walker
+from tillage.workspace.capture import Capture, ProgressFn, Walker
 from tillage.workspace.policy import Policy
 
 
@@ -38,58 +37,12 @@ def workspace_lock(ws: Workspace) -> AbstractContextManager[None]:
     return file_lock(ws.store.locks_dir / f"ws-{ws.id}.lock", what="this workspace")
 
 
-def load_path_index(store: Store, workspace_id: str) -> dict[str, IndexRow]:
-    rows = store.conn.execute(
-        "SELECT path, size, mtime_ns, ctime_ns, ino, dev, mode, content_kind, content, flags, aux "
-        "FROM pathindex WHERE workspace=?",
-        (workspace_id,),
-    )
-    return {
-        bytes(r[0]).decode("utf-8", "surrogateescape"): IndexRow(
-            r[1], r[2], r[3], r[4], r[5], r[6], r[7], bytes(r[8]), r[9], r[10]
-        )
-        for r in rows
-    }
-
-
-def save_path_index(
-    store: Store, workspace_id: str, old: dict[str, IndexRow], new: dict[str, IndexRow]
-) -> None:
-    """Writes only the rows that changed (the index is advisory: INV-4)."""
-    gone = [(workspace_id, fs_encode(p)) for p in old.keys() - new.keys()]
-    changed = [
-        (
-            workspace_id,
-            fs_encode(p),
-            r.size,
-            r.mtime_ns,
-            r.ctime_ns,
-            r.ino,
-            r.dev,
-            r.mode,
-            r.content_kind,
-            r.content,
-            r.flags,
-            r.aux,
-        )
-        for p, r in new.items()
-        if old.get(p) != r
-    ]
-    if not gone and not changed:
-        return
-    with ix.write_txn(store.conn):
-        store.conn.executemany("DELETE FROM pathindex WHERE workspace=? AND path=?", gone)
-        store.conn.executemany(
-            "INSERT OR REPLACE INTO pathindex VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", changed
-        )
-
-
 def scan_live(ws: Workspace, *, on_progress: ProgressFn | None = None) -> Capture:
     """Walks the folder computing IDs without storing anything (for diffs against live)."""
     walker = Walker(
         ws.root,
         Policy.load(ws.root),
-        load_path_index(ws.store, ws.id),
+        pathindex.load(ws.store, ws.id),
         None,
         ws.store.tmp_dir,
         clock.now_ns(),
@@ -120,7 +73,7 @@ def seal_locked(
 ) -> SnapshotRow:
     """seal() for a caller that already holds the workspace lock."""
     store = ws.store
-    previous = load_path_index(store, ws.id)
+    previous = pathindex.load(store, ws.id)
     started = clock.now_ns()
     policy = Policy.load(ws.root)
     with store.writer() as writer:
@@ -139,7 +92,7 @@ def seal_locked(
         row = _publish(store, ws.id, writer, capture, options, head.id if head else None)
     if manifest_out is not None and capture.manifest is not None:
         manifest_out.update(capture.manifest)
-    save_path_index(store, ws.id, previous, capture.rows)
+    pathindex.save(store, ws.id, pathindex.PathIndex(capture.rows, capture.dirs))
     return row
 
 
@@ -154,7 +107,7 @@ def publish_tree(
     options: SealOptions,
 ) -> SnapshotRow:
     """Publishes a snapshot of an already-written tree (used by rewind's rescue)."""
-    capture = Capture(root=root, files=files, bytes=size, notes=notes)
+    capture = Capture(root=root, files=files, total_bytes=size, notes=notes)
     head = store.head(workspace_id)
     return _publish(store, workspace_id, writer, capture, options, head.id if head else None)
 
@@ -175,7 +128,7 @@ def _publish(
         trigger=options.trigger,
         label=options.label,
         files=capture.files,
-        bytes=capture.bytes,
+        bytes=capture.total_bytes,
         grade="partial" if capture.notes else "exact",
         agent=options.agent,
         turn=options.turn,

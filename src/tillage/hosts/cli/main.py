@@ -25,8 +25,20 @@ class _ArgparseError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         raise _ArgparseError(f"{self.prog}: {message}")
+
+
+class _Formatter(argparse.HelpFormatter):
+    """A fixed width, so building a parser never imports shutil to ask the terminal."""
+
+    def __init__(self, prog: str) -> None:
+        columns = os.environ.get("COLUMNS", "")
+        super().__init__(prog, width=int(columns) if columns.isdigit() else 100)
 
 
 def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:

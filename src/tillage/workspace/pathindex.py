@@ -1,0 +1,52 @@
+"""The path index: what the last seal saw of each file and directory, so the next one can skip
+reading what did not change (INV-8). It is a hint, never a fact: losing it costs a full read.
+
+Stored as one marshal blob per workspace in the advisory index, because a seal loads all of it
+at once and must do so in a few milliseconds; a blob that does not load is treated as empty.
+"""
+
+from __future__ import annotations
+
+import marshal
+from dataclasses import dataclass, field
+
+from tillage.store import index as ix
+from tillage.store.store import Store
+
+# (size, mtime_ns, ctime_ns, ino, dev, mode, aux, content_kind, content, flags, content_size):
+# the first FACTS fields are what a stat (plus SQLite sidecar facts in `aux`) tells; the rest
+# is what reading the file produced.
+Row = tuple[int, int, int, int, int, int, str, int, bytes, int, int]
+FACTS = 7
+FORMAT = 2
+
+
+@dataclass
+class PathIndex:
+    files: dict[str, Row] = field(default_factory=dict)
+    dirs: dict[str, bytes] = field(default_factory=dict)
+
+
+def load(store: Store, workspace_id: str) -> PathIndex:
+    """Returns the workspace's path index; an empty one when there is none or it won't load."""
+    row = store.conn.execute(
+        "SELECT data FROM pathindex WHERE workspace=?", (workspace_id,)
+    ).fetchone()
+    if row is None:
+        return PathIndex()
+    try:
+        fmt, files, dirs = marshal.loads(row[0])
+    except (ValueError, EOFError, TypeError):
+        return PathIndex()
+    if fmt != FORMAT or not isinstance(files, dict) or not isinstance(dirs, dict):
+        return PathIndex()
+    return PathIndex(files, dirs)
+
+
+def save(store: Store, workspace_id: str, index: PathIndex) -> None:
+    """Replaces the workspace's path index."""
+    data = marshal.dumps((FORMAT, index.files, index.dirs))
+    with ix.write_txn(store.conn):
+        store.conn.execute(
+            "INSERT OR REPLACE INTO pathindex(workspace, data) VALUES (?, ?)", (workspace_id, data)
+        )
