@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-_armed: dict[str, str] = {}
+Action = str | Callable[[], None]
+_armed: dict[str, Action] = {}
 
 
 class FailpointCrashError(Exception):
     """Raised at an armed failpoint in 'raise' mode: the in-process stand-in for a crash."""
 
 
-def arm(name: str, action: str = "raise") -> None:
-    """Arms `name`: 'raise' raises FailpointCrashError, 'kill' SIGKILLs this process."""
-    if action not in ("raise", "kill"):
+def arm(name: str, action: Action = "raise") -> None:
+    """Arms `name`: 'raise' raises FailpointCrashError, 'kill' SIGKILLs this process, and a
+    callable runs there (a test's way to act at an exact moment, e.g. a concurrent writer)."""
+    if not callable(action) and action not in ("raise", "kill"):
         raise ValueError(action)
     _armed[name] = action
 
@@ -30,7 +32,7 @@ def disarm_all() -> None:
 
 
 @contextmanager
-def armed(name: str, action: str = "raise") -> Iterator[None]:
+def armed(name: str, action: Action = "raise") -> Iterator[None]:
     arm(name, action)
     try:
         yield
@@ -43,6 +45,9 @@ def hit(name: str) -> None:
     if not _armed:
         return
     action = _armed.get(name)
+    if callable(action):
+        action()
+        return
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if action == "raise":

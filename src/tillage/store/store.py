@@ -378,20 +378,32 @@ class Store:
         return total
 
 
+Pending = tuple[int, bytes, bytes]  # kind, id, raw bytes
+
+
+def _encode_batch(batch: list[Pending]) -> list[bytes]:
+    return [encode_record(kind, object_id, raw) for kind, object_id, raw in batch]
+
+
 class ObjectWriter:
     """Writes new objects into this writer's own pack; nothing is referenced before `commit`.
 
-    Compression runs on a small thread pool (zstd releases the GIL); records are appended in
-    submission order so a pack's layout does not depend on timing.
+    Compression runs on a small thread pool (zstd releases the GIL). Small objects travel in
+    batches so dispatch does not cost more than compressing them; batches are appended in
+    submission order, so a pack's layout does not depend on timing.
     """
 
-    WINDOW = 8
+    WINDOW = 6
+    BATCH_BYTES = 1 << 20
+    BATCH_COUNT = 512
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._pack: PackWriter | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._inflight: deque[tuple[int, bytes, int, Future[bytes]]] = deque()
+        self._batch: list[Pending] = []
+        self._batch_bytes = 0
+        self._inflight: deque[tuple[list[Pending], Future[list[bytes]]]] = deque()
         self._rows: list[tuple[bytes, int, str, int, int, int]] = []
         self._seen: set[bytes] = set()
         self.new_bytes = 0
@@ -410,23 +422,30 @@ class ObjectWriter:
         if self.known(object_id):
             return False
         self._seen.add(object_id)
+        data = bytes(raw)
+        self._batch.append((kind, object_id, data))
+        self._batch_bytes += len(data)
+        if self._batch_bytes >= self.BATCH_BYTES or len(self._batch) >= self.BATCH_COUNT:
+            self._submit()
+        return True
+
+    def _submit(self) -> None:
+        if not self._batch:
+            return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tillage-zstd")
-        data = bytes(raw)
-        future = self._pool.submit(encode_record, kind, object_id, data)
-        self._inflight.append((kind, object_id, len(data), future))
+        batch, self._batch, self._batch_bytes = self._batch, [], 0
+        self._inflight.append((batch, self._pool.submit(_encode_batch, batch)))
         if len(self._inflight) > self.WINDOW:
             self._drain(1)
-        return True
 
     def _drain(self, n: int | None = None) -> None:
         while self._inflight and (n is None or n > 0):
-            kind, object_id, raw_len, future = self._inflight.popleft()
-            record = future.result()
-            pack = self._current_pack()
-            loc = pack.append(record)
-            self._rows.append((object_id, kind, loc.pack, loc.offset, loc.length, raw_len))
-            self.new_bytes += loc.length
+            batch, future = self._inflight.popleft()
+            for (kind, object_id, raw), record in zip(batch, future.result(), strict=True):
+                loc = self._current_pack().append(record)
+                self._rows.append((object_id, kind, loc.pack, loc.offset, loc.length, len(raw)))
+                self.new_bytes += loc.length
             if n is not None:
                 n -= 1
 
@@ -441,6 +460,7 @@ class ObjectWriter:
 
     def commit(self) -> None:
         """Makes every new object durable, then visible in the index (INV-2)."""
+        self._submit()
         self._drain()
         if self._pack is not None:
             self._pack.sync()
@@ -453,9 +473,10 @@ class ObjectWriter:
             self._rows.clear()
 
     def close(self) -> None:
-        for *_rest, future in self._inflight:
+        for _batch, future in self._inflight:
             future.cancel()
         self._inflight.clear()
+        self._batch.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None

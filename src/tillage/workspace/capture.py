@@ -204,7 +204,7 @@ class Walker:
         facts = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode, aux)
         row = self.previous.get(path)
         if row is None or row[:FACTS] != facts:
-            read = self._read_file(path, abs_path, aux)
+            read = self._read_file(path, abs_path, aux, st)
             if read is None:
                 return None
             row, st = read
@@ -229,7 +229,9 @@ class Walker:
             _FLAGS[row[9]],
         )
 
-    def _read_file(self, path: str, abs_path: str, aux: str) -> tuple[Row, os.stat_result] | None:
+    def _read_file(
+        self, path: str, abs_path: str, aux: str, seen: os.stat_result
+    ) -> tuple[Row, os.stat_result] | None:
         """Reads a file's content into the store; returns its row and the facts it was read at."""
         self.result.read_files += 1
         if self.on_progress is not None:
@@ -243,7 +245,8 @@ class Walker:
                 self._note(path, f"unreadable: {exc.strerror}")
                 return None
             try:
-                before = os.fstat(fd)
+                # The walk's lstat is the "before"; a retry re-takes it from the open file.
+                before = seen if _attempt == 0 else os.fstat(fd)
                 head = os.pread(fd, 16, 0)
                 if is_sqlite_header(head) and before.st_size >= 512:
                     kind, content, size, flags = self._read_sqlite(path, abs_path, fd)
@@ -258,7 +261,11 @@ class Walker:
                 return None
             finally:
                 os.close(fd)
-            stable = (before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns)
+            stable = (before.st_size, before.st_mtime_ns, before.st_ino) == (
+                after.st_size,
+                after.st_mtime_ns,
+                after.st_ino,
+            )
             if stable or flags:
                 facts = (
                     after.st_size,
