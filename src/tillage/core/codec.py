@@ -78,6 +78,8 @@ def _decode_tree(view: memoryview) -> list[Entry]:
         pos += 2
         name = bytes(view[pos : pos + name_len])
         pos += name_len
+        if len(name) != name_len or name in (b"", b".", b"..") or b"/" in name or b"\0" in name:
+            raise ValueError(f"bad entry name {name!r}")
         kind, flags, mode, size, mtime_ns, content_kind = _ENTRY.unpack_from(view, pos)
         pos += _ENTRY.size
         ck = ContentKind(content_kind)
@@ -184,5 +186,5 @@ def decode_snapshot(data: bytes) -> SnapshotRecord:
             session=body.get("session"),
             fidelity=tuple(FidelityNote(f["path"], f["reason"]) for f in body["fidelity"]),
         )
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise IntegrityError(f"snapshot object does not decode: {exc}") from exc

@@ -37,6 +37,15 @@ class RewindActions:
     actions: tuple[Action, ...]
 
 
+def minimal_scopes(scopes: Sequence[str]) -> list[str]:
+    """Drops scopes that lie below another scope ('a/b' when 'a' is given), and duplicates."""
+    kept: list[str] = []
+    for scope in sorted(set(scopes)):
+        if not any(covers(k, scope) for k in kept):
+            kept.append(scope)
+    return kept
+
+
 def _in_scope(path: str, scopes: Sequence[str] | None) -> bool:
     return scopes is None or any(covers(s, path) for s in scopes)
 
@@ -56,6 +65,7 @@ def plan_actions(
         for scope in scopes:
             if scope not in target and not any(covers(scope, p) for p in target):
                 raise PathNotInSnapshotError(f"{scope!r} is not in the snapshot")
+        scopes = minimal_scopes(scopes)
     paths = sorted(p for p in current.keys() | target.keys() if _in_scope(p, scopes))
     changes: list[Change] = []
     deletes: list[str] = []
@@ -96,6 +106,7 @@ def plan_actions(
                 if live is not None:
                     deletes.append(path)
                 dirs.append(Action(Op.MAKE_DIR, path, want))
+                metas.append(Action(Op.SET_META, path, want))
     actions = [Action(Op.DELETE, p, current.get(p)) for p in sorted(deletes, reverse=True)]
     actions += sorted(dirs, key=lambda a: a.path)
     actions += writes

@@ -34,7 +34,7 @@ HEADER_SIZE = _HEADER.size
 TRAILER_SIZE = _CRC.size
 FLAG_ZSTD = 1
 KNOWN_KINDS = frozenset((1, 2, 3, 4))
-MAX_STORED = 64 * 1024 * 1024
+MAX_STORED = 1 << 30  # a sanity bound for scans; chunks are at most 2 MiB
 
 _local = threading.local()
 

@@ -1,0 +1,270 @@
+"""Pack records verify on their own, and a scan finds every whole record past any damage."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.property import examples
+
+from tillage.core.ids import object_hash
+from tillage.errors import IntegrityError
+from tillage.store.packs import (
+    FLAG_ZSTD,
+    HEADER_SIZE,
+    PACK_MAGIC,
+    TRAILER_SIZE,
+    Location,
+    PackReader,
+    PackWriter,
+    decode_record,
+    encode_record,
+    scan_pack,
+)
+
+kinds = st.integers(1, 4)
+payloads = st.binary(max_size=2000) | st.builds(
+    lambda piece, times: piece * times, st.binary(min_size=1, max_size=8), st.integers(1, 500)
+)
+
+
+def _record(kind: int, raw: bytes) -> bytes:
+    return encode_record(kind, object_hash(kind, raw), raw)
+
+
+def _flags(record: bytes) -> int:
+    return record[5]
+
+
+def _write_pack(path: Path, records: list[bytes], junk: dict[int, bytes] | None = None) -> None:
+    """Writes a pack of `records`, with `junk[i]` bytes just before record i."""
+    parts = [PACK_MAGIC]
+    for i, rec in enumerate(records):
+        parts.append((junk or {}).get(i, b""))
+        parts.append(rec)
+    path.write_bytes(b"".join(parts))
+
+
+def _offsets(records: list[bytes]) -> list[int]:
+    out, pos = [], len(PACK_MAGIC)
+    for rec in records:
+        out.append(pos)
+        pos += len(rec)
+    return out
+
+
+def _some_records(n: int, seed: int = 0) -> list[bytes]:
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        raw = rnd.randbytes(rnd.randint(0, 3000)) if i % 2 else b"text %d " % i * rnd.randint(1, 99)
+        out.append(_record(1 + i % 4, raw))
+    return out
+
+
+# -- one record ----------------------------------------------------------------------------
+
+
+def test_a_compressible_object_is_stored_compressed_and_decodes_to_its_bytes() -> None:
+    raw = b"all work and no play " * 500
+    record = _record(1, raw)
+    assert _flags(record) & FLAG_ZSTD
+    assert len(record) < len(raw)
+    assert decode_record(record) == (1, object_hash(1, raw), raw)
+
+
+def test_an_incompressible_object_is_stored_raw_and_decodes_to_its_bytes() -> None:
+    raw = random.Random(1).randbytes(4096)
+    record = _record(3, raw)
+    assert _flags(record) == 0
+    assert record[HEADER_SIZE : HEADER_SIZE + len(raw)] == raw
+    assert len(record) == HEADER_SIZE + len(raw) + TRAILER_SIZE
+    assert decode_record(record) == (3, object_hash(3, raw), raw)
+
+
+@examples(100)
+@given(kinds, payloads)
+def test_any_object_decodes_from_its_record_to_its_kind_id_and_bytes(kind: int, raw: bytes) -> None:
+    oid = object_hash(kind, raw)
+    record = encode_record(kind, oid, raw)
+    assert decode_record(record) == (kind, oid, raw)
+    assert decode_record(record, expect_id=oid) == (kind, oid, raw)
+
+
+def test_an_empty_object_has_a_record_too() -> None:
+    assert decode_record(_record(1, b""))[2] == b""
+
+
+def test_a_record_asked_for_under_another_id_is_refused() -> None:
+    record = _record(1, b"mine")
+    with pytest.raises(IntegrityError):
+        decode_record(record, expect_id=object_hash(1, b"yours"))
+
+
+def test_a_record_whose_id_is_not_the_hash_of_its_bytes_is_refused() -> None:
+    with pytest.raises(IntegrityError):
+        decode_record(encode_record(1, object_hash(1, b"other"), b"mine"))
+    with pytest.raises(IntegrityError):
+        decode_record(encode_record(2, object_hash(1, b"mine"), b"mine"))  # right bytes, wrong kind
+
+
+def test_a_checksummed_record_of_an_unknown_kind_is_refused_as_an_integrity_error() -> None:
+    for kind in (0, 5, 255):
+        with pytest.raises(IntegrityError):
+            decode_record(encode_record(kind, object_hash(1, b"x"), b"x"))
+
+
+@pytest.mark.parametrize("raw", [b"squeeze me " * 20, bytes(range(64))], ids=["zstd", "raw"])
+def test_every_single_flipped_bit_of_a_record_is_detected(raw: bytes) -> None:
+    record = _record(1, raw)
+    for bit in range(len(record) * 8):
+        damaged = bytearray(record)
+        damaged[bit // 8] ^= 1 << (bit % 8)
+        with pytest.raises(IntegrityError):
+            decode_record(bytes(damaged))
+
+
+@examples(150)
+@given(kinds, payloads, st.data())
+def test_a_flipped_bit_anywhere_in_any_record_is_refused(
+    kind: int, raw: bytes, data: st.DataObject
+) -> None:
+    record = bytearray(_record(kind, raw))
+    bit = data.draw(st.integers(0, len(record) * 8 - 1))
+    record[bit // 8] ^= 1 << (bit % 8)
+    with pytest.raises(IntegrityError):
+        decode_record(bytes(record))
+
+
+@examples(60)
+@given(kinds, payloads, st.data())
+def test_a_record_cut_short_or_run_on_is_refused(
+    kind: int, raw: bytes, data: st.DataObject
+) -> None:
+    record = _record(kind, raw)
+    cut = data.draw(st.integers(0, len(record) - 1))
+    with pytest.raises(IntegrityError):
+        decode_record(record[:cut])
+    with pytest.raises(IntegrityError):
+        decode_record(record + data.draw(st.binary(min_size=1, max_size=8)))
+
+
+# -- scanning a pack -----------------------------------------------------------------------
+
+
+def test_a_scan_finds_every_record_of_a_whole_pack_where_it_lies(tmp_path: Path) -> None:
+    records = _some_records(7)
+    pack = tmp_path / "0123456789abcdef.pack"
+    _write_pack(pack, records)
+    scan = scan_pack(pack)
+    assert scan.damaged == []
+    assert [r.location for r in scan.records] == [
+        Location(pack.name, off, len(rec))
+        for off, rec in zip(_offsets(records), records, strict=True)
+    ]
+    data = pack.read_bytes()
+    for found, rec in zip(scan.records, records, strict=True):
+        kind, oid, raw = decode_record(rec)
+        assert (found.kind, found.id, found.raw_len) == (kind, oid, len(raw))
+        loc = found.location
+        assert data[loc.offset : loc.offset + loc.length] == rec
+
+
+@pytest.mark.parametrize("keep", [1, HEADER_SIZE - 1, HEADER_SIZE + 5, -1])
+def test_a_torn_tail_is_reported_damaged_and_the_records_before_it_are_found(
+    tmp_path: Path, keep: int
+) -> None:
+    records = _some_records(4)
+    pack = tmp_path / "torn.pack"
+    *whole, last = records
+    _write_pack(pack, [*whole, last[:keep]])
+    scan = scan_pack(pack)
+    assert [r.location.offset for r in scan.records] == _offsets(whole)
+    size = pack.stat().st_size
+    assert scan.damaged == [(_offsets(records)[-1], size)]
+
+
+@pytest.mark.parametrize("where", ["magic", "header", "payload", "crc"])
+def test_a_damaged_middle_record_is_skipped_and_the_records_after_it_are_found(
+    tmp_path: Path, where: str
+) -> None:
+    records = _some_records(5)
+    spot = {"magic": 0, "header": 20, "payload": HEADER_SIZE + 3, "crc": len(records[2]) - 1}
+    bad = bytearray(records[2])
+    bad[spot[where]] ^= 0x40
+    pack = tmp_path / "middle.pack"
+    _write_pack(pack, [*records[:2], bytes(bad), *records[3:]])
+    scan = scan_pack(pack)
+    offsets = _offsets(records)
+    assert [r.location.offset for r in scan.records] == offsets[:2] + offsets[3:]
+    assert scan.damaged == [(offsets[2], offsets[3])]
+
+
+@examples(40)
+@given(st.integers(2, 6), st.integers(0, 2**32 - 1), st.data())
+def test_one_damaged_byte_in_any_record_hides_only_that_record(
+    tmp_path_factory: pytest.TempPathFactory, n: int, seed: int, data: st.DataObject
+) -> None:
+    records = _some_records(n, seed)
+    victim = data.draw(st.integers(0, n - 1))
+    at = data.draw(st.integers(0, len(records[victim]) - 1))
+    bad = bytearray(records[victim])
+    bad[at] ^= data.draw(st.integers(1, 255))
+    pack = tmp_path_factory.mktemp("scan") / "p.pack"
+    _write_pack(pack, [*records[:victim], bytes(bad), *records[victim + 1 :]])
+    scan = scan_pack(pack)
+    offsets = _offsets(records)
+    assert [r.location.offset for r in scan.records] == offsets[:victim] + offsets[victim + 1 :]
+    end = offsets[victim + 1] if victim + 1 < n else pack.stat().st_size
+    assert scan.damaged == [(offsets[victim], end)]
+
+
+def test_junk_between_records_is_reported_and_every_record_is_found(tmp_path: Path) -> None:
+    records = _some_records(3)
+    pack = tmp_path / "junk.pack"
+    _write_pack(pack, records, junk={1: b"TRC1 not a record", 2: b"\0" * 100})
+    scan = scan_pack(pack)
+    assert [decode_record(r)[1] for r in records] == [r.id for r in scan.records]
+    first = len(PACK_MAGIC) + len(records[0])
+    second = first + 17 + len(records[1])
+    assert scan.damaged == [(first, first + 17), (second, second + 100)]
+
+
+@pytest.mark.parametrize(
+    ("content", "damaged"),
+    [
+        (b"", []),
+        (b"TILL", [(0, 4)]),
+        (PACK_MAGIC, []),
+        (b"NOTAPACK" + _record(1, b"x"), [(0, 8 + len(_record(1, b"x")))]),
+    ],
+    ids=["empty", "short", "magic-only", "bad-magic"],
+)
+def test_a_pack_without_a_whole_magic_has_no_records(
+    tmp_path: Path, content: bytes, damaged: list[tuple[int, int]]
+) -> None:
+    pack = tmp_path / "odd.pack"
+    pack.write_bytes(content)
+    scan = scan_pack(pack)
+    assert scan.records == []
+    assert scan.damaged == damaged
+
+
+def test_records_a_writer_appends_are_found_by_a_scan_and_read_back(tmp_path: Path) -> None:
+    raws = [(1, b"chunk " * 100), (3, b"tree bytes"), (4, random.Random(2).randbytes(500))]
+    writer = PackWriter(tmp_path)
+    locations = [writer.append(_record(kind, raw)) for kind, raw in raws]
+    writer.sync()
+    writer.close()
+    scan = scan_pack(writer.path)
+    assert scan.damaged == []
+    assert [r.location for r in scan.records] == locations
+    reader = PackReader(tmp_path)
+    try:
+        for (kind, raw), loc in zip(raws, locations, strict=True):
+            assert reader.read(loc, expect_id=object_hash(kind, raw)) == (kind, raw)
+    finally:
+        reader.close()
