@@ -42,3 +42,32 @@ def test_a_rewind_with_no_concurrent_writer_rescues_nothing(tmp_path: Path) -> N
     (folder / "a.txt").write_text("v2\n")
     result = call("workspace.rewind", home=home, folder=folder, id=first.id, yes=True)
     assert result.rescued == () and result.rescue is None
+
+
+def test_a_rewind_that_fails_part_way_names_the_undo_and_leaves_no_intent(
+    tmp_path: Path,
+) -> None:
+    from tillage.errors import TillageError
+
+    home, folder = tmp_path / "store", tmp_path / "ws"
+    folder.mkdir()
+    for name in ("a.txt", "b.txt"):
+        (folder / name).write_text("v1\n")
+    first = call("workspace.watch", home=home, folder=folder, no_daemon=True).head
+    for name in ("a.txt", "b.txt"):
+        (folder / name).write_text("v2\n")
+
+    def refuse() -> None:
+        raise PermissionError(13, "Permission denied", str(folder / "b.txt"))
+
+    with failpoints.armed("rewind.after_first_action", refuse):
+        try:
+            call("workspace.rewind", home=home, folder=folder, id=first.id, yes=True)
+        except TillageError as err:
+            assert err.name == "workspace.rewind_stopped"
+            undo = err.details["undo"]
+        else:
+            raise AssertionError("the rewind should have stopped")
+    assert not list((home / "intents").iterdir())
+    call("workspace.rewind", home=home, folder=folder, id=undo, yes=True)
+    assert (folder / "a.txt").read_text() == "v2\n" and (folder / "b.txt").read_text() == "v2\n"

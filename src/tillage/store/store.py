@@ -155,8 +155,19 @@ class Store:
 
     def _open_index(self) -> None:
         missing = not self.index_path.exists()
-        self._conn = ix.connect(self.index_path)
-        if missing or ix.get_meta(self.conn, "schema") is None:
+        try:
+            self._conn = ix.connect(self.index_path)
+            schema = ix.get_meta(self.conn, "schema")
+        except sqlite3.DatabaseError:
+            # INV-4: the index is a cache; a damaged one is set aside and rebuilt.
+            if self._conn is not None:
+                self._conn.close()
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(f"{self.index_path}{suffix}", f"{self.index_path}{suffix}.damaged")
+            self._conn = ix.connect(self.index_path)
+            missing, schema = True, None
+        if missing or schema != str(ix.SCHEMA_VERSION):
             self.rebuild_index()
         else:
             self.catch_up()

@@ -17,6 +17,13 @@ class FolderMissingError(InvalidArgumentError):
     next_step = "give --repo an existing folder"
 
 
+class RewindStoppedError(TillageError):
+    code = -32081
+    name = "workspace.rewind_stopped"
+    module = "workspace"
+    next_step = "fix the cause, then rewind again; the state before it is the `undo` snapshot"
+
+
 class UnreadablePathError(TillageError):
     code = -32080
     name = "workspace.unreadable"

@@ -33,5 +33,5 @@ def recover_if_interrupted(ws: Workspace) -> bool:
         target = ws.store.snapshot(intent["target"])
         if target is None:
             raise IntegrityError(f"an interrupted rewind names unknown snapshot {intent['target']}")
-        finish_interrupted(ws, target, intent.get("scopes"))
+        finish_interrupted(ws, target, intent.get("scopes"), str(intent.get("undo", "")))
     return True

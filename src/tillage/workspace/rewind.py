@@ -20,11 +20,14 @@ from pathlib import Path
 from tillage.core.models import Change, ContentKind, Entry, EntryFlag, EntryKind
 from tillage.core.paths import parse
 from tillage.core.rewind_plan import Action, Op, plan_actions
+from tillage.errors import TillageError
 from tillage.platform import clock, failpoints
 from tillage.platform.fs import atomic_write, open_dir_nofollow, raise_if_disk_full, temp_name
+from tillage.store.errors import StoreDamagedError
 from tillage.store.store import SnapshotRow
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import store_content
+from tillage.workspace.errors import RewindStoppedError
 from tillage.workspace.seal import (
     SealOptions,
     publish_tree,
@@ -76,6 +79,7 @@ def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rewin
         )
         want = flatten(ws.store, bytes.fromhex(target.tree))
         planned = plan_actions(current, want, scopes)
+        _preflight(ws, planned.actions)
         intent = {
             "op": "rewind",
             "workspace": ws.id,
@@ -88,7 +92,16 @@ def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rewin
         atomic_write(intent_path(ws), json.dumps(intent).encode())
         failpoints.hit("rewind.after_intent")
         applier = Applier(ws, current)
-        applier.run(planned.actions)
+        try:
+            applier.run(planned.actions)
+        except (OSError, TillageError) as exc:
+            # Not a crash: this process is alive to say what happened. Leaving the intent would
+            # make every later command retry the same failure, so the caller gets the undo.
+            intent_path(ws).unlink()
+            err = _stopped(exc, undo.id)
+            if err is exc:
+                raise
+            raise err from exc
         rescue = applier.publish_rescue(undo) if applier.rescued else None
         failpoints.hit("rewind.before_intent_removed")
         intent_path(ws).unlink()
@@ -102,17 +115,63 @@ def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rewin
     )
 
 
-def finish_interrupted(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> None:
+def _stopped(exc: OSError | TillageError, undo: str) -> TillageError:
+    """Turns a failure part-way through a rewind into a public error that names the way back."""
+    next_step = (
+        "fix the cause and rewind again; to go back to how the folder was before, "
+        f"run `till rewind {undo} --yes`"
+    )
+    if isinstance(exc, TillageError):
+        exc.message = f"the rewind stopped part-way: {exc.message}"
+        exc.next = next_step
+        exc.details["undo"] = undo
+        return exc
+    return RewindStoppedError(
+        f"the rewind stopped part-way: {exc.strerror}: {exc.filename}",
+        next_step=next_step,
+        details={"undo": undo},
+    )
+
+
+def _preflight(ws: Workspace, actions: tuple[Action, ...]) -> None:
+    """Proves every object the writes need is in the store before the folder is touched."""
+    needed: list[bytes] = []
+    for action in actions:
+        entry = action.entry
+        if action.op is not Op.WRITE or entry is None:
+            continue
+        if entry.content_kind is ContentKind.BLOB:
+            needed.extend(ref.id for ref in chunks_of(ws.store, entry))
+        elif entry.content_kind is ContentKind.CHUNK:
+            needed.append(entry.content)
+    missing = set(needed) - ws.store.existing(needed)
+    if missing:
+        raise StoreDamagedError(
+            f"{len(missing)} objects the rewind needs are missing from the store; "
+            "the folder was not touched"
+        )
+
+
+def finish_interrupted(
+    ws: Workspace, target: SnapshotRow, scopes: list[str] | None, undo: str
+) -> None:
     """Rolls an interrupted rewind forward: re-plans against the folder as it is and applies.
 
     The present was sealed before the interrupted rewind began (its `undo`), so nothing the
     folder held then is lost whichever way this goes.
     """
     _remove_temp_files(ws.root)
-    live = scan_live(ws).manifest or {}
-    want = flatten(ws.store, bytes.fromhex(target.tree))
-    planned = plan_actions(live, want, scopes)
-    Applier(ws, None).run(planned.actions)
+    try:
+        live = scan_live(ws).manifest or {}
+        want = flatten(ws.store, bytes.fromhex(target.tree))
+        planned = plan_actions(live, want, scopes)
+        Applier(ws, None).run(planned.actions)
+    except (OSError, TillageError) as exc:
+        intent_path(ws).unlink()
+        err = _stopped(exc, undo)
+        if err is exc:
+            raise
+        raise err from exc
     intent_path(ws).unlink()
 
 

@@ -1,0 +1,61 @@
+"""A rewind that cannot finish says so as a public error, names the way back, and never wedges."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Till
+from tests.helpers import manifest
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through any permission")
+def test_an_unwritable_folder_stops_the_rewind_with_a_public_error(
+    till: Till, folder: Path
+) -> None:
+    (folder / "locked").mkdir()
+    (folder / "locked" / "f.txt").write_text("v1")
+    head = till.json("watch", "--no-daemon")["head"]
+    (folder / "locked" / "f.txt").write_text("v2")
+    (folder / "locked").chmod(0o500)
+    try:
+        run = till("--json", "rewind", head["id"], "--yes")
+        assert run.code == 1
+        assert run.error["name"] == "workspace.rewind_stopped"
+        assert run.error["details"]["undo"] in run.error["next"]
+        assert till("--json", "status").code == 0, "a stopped rewind must not wedge the workspace"
+    finally:
+        (folder / "locked").chmod(0o700)
+
+
+def test_a_damaged_index_is_set_aside_and_rebuilt(till: Till, folder: Path) -> None:
+    (folder / "a.txt").write_text("v1")
+    head = till.json("watch", "--no-daemon")["head"]
+    index = till.home / "index.sqlite"
+    for suffix in ("-wal", "-shm"):
+        Path(f"{index}{suffix}").unlink(missing_ok=True)
+    index.write_bytes(b"this is not a database" * 100)
+    doc = till.json("timeline")
+    assert [s["id"] for s in doc["snapshots"]] == [head["id"]]
+    (folder / "a.txt").write_text("v2")
+    till.json("rewind", head["id"], "--yes")
+    assert (folder / "a.txt").read_text() == "v1"
+
+
+def test_a_rewind_whose_objects_are_missing_leaves_the_folder_untouched(
+    till: Till, folder: Path
+) -> None:
+    (folder / "a.txt").write_text("version one\n" * 100)
+    head = till.json("watch", "--no-daemon")["head"]
+    (folder / "a.txt").write_text("version two\n")
+    for pack in (till.home / "packs").iterdir():
+        pack.chmod(0o644)
+        pack.unlink()
+    (till.home / "index.sqlite").unlink()
+    before = manifest(folder)
+    run = till("--json", "rewind", head["id"], "--yes")
+    assert run.code == 1
+    assert run.error["code"] in (-32061, -32067)
+    assert manifest(folder) == before
