@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import Till
 from tests.helpers import manifest
 
