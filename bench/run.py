@@ -1,0 +1,429 @@
+"""Benchmark tillage against borg, restic and git on one generated workload.
+
+Every tool gets its own copy of the same workload (bench/workload.py) and a
+fresh store per repeat, and goes through the same steps:
+
+1. cold seal     first complete snapshot (for the others: store init + first backup)
+2. store size    bytes of files under the store after step 1
+3. delta seal    after workload.mutate(): one more snapshot, as a whole process
+4. store growth  store size after step 3 minus step 2
+5. full rewind   everything inside the folder is deleted, then restored in place
+6. one-path      one edited file is clobbered, then only that path is restored
+7. peak RSS      the largest ru_maxrss of any child process of that tool
+
+Each command is timed as a whole process (perf_counter around Popen + wait4)
+and its peak RSS comes from wait4's rusage.  After every restore the folder is
+compared file by file (sha256, exec bit, symlink target, directories) with what
+was sealed; a tool that restores wrong bytes fails the run loudly.
+
+Run ``python bench/run.py --repeat 3``; see bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Sibling modules: `python bench/run.py` puts bench/ first on sys.path.
+import workload
+from measure import BenchError, ToolMissingError, manifest, tree_bytes, verify, wipe
+from runners import TOOL_CLASSES, TOOLS, Tillage, Tool
+
+MIB = 1024 * 1024
+BUSY_LOAD = 0.5  # 1-minute load average above which the machine was not quiet
+CLOBBER = b"clobbered by the benchmark before the one-path rewind\n"
+
+
+@dataclass
+class Step:
+    """One timed step: summed wall and CPU time, and peak RSS, of its processes."""
+
+    seconds: float
+    user_s: float
+    sys_s: float
+    max_rss_kib: int
+    processes: list[dict[str, Any]]
+
+
+@dataclass
+class RunResult:
+    """Everything one tool produced in one repeat."""
+
+    steps: dict[str, Step] = field(default_factory=dict)
+    one_path: str = ""
+    mutation: dict[str, int] = field(default_factory=dict)
+    store_cold: tuple[int, int] = (0, 0)
+    store_delta: tuple[int, int] = (0, 0)
+    aux_bytes: int = 0
+
+
+def timed_step(tool: Tool, action: Callable[[], None]) -> Step:
+    """Run one step after flushing dirty pages, so no tool pays for earlier writes."""
+    os.sync()
+    tool.procs = []
+    action()
+    procs = tool.procs
+    return Step(
+        seconds=sum(p.seconds for p in procs),
+        user_s=sum(p.user_s for p in procs),
+        sys_s=sum(p.sys_s for p in procs),
+        max_rss_kib=max((p.max_rss_kib for p in procs), default=0),
+        processes=[
+            {
+                "command": shlex.join(p.argv),
+                "returncode": p.returncode,
+                "seconds": p.seconds,
+                "user_s": p.user_s,
+                "sys_s": p.sys_s,
+                "max_rss_kib": p.max_rss_kib,
+            }
+            for p in procs
+        ],
+    )
+
+
+def run_once(tool: Tool, master: Path, mutate_seed: int, log: Callable[[str], None]) -> RunResult:
+    """All steps for one tool on a fresh copy of the workload and a fresh store."""
+    shutil.copytree(master, tool.ws, symlinks=True)
+    result = RunResult()
+    result.steps["init"] = timed_step(tool, tool.init)
+    result.steps["cold_seal"] = timed_step(tool, tool.cold_seal)
+    result.store_cold = tree_bytes(tool.store_paths())
+    change = workload.mutate(tool.ws, seed=mutate_seed)
+    result.mutation = {
+        "edited": len(change.edited),
+        "added": len(change.added),
+        "deleted": len(change.deleted),
+        "appended_bytes": change.appended_bytes,
+    }
+    result.steps["delta_seal"] = timed_step(tool, tool.delta_seal)
+    result.store_delta = tree_bytes(tool.store_paths())
+    result.aux_bytes = tree_bytes(tool.aux_paths())[0]
+    expected = manifest(tool.ws, tool.excluded)
+    wipe(tool.ws)
+    result.steps["full_rewind"] = timed_step(tool, tool.full_restore)
+    verify(tool.ws, expected, tool.excluded, f"{tool.name} full rewind")
+    target = result.one_path = change.edited[0]
+    (tool.ws / target).write_bytes(CLOBBER)
+    result.steps["path_rewind"] = timed_step(tool, lambda: tool.path_restore(target))
+    verify(tool.ws, expected, tool.excluded, f"{tool.name} one-path rewind of {target}")
+    log(
+        " ".join(f"{name}={step.seconds:.2f}s" for name, step in result.steps.items())
+        + f" store={result.store_cold[0] / MIB:.1f}+"
+        f"{(result.store_delta[0] - result.store_cold[0]) / MIB:.1f}MiB"
+    )
+    return result
+
+
+@dataclass
+class Summary:
+    """Per-tool figures for the table: medians over repeats, RSS as a maximum."""
+
+    cold_seal_s: float
+    init_s: float
+    store_mib: float
+    store_alloc_mib: float
+    delta_seal_s: float
+    growth_mib: float
+    full_rewind_s: float
+    path_rewind_s: float
+    peak_rss_mib: float
+    aux_mib: float
+
+
+def summarize(runs: list[RunResult]) -> Summary:
+    """Median of each timed step over the repeats; peak RSS is the max of all."""
+
+    def med(values: Iterator[float]) -> float:
+        return statistics.median(list(values))
+
+    return Summary(
+        cold_seal_s=med(r.steps["init"].seconds + r.steps["cold_seal"].seconds for r in runs),
+        init_s=med(r.steps["init"].seconds for r in runs),
+        store_mib=med(r.store_cold[0] / MIB for r in runs),
+        store_alloc_mib=med(r.store_cold[1] / MIB for r in runs),
+        delta_seal_s=med(r.steps["delta_seal"].seconds for r in runs),
+        growth_mib=med((r.store_delta[0] - r.store_cold[0]) / MIB for r in runs),
+        full_rewind_s=med(r.steps["full_rewind"].seconds for r in runs),
+        path_rewind_s=med(r.steps["path_rewind"].seconds for r in runs),
+        peak_rss_mib=max(s.max_rss_kib for r in runs for s in r.steps.values()) / 1024,
+        aux_mib=med(r.aux_bytes / MIB for r in runs),
+    )
+
+
+# (label, Summary field, format, target ratio to borg or None)
+ROWS: tuple[tuple[str, str, str, float | None], ...] = (
+    ("cold seal (s)", "cold_seal_s", "{:.2f}", 0.5),
+    ("  of which store init (s)", "init_s", "{:.2f}", None),
+    ("store size (MiB)", "store_mib", "{:.1f}", 1.0),
+    ("  allocated on disk (MiB)", "store_alloc_mib", "{:.1f}", None),
+    ("delta seal (s)", "delta_seal_s", "{:.2f}", 0.15),
+    ("store growth (MiB)", "growth_mib", "{:.1f}", None),
+    ("full rewind (s)", "full_rewind_s", "{:.2f}", 0.5),
+    ("one-path rewind (s)", "path_rewind_s", "{:.2f}", 0.25),
+    ("peak RSS (MiB)", "peak_rss_mib", "{:.1f}", 1.25),
+    ("caches outside store (MiB)", "aux_mib", "{:.1f}", None),
+)
+
+
+def table_rows(summaries: dict[str, Summary]) -> list[dict[str, Any]]:
+    """The result table as data: values per tool, tillage/borg ratio, verdict."""
+    rows: list[dict[str, Any]] = []
+    for label, attr, fmt, target in ROWS:
+        values = {t: getattr(s, attr) for t, s in summaries.items()}
+        ratio = None
+        if "tillage" in values and values.get("borg"):
+            ratio = values["tillage"] / values["borg"]
+        verdict = None
+        if target is not None:
+            verdict = "n/a" if ratio is None else ("PASS" if ratio <= target else "FAIL")
+        rows.append(
+            {
+                "step": label,
+                "field": attr,
+                "format": fmt,
+                "values": values,
+                "ratio": ratio,
+                "target": target,
+                "verdict": verdict,
+            }
+        )
+    return rows
+
+
+def markdown_table(rows: list[dict[str, Any]], absent: dict[str, str]) -> str:
+    """Render table_rows() as Markdown; `absent` marks tools as FAILED or skipped."""
+    head = ["step", *TOOLS, "tillage/borg", "target", "result"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        values = row["values"]
+        fmt = str(row["format"])
+        cells = [str(row["step"]).replace("  ", "↳ ")]
+        cells += [fmt.format(values[t]) if t in values else absent.get(t, "—") for t in TOOLS]
+        ratio, target = row["ratio"], row["target"]
+        cells.append(f"{ratio:.2f}x" if isinstance(ratio, float) else "—")
+        cells.append(f"<= {target}x" if target is not None else "")
+        cells.append(str(row["verdict"] or ""))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def machine_facts(workdir: Path) -> dict[str, Any]:
+    """What a reader needs to judge the numbers: cores, memory, CPU, filesystem."""
+    return {
+        "nproc": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "platform": platform.platform(),
+        "cpu": _proc_field("/proc/cpuinfo", "model name"),
+        "memory": _memory(),
+        "workdir_fs": _filesystem(workdir),
+    }
+
+
+def _proc_field(path: str, key: str) -> str:
+    """First `key: value` in a /proc file ('unknown' elsewhere)."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(key):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def _memory() -> str:
+    """Total RAM in GiB, from /proc/meminfo ('unknown' elsewhere)."""
+    field_ = _proc_field("/proc/meminfo", "MemTotal").split()
+    if not field_ or not field_[0].isdigit():
+        return "unknown"
+    return f"{int(field_[0]) / MIB:.1f} GiB RAM"
+
+
+def _filesystem(path: Path) -> str:
+    """Filesystem type of the mount holding path (overlay and tmpfs time differently)."""
+    best, kind = "", "unknown"
+    try:
+        for line in Path("/proc/mounts").read_text().splitlines():
+            parts = line.split()
+            mount = parts[1]
+            if str(path).startswith(mount) and len(mount) > len(best):
+                best, kind = mount, parts[2]
+    except OSError:
+        pass
+    return kind
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per tool (median reported)")
+    parser.add_argument("--tools", default=",".join(TOOLS), help="comma list of " + ",".join(TOOLS))
+    parser.add_argument("--till", help="command that runs till (default: python -m tillage)")
+    parser.add_argument("--seed", type=int, default=0, help="workload seed (mutate uses seed+1)")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="shrink the workload for smoke runs (not comparable with targets)",
+    )
+    parser.add_argument(
+        "--workdir", type=Path, help="parent of the scratch dir (default: the system temp dir)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the scratch dir")
+    parser.add_argument("--out", type=Path, help="write the full results as JSON here")
+    parser.add_argument(
+        "--fail-on-target",
+        action="store_true",
+        help="exit 3 when a target is missed or cannot be checked",
+    )
+    args = parser.parse_args(argv)
+    unknown = set(args.tools.split(",")) - set(TOOLS)
+    if unknown or args.repeat < 1:
+        parser.error(f"bad --tools {sorted(unknown)}" if unknown else "--repeat must be >= 1")
+    return args
+
+
+def available_tools(
+    names: list[str], log: Callable[[str], None]
+) -> tuple[list[str], dict[str, str]]:
+    """The tools that can run here, and a note for each one that cannot."""
+    ready: list[str] = []
+    skipped: dict[str, str] = {}
+    for name in names:
+        try:
+            TOOL_CLASSES[name].check_available()
+            ready.append(name)
+        except ToolMissingError as exc:
+            skipped[name] = str(exc)
+            log(f"SKIP {name}: {exc}")
+    return ready, skipped
+
+
+def prefixed(log: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+    """A logger that tags each line with the tool and repeat it belongs to."""
+    return lambda message: log(f"{prefix} {message}")
+
+
+def benchmark(
+    args: argparse.Namespace, workdir: Path, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Generate once, then run every tool per repeat (interleaved, so drift hits all)."""
+    names = [t for t in TOOLS if t in args.tools.split(",")]
+    ready, skipped = available_tools(names, log)
+    if not ready:
+        raise SystemExit("nothing to run: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
+    load_before = os.getloadavg()[0]
+    versions = {name: TOOL_CLASSES[name].version() for name in ready}
+    master = workdir / "workload"
+    log(f"generating workload (seed={args.seed}, scale={args.scale}) in {master}")
+    stats = workload.generate(master, seed=args.seed, scale=args.scale)
+    log(f"workload: {stats.files} files, {stats.bytes / MIB:.1f} MiB in {stats.seconds:.1f} s")
+    runs: dict[str, list[RunResult]] = {name: [] for name in ready}
+    failed: dict[str, str] = {}
+    for repeat in range(1, args.repeat + 1):
+        for name in ready:
+            if name in failed:
+                continue
+            run_dir = workdir / f"{name}-{repeat}"
+            tool = TOOL_CLASSES[name](run_dir, run_dir / "ws")
+            run_dir.mkdir(parents=True)
+            try:
+                runs[name].append(
+                    run_once(
+                        tool,
+                        master,
+                        args.seed + 1,
+                        prefixed(log, f"[{name} #{repeat}]"),
+                    )
+                )
+            except (BenchError, ToolMissingError) as exc:
+                failed[name] = str(exc)
+                log(f"FAIL {name} (repeat {repeat}):\n{exc}")
+            finally:
+                if not args.keep:
+                    shutil.rmtree(run_dir, ignore_errors=True)
+    summaries = {name: summarize(r) for name, r in runs.items() if name not in failed and r}
+    return {
+        "command": "python bench/run.py " + shlex.join(sys.argv[1:]),
+        "machine": {**machine_facts(workdir), "load_before": load_before},
+        "versions": versions,
+        "workload": {**asdict(stats), "seed": args.seed, "scale": args.scale},
+        "repeat": args.repeat,
+        "skipped": skipped,
+        "failed": failed,
+        "summary": {name: asdict(s) for name, s in summaries.items()},
+        "table": table_rows(summaries),
+        "runs": {name: [asdict(r) for r in rs] for name, rs in runs.items()},
+    }
+
+
+def report(results: dict[str, Any]) -> str:
+    """The human report: facts, versions, notes and the Markdown table."""
+    machine, stats = results["machine"], results["workload"]
+    out = [
+        f"Command: `{results['command']}`",
+        f"Machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['memory']}, "
+        f"{machine['python']}, {machine['platform']}, workdir on {machine['workdir_fs']}",
+        "Versions: " + "; ".join(f"{k}: {v}" for k, v in results["versions"].items()),
+        f"Workload: {stats['files']} files, {stats['bytes'] / MIB:.1f} MiB "
+        f"(seed {stats['seed']}, scale {stats['scale']}), median of {results['repeat']} runs",
+    ]
+    if stats["scale"] != 1.0:
+        out.append("NOTE: scale != 1.0 — a smoke run, not comparable with the targets.")
+    if machine["load_before"] > BUSY_LOAD:
+        out.append(
+            f"WARNING: load average was {machine['load_before']:.2f} when the run started: "
+            "something else was using the CPU, so timings are noisy. Rerun on a quiet machine."
+        )
+    for name, why in results["skipped"].items():
+        out.append(f"SKIPPED {name}: {why}")
+    for name, why in results["failed"].items():
+        out.append(f"FAILED {name}: {why.splitlines()[0]}")
+    absent = {name: "skipped" for name in results["skipped"]}
+    absent.update({name: "FAILED" for name in results["failed"]})
+    out += ["", markdown_table(results["table"], absent)]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; 1 if a tool failed, 3 (with --fail-on-target) on a missed target."""
+    args = parse_args(argv)
+    if args.till:
+        Tillage.command = shlex.split(args.till)
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    if args.workdir:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="tillage-bench-", dir=args.workdir)).resolve()
+    log(f"scratch dir: {workdir}")
+    try:
+        results = benchmark(args, workdir, log)
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    rows = results["table"]
+    print(report(results))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    if results["failed"]:
+        return 1
+    if args.fail_on_target and any(r["verdict"] != "PASS" for r in rows if r["target"]):
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
