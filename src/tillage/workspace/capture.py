@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from blake3 import blake3
+
 from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.format import CDC_AVG, CDC_MAX, CDC_MIN, WHOLE_FILE_MAX
@@ -28,6 +30,7 @@ from tillage.core.models import (
     FidelityNote,
 )
 from tillage.core.paths import CONTROL_DIR, fs_encode, join
+from tillage.errors import TillageError
 from tillage.store.store import ObjectWriter
 from tillage.workspace.pathindex import FACTS, PathIndex, Row
 from tillage.workspace.policy import Policy
@@ -141,7 +144,6 @@ class Walker:
         is_dir = stat.S_ISDIR(mode)
         if self.policy.excludes(path, is_dir):
             return None
-        xattrs = _user_xattrs(abs_path) if not stat.S_ISLNK(mode) else ()
         perm = stat.S_IMODE(mode)
         entry: Entry | None
         if is_dir:
@@ -154,7 +156,7 @@ class Walker:
                 st.st_mtime_ns,
                 ContentKind.TREE,
                 tid,
-                xattrs,
+                _user_xattrs(abs_path),
             )
         elif stat.S_ISLNK(mode):
             target = os.readlink(os.fsencode(abs_path))
@@ -172,7 +174,7 @@ class Walker:
         elif stat.S_ISREG(mode):
             has_sidecars = any(name + suffix in sidecars for suffix in SIDECAR_SUFFIXES)
             aux = _sidecar_facts(abs_path) if has_sidecars else ""
-            entry = self._file(path, abs_path, name, st, perm, xattrs, aux)
+            entry = self._file(path, abs_path, name, st, perm, aux)
         else:
             self._note(path, "special file (FIFO, socket or device) is not captured")
             entry = Entry(
@@ -198,13 +200,13 @@ class Walker:
         name: str,
         st: os.stat_result,
         perm: int,
-        xattrs: tuple[tuple[bytes, bytes], ...],
         aux: str,
     ) -> Entry | None:
         facts = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode, aux)
         row = self.previous.get(path)
         if row is None or row[:FACTS] != facts:
-            read = self._read_file(path, abs_path, aux, st)
+            # Changing an xattr changes the ctime, so unchanged facts mean unchanged xattrs too.
+            read = self._read_file(path, abs_path, aux, st, row)
             if read is None:
                 return None
             row, st = read
@@ -225,12 +227,12 @@ class Walker:
             st.st_mtime_ns,
             _CONTENT_KINDS[row[7]],
             row[8],
-            xattrs,
+            row[11],
             _FLAGS[row[9]],
         )
 
     def _read_file(
-        self, path: str, abs_path: str, aux: str, seen: os.stat_result
+        self, path: str, abs_path: str, aux: str, seen: os.stat_result, previous: Row | None
     ) -> tuple[Row, os.stat_result] | None:
         """Reads a file's content into the store; returns its row and the facts it was read at."""
         self.result.read_files += 1
@@ -248,10 +250,12 @@ class Walker:
                 # The walk's lstat is the "before"; a retry re-takes it from the open file.
                 before = seen if _attempt == 0 else os.fstat(fd)
                 head = os.pread(fd, 16, 0)
+                resume = b""
                 if is_sqlite_header(head) and before.st_size >= 512:
                     kind, content, size, flags = self._read_sqlite(path, abs_path, fd)
                 else:
-                    kind, content, size = store_content(fd, self.writer)
+                    prior = self._appended_to(previous, before)
+                    kind, content, size, resume = store_content(fd, self.writer, prior)
                     flags = 0
                 after = os.fstat(fd)
             except OSError as exc:
@@ -266,6 +270,7 @@ class Walker:
                 after.st_mtime_ns,
                 after.st_ino,
             )
+            xattrs = _user_xattrs(abs_path)
             if stable or flags:
                 facts = (
                     after.st_size,
@@ -276,33 +281,66 @@ class Walker:
                     after.st_mode,
                     aux,
                 )
-                return (*facts, kind, content, flags, size), after
+                return (*facts, kind, content, flags, size, xattrs, resume), after
         self._note(path, "kept changing while being read: the stored bytes may be torn")
-        return (-1, 0, 0, 0, 0, 0, aux, kind, content, 0, size), after
+        return (-1, 0, 0, 0, 0, 0, aux, kind, content, 0, size, xattrs, b""), after
+
+    def _appended_to(self, previous: Row | None, now: os.stat_result) -> Resume | None:
+        """Returns how to resume chunking when `previous` may be a prefix of the file now.
+
+        Only a hint: store_content proves the prefix by hashing it before trusting it.
+        """
+        if (
+            previous is None
+            or self.writer is None
+            or previous[7] != ContentKind.BLOB
+            or not previous[12]
+            or (previous[3], previous[4]) != (now.st_ino, now.st_dev)
+            or now.st_size <= previous[10]
+        ):
+            return None
+        try:
+            _size, refs = codec.decode_blob(self.writer.store.read(previous[8]))
+        except TillageError:
+            return None
+        return Resume(refs[:-1], previous[12])
 
     def _read_sqlite(self, path: str, abs_path: str, fd: int) -> tuple[int, bytes, int, int]:
         try:
             with consistent_image(Path(abs_path), self.tmp_dir) as image:
                 img_fd = os.open(image.path, os.O_RDONLY | os.O_CLOEXEC)
                 try:
-                    kind, content, size = store_content(img_fd, self.writer)
+                    kind, content, size, _resume = store_content(img_fd, self.writer)
                 finally:
                     os.close(img_fd)
                 return kind, content, size, int(EntryFlag.SQLITE_IMAGE)
         except (SqliteBusy, SqliteUnreadable) as exc:
             self._note(path, f"SQLite database copied raw, not as a consistent image: {exc}")
-            kind, content, size = store_content(fd, self.writer)
+            kind, content, size, _resume = store_content(fd, self.writer)
             return kind, content, size, 0
 
     def _note(self, path: str, reason: str) -> None:
         self.result.notes.append(FidelityNote(path, reason))
 
 
-def store_content(fd: int, writer: ObjectWriter | None) -> tuple[int, bytes, int]:
-    """Returns (content kind, ID, size) of the bytes in `fd`, storing them via `writer`.
+@dataclass(frozen=True)
+class Resume:
+    """The chunks of a file's earlier version but its last, and the hash of the bytes they hold."""
+
+    refs: list[ChunkRef]
+    prefix_hash: bytes
+
+
+def store_content(
+    fd: int, writer: ObjectWriter | None, resume: Resume | None = None
+) -> tuple[int, bytes, int, bytes]:
+    """Returns (content kind, ID, size, resume hint) of the bytes in `fd`, storing them.
 
     Small files are one chunk; larger ones are cut into content-defined chunks and a chunk list,
-    streamed so memory stays bounded whatever the file size.
+    streamed so memory stays bounded whatever the file size. The resume hint is the hash of the
+    bytes before the last chunk: when the file later grows and those bytes hash the same, the
+    chunking restarts at that boundary, which cuts exactly as a full pass would (FastCDC's state
+    resets at every cut) while reading the old bytes only once, for the proof.
     """
     os.lseek(fd, 0, os.SEEK_SET)
     head = _read_up_to(fd, WHOLE_FILE_MAX + 1)
@@ -310,26 +348,53 @@ def store_content(fd: int, writer: ObjectWriter | None) -> tuple[int, bytes, int
         cid = chunk_id(head)
         if writer is not None:
             writer.put(Kind.CHUNK, cid, head)
-        return int(ContentKind.CHUNK), cid, len(head)
-    os.lseek(fd, 0, os.SEEK_SET)
+        return int(ContentKind.CHUNK), cid, len(head), b""
     from pyfastcdc import FastCDC
 
-    cdc = FastCDC(CDC_AVG, min_size=CDC_MIN, max_size=CDC_MAX)
     refs: list[ChunkRef] = []
-    size = 0
+    hasher = blake3()
+    if resume is not None and resume.refs:
+        boundary = sum(r.length for r in resume.refs)
+        prefix = _hash_prefix(fd, boundary)
+        if prefix is not None and prefix.digest() == resume.prefix_hash:
+            refs, hasher = list(resume.refs), prefix
+    start = sum(r.length for r in refs)
+    os.lseek(fd, start, os.SEEK_SET)
+    before_last = hasher.copy()
+    size = start
+    cdc = FastCDC(CDC_AVG, min_size=CDC_MIN, max_size=CDC_MAX)
     with open(fd, "rb", buffering=0, closefd=False) as stream:
         for chunk in cdc.cut_stream(stream):
             data = chunk.data
             cid = chunk_id(data)
             if writer is not None:
                 writer.put(Kind.CHUNK, cid, data)
+            before_last = hasher.copy()
+            hasher.update(data)
             refs.append(ChunkRef(cid, chunk.length))
             size += chunk.length
     encoded = codec.encode_blob(size, refs)
     bid = blob_id(encoded)
     if writer is not None:
         writer.put(Kind.BLOB, bid, encoded)
-    return int(ContentKind.BLOB), bid, size
+    return int(ContentKind.BLOB), bid, size, before_last.digest()
+
+
+def _hash_prefix(fd: int, length: int) -> blake3 | None:
+    """Returns a hasher fed with the first `length` bytes of `fd`; None when it is shorter."""
+    hasher = blake3()
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    os.lseek(fd, 0, os.SEEK_SET)
+    remaining = length
+    with open(fd, "rb", buffering=0, closefd=False) as stream:
+        while remaining > 0:
+            n = stream.readinto(view[: min(remaining, len(buf))])
+            if not n:
+                return None
+            hasher.update(view[:n])
+            remaining -= n
+    return hasher
 
 
 def _read_up_to(fd: int, limit: int) -> bytes:

@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 from tillage.store import index as ix
 from tillage.store.store import Store
 
-# (size, mtime_ns, ctime_ns, ino, dev, mode, aux, content_kind, content, flags, content_size):
-# the first FACTS fields are what a stat (plus SQLite sidecar facts in `aux`) tells; the rest
-# is what reading the file produced.
-Row = tuple[int, int, int, int, int, int, str, int, bytes, int, int]
+# (size, mtime_ns, ctime_ns, ino, dev, mode, aux,                    <- FACTS: what a stat tells
+#  content_kind, content, flags, content_size, xattrs, resume_hash)  <- what reading produced
+# `aux` holds SQLite sidecar facts; `resume_hash` lets an appended file skip re-chunking.
+Row = tuple[
+    int, int, int, int, int, int, str, int, bytes, int, int, tuple[tuple[bytes, bytes], ...], bytes
+]
 FACTS = 7
-FORMAT = 2
+FORMAT = 3
 
 
 @dataclass
