@@ -211,7 +211,11 @@ class Walker:
                 return None
             row, st = read
         if st.st_mtime_ns < self.racy_after and st.st_ctime_ns < self.racy_after:
-            self.result.rows[path] = row  # INV-8: racily-clean files are not remembered
+            self.result.rows[path] = row
+        else:
+            # INV-8: a racily-clean file's facts are not trusted next time (an mtime of -1
+            # never matches), but what was read stays a hint for resuming an append.
+            self.result.rows[path] = (row[0], -1, *row[2:])
         if st.st_nlink > 1:
             self._note(path, f"hard link ({st.st_nlink} links) is stored as an independent copy")
         if st.st_size >= 8192 and st.st_blocks * 512 < st.st_size:
@@ -382,8 +386,8 @@ def store_content(
 
 def _hash_prefix(fd: int, length: int) -> blake3 | None:
     """Returns a hasher fed with the first `length` bytes of `fd`; None when it is shorter."""
-    hasher = blake3()
-    buf = bytearray(1 << 20)
+    hasher = blake3(max_threads=blake3.AUTO)
+    buf = bytearray(8 << 20)
     view = memoryview(buf)
     os.lseek(fd, 0, os.SEEK_SET)
     remaining = length

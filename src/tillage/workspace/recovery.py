@@ -7,15 +7,19 @@ workspace lock, so a rewind still running in another process is waited for, neve
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tillage.errors import IntegrityError
 from tillage.workspace.attach import Workspace
 
 
+def intent_path(ws: Workspace) -> Path:
+    """Where a rewind in progress keeps its intent record (in the store, not the folder)."""
+    return ws.store.intents_dir / f"rewind-{ws.id}.json"
+
+
 def recover_if_interrupted(ws: Workspace) -> bool:
     """Rolls an interrupted rewind forward; returns whether there was one."""
-    from tillage.workspace.rewind import intent_path
-
     path = intent_path(ws)
     if not path.exists():
         return False

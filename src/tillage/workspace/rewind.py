@@ -28,6 +28,7 @@ from tillage.store.store import SnapshotRow
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import store_content
 from tillage.workspace.errors import RewindStoppedError
+from tillage.workspace.recovery import intent_path
 from tillage.workspace.seal import (
     SealOptions,
     publish_tree,
@@ -62,10 +63,6 @@ def preview(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rew
     want = flatten(ws.store, bytes.fromhex(target.tree))
     planned = plan_actions(live, want, scopes)
     return RewindOutcome(target, planned.changes, applied=False, undo=None)
-
-
-def intent_path(ws: Workspace) -> Path:
-    return ws.store.intents_dir / f"rewind-{ws.id}.json"
 
 
 def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> RewindOutcome:
