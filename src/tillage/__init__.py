@@ -7,8 +7,6 @@ Names are loaded lazily so `import tillage` stays cheap for the command line.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 
 __all__ = [
@@ -36,7 +34,10 @@ _ERRORS = {
     "TillageError",
 }
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from tillage.api import call, contracts
     from tillage.errors import (
         AmbiguousError,

@@ -8,7 +8,11 @@ nothing from tillage so that every layer may import it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
 
 # Each module answers its own errors with codes inside its range; the shared codes below may be
 # answered by any module for the same condition. Ranges are closed intervals, high to low.

@@ -9,16 +9,28 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import types
-import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
 
 from tillage.errors import SHARED_ERRORS, TillageError
 
-Req = TypeVar("Req")
-Res = TypeVar("Res")
+# `typing` costs milliseconds at import, and `till` starts hundreds of times a session: the
+# generic parameters below exist for the type checker only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Generic, TypeVar
+
+    Req = TypeVar("Req")
+    Res = TypeVar("Res")
+else:
+    Any = object
+    Req = Res = object
+
+    class Generic:
+        """Run-time stand-in for typing.Generic: subscription only informs the type checker."""
+
+        def __class_getitem__(cls, _params: object) -> type:
+            return cls
 
 
 class Effect(enum.StrEnum):
@@ -90,33 +102,64 @@ class Param:
     spec: ParamSpec
 
 
-def type_name(annotation: Any) -> str:
-    """Names a Python annotation in the contract's small type vocabulary."""
-    if annotation is type(None):
-        return "null"
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (types.UnionType, typing.Union):
-        return " | ".join(type_name(a) for a in args)
-    if origin in (tuple, list):
-        return f"list[{type_name(args[0])}]" if args else "list"
-    if origin is dict or annotation is dict:
-        return "map"
-    if isinstance(annotation, type):
-        if dataclasses.is_dataclass(annotation):
-            return annotation.__name__
-        if issubclass(annotation, enum.Enum):
-            return "string"
-        return {str: "string", int: "int", bool: "bool", bytes: "bytes", float: "float"}.get(
-            annotation, annotation.__name__
-        )
-    return str(annotation)
+_PRIMITIVES = {
+    "str": "string",
+    "int": "int",
+    "bool": "bool",
+    "bytes": "bytes",
+    "float": "float",
+    "None": "null",
+    "Any": "any",
+}
 
 
-def dataclass_fields(cls: type) -> list[tuple[dataclasses.Field[Any], Any]]:
-    """Returns a dataclass's fields with their resolved annotations."""
-    hints = typing.get_type_hints(cls)
-    return [(f, hints[f.name]) for f in dataclasses.fields(cls)]
+def _split_top(text: str, sep: str) -> list[str]:
+    """Splits `text` on `sep` where it is not inside brackets."""
+    parts, depth, start = [], 0, 0
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i].strip())
+            start = i + len(sep)
+            i = start
+            continue
+        i += 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+def type_name(annotation: str) -> str:
+    """Names an annotation (its source text) in the contract's small type vocabulary.
+
+    Works on the text `from __future__ import annotations` leaves on each field, so listing
+    contracts evaluates nothing and needs no `typing` at run time (start-up matters).
+    """
+    text = annotation.strip()
+    alternatives = _split_top(text, "|")
+    if len(alternatives) > 1:
+        return " | ".join(type_name(a) for a in alternatives)
+    if "[" in text and text.endswith("]"):
+        head, inner = text[: text.index("[")], text[text.index("[") + 1 : -1]
+        args = [a for a in _split_top(inner, ",") if a != "..."]
+        if head in ("tuple", "list", "Sequence"):
+            return f"list[{type_name(args[0])}]" if args else "list"
+        if head in ("dict", "Mapping"):
+            return "map"
+        return head
+    return _PRIMITIVES.get(text, text)
+
+
+def dataclass_fields(cls: type) -> list[tuple[dataclasses.Field[Any], str]]:
+    """Returns a dataclass's fields with their annotations' source text."""
+    return [
+        (f, f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type)))
+        for f in dataclasses.fields(cls)
+    ]
 
 
 def params_of(request: type) -> list[Param]:

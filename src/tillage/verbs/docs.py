@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from tillage.errors import MODULE_RANGES, all_error_classes
 from tillage.verbs.contract import Audience, Verb
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 HEADER = """\
 # tillage for agents

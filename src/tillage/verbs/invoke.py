@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
 
 from tillage.errors import ConfirmationRequiredError
 from tillage.verbs.contract import Scope, Verb
 
-Req = TypeVar("Req")
-Res = TypeVar("Res")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,6 @@ class Context:
     on_progress: Callable[[str, int, int], None] = field(default=lambda _s, _d, _t: None)
 
 
-Confirm = Callable[[Any], bool]
 
 
 def resolve_context(verb: Verb[Any, Any], settings: Settings) -> Context:
@@ -52,13 +51,13 @@ def resolve_context(verb: Verb[Any, Any], settings: Settings) -> Context:
 
 
 def invoke(
-    verb: Verb[Req, Res],
+    verb: Verb[Any, Any],
     settings: Settings,
-    request: Req,
+    request: Any,
     *,
-    confirm: Confirm | None = None,
+    confirm: Callable[[Any], bool] | None = None,
     on_progress: Callable[[str, int, int], None] | None = None,
-) -> Res:
+) -> Any:
     """Runs `verb` on `request`.
 
     A request the contract says needs confirmation is previewed and shown to `confirm`; with no

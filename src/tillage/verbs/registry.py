@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
-from typing import Any
 
 from tillage.verbs.contract import Verb
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 # Each module exposes VERBS: tuple[Verb, ...]. Order here is the order docs list them in.
 VERB_MODULES = (

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 PROTOCOL = 1
 VERSION = "0.1.0"

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from tillage.errors import BusyError, InvalidArgumentError, NotFoundError, TillageError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import ChangeInfo, SnapshotInfo, change_infos, snapshot_info
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 ID_ERRORS = (SnapshotNotFoundError, SnapshotAmbiguousError, BadSnapshotIdError)
 

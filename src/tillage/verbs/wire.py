@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def to_wire(value: Any) -> Any:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from tillage.errors import BusyError, InvalidArgumentError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import SnapshotInfo, snapshot_info
 from tillage.workspace.errors import FolderMissingError, RefusedRootError, UnreadablePathError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass(frozen=True)
