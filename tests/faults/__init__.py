@@ -1,0 +1,1 @@
+"""Fault tests: crashes at every durable step and damaged stores, through the real `till`."""

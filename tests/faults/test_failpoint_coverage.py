@@ -1,0 +1,32 @@
+"""Every failpoint the code marks is crashed at by some fault test."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import tillage
+from tests.faults.harness import REWIND_FAILPOINTS, SEAL_FAILPOINTS
+
+
+def _marked_failpoints() -> set[str]:
+    names: set[str] = set()
+    for path in Path(tillage.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "hit"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "failpoints"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                names.add(str(node.args[0].value))
+    return names
+
+
+def test_every_failpoint_in_the_code_is_exercised_by_a_fault_test() -> None:
+    marked = _marked_failpoints()
+    assert marked, "no failpoints found: has the marking changed?"
+    assert marked <= set(SEAL_FAILPOINTS) | set(REWIND_FAILPOINTS)

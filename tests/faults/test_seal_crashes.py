@@ -1,0 +1,68 @@
+"""A seal killed or failing at every durable step (INV-2, INV-5): nothing published is damaged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Till
+from tests.faults.harness import (
+    PUBLISHED_AT,
+    SEAL_FAILPOINTS,
+    STATE_A,
+    STATE_B,
+    STATE_C,
+    Manifest,
+    assert_crashed,
+    crash,
+    log_records,
+    logged_snapshots,
+    manifest,
+    noise,
+    rewind,
+    write_state,
+)
+
+
+@pytest.mark.parametrize("failpoint", SEAL_FAILPOINTS)
+def test_a_seal_that_crashes_at_any_durable_step_leaves_a_store_that_verifies_and_seals_again(
+    till: Till, folder: Path, failpoint: str
+) -> None:
+    """Crashes twice at the same step, first failing in-process ('raise'), then SIGKILLed."""
+    write_state(folder, STATE_A)
+    head = till.json("watch", "--no-daemon")["head"]["id"]
+    published = failpoint in PUBLISHED_AT
+    expected = [head]
+    crashed: list[tuple[str, Manifest]] = []
+    for action, state in (("raise", STATE_B), ("kill", STATE_C)):
+        write_state(folder, state)
+        at_crash = manifest(folder)
+        proc = crash(till, failpoint, action, "--json", "snap", "-m", action)
+        assert_crashed(proc, failpoint, action)
+
+        status: dict[str, Any] = till.json("status")
+        verify = till.json("verify")
+        assert verify["ok"] is True, (action, verify)
+        assert verify["damaged_snapshots"] == []
+        if published:
+            assert status["head"]["label"] == action and status["head"]["parent"] == head
+            head = status["head"]["id"]
+            expected.append(head)
+            crashed.append((head, at_crash))
+        assert status["head"]["id"] == head, action
+        assert status["snapshots"] == len(expected)
+        assert logged_snapshots(till.home) == expected
+
+    write_state(folder, {"after.txt": noise(9, 5000), "sub/x": b"x\n"})
+    state = manifest(folder)
+    after = till.json("snap")["snapshot"]
+    assert after["parent"] == head
+    write_state(folder, STATE_A)
+    rewind(till, after["id"])
+    assert manifest(folder) == state
+    for snapshot, at_crash in crashed:
+        rewind(till, snapshot)
+        assert manifest(folder) == at_crash
+    log_records(till.home)

@@ -1,0 +1,245 @@
+"""A damaged store (INV-3, INV-4): torn packs, a lost index, a flipped byte in an object."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Till
+from tests.faults.harness import (
+    STATE_A,
+    STATE_B,
+    STATE_C,
+    Manifest,
+    assert_crashed,
+    crash,
+    flip_payload,
+    manifest,
+    noise,
+    packs,
+    record_of,
+    remove_index,
+    rewind,
+    write_state,
+)
+from tillage.core.ids import chunk_id
+
+
+def _cat(till: Till, snapshot: str, path: str) -> bytes:
+    return base64.b64decode(till.json("cat", snapshot, path)["content_base64"])
+
+
+def _pack_problems(verify: dict[str, Any], pack: Path) -> list[str]:
+    return [p["problem"] for p in verify["problems"] if p["object"] == pack.name]
+
+
+def test_garbage_after_the_last_record_of_a_pack_is_reported_and_hides_nothing(
+    till: Till, folder: Path
+) -> None:
+    write_state(folder, STATE_A)
+    state_a = manifest(folder)
+    first = till.json("watch", "--no-daemon")["head"]["id"]
+    write_state(folder, STATE_C)
+    second = till.json("snap")["snapshot"]["id"]
+    pack = till.home / "packs" / record_of(till.home, bytes.fromhex(second)).location.pack
+    size = pack.stat().st_size
+    pack.chmod(0o644)
+    with open(pack, "ab") as f:
+        f.write(b"TRC1" + noise(7, 300))
+
+    verify = till.json("verify")
+    assert verify["ok"] is False
+    (problem,) = _pack_problems(verify, pack)
+    assert f"{size}..{size + 304}" in problem  # names exactly the torn bytes
+    assert verify["damaged_snapshots"] == []
+    assert _cat(till, first, "README.md") == STATE_A["README.md"]
+    assert _cat(till, second, "notes.txt") == STATE_C["notes.txt"]
+
+    repaired = till.json("verify", "--repair")
+    assert repaired["damaged_snapshots"] == []
+    assert _cat(till, second, "notes.txt") == STATE_C["notes.txt"]
+    rewind(till, first)
+    assert manifest(folder) == state_a
+    write_state(folder, STATE_B)
+    state_b = manifest(folder)
+    third = till.json("snap")["snapshot"]["id"]
+    write_state(folder, STATE_C)
+    rewind(till, third)
+    assert manifest(folder) == state_b
+
+
+def test_a_pack_torn_mid_record_by_a_crash_is_skipped_and_the_next_seal_rewrites_its_objects(
+    till: Till, folder: Path
+) -> None:
+    write_state(folder, STATE_A)
+    state_a = manifest(folder)
+    first = till.json("watch", "--no-daemon")["head"]["id"]
+    old_packs = set(packs(till.home))
+    write_state(folder, STATE_B)
+    state_b = manifest(folder)
+    assert_crashed(crash(till, "pack.after_write", "kill", "snap"), "pack.after_write", "kill")
+    (orphan,) = set(packs(till.home)) - old_packs
+    size = orphan.stat().st_size
+    orphan.chmod(0o644)
+    with open(orphan, "r+b") as f:
+        f.truncate(size - 40)  # the crash cut the last record short
+    # Crashes right after creating a pack, and half-way through its magic.
+    (till.home / "packs" / "00000000000000ee.pack").write_bytes(b"")
+    (till.home / "packs" / "00000000000000ef.pack").write_bytes(b"TILL")
+
+    verify = till.json("verify")
+    assert verify["damaged_snapshots"] == []
+    assert len(_pack_problems(verify, orphan)) == 1
+    assert _cat(till, first, "big.bin") == STATE_A["big.bin"]
+
+    repaired = till.json("verify", "--repair")
+    assert repaired["damaged_snapshots"] == []
+    second = till.json("snap")["snapshot"]["id"]
+    assert till.json("verify")["damaged_snapshots"] == []
+    rewind(till, first)
+    assert manifest(folder) == state_a
+    rewind(till, second)
+    assert manifest(folder) == state_b
+
+
+def test_a_deleted_index_is_rebuilt_with_the_same_snapshots_and_pins(
+    till: Till, folder: Path
+) -> None:
+    write_state(folder, STATE_A)
+    state_a = manifest(folder)
+    first = till.json("watch", "--no-daemon")["head"]["id"]
+    write_state(folder, STATE_B)
+    till.json("snap", "-m", "second")
+    till.json("pin", first)
+    write_state(folder, STATE_C)
+    state_c = manifest(folder)
+    third = till.json("snap")["snapshot"]["id"]
+    before = till.json("timeline")["snapshots"]
+
+    remove_index(till.home)
+
+    assert till.json("timeline")["snapshots"] == before
+    assert [s["pinned"] for s in before] == [False, False, True]
+    rewind(till, first)
+    assert manifest(folder) == state_a
+    remove_index(till.home)
+    rewind(till, third)
+    assert manifest(folder) == state_c
+
+
+VICTIM = b"the only copy of these bytes\n" * 20
+
+
+def _three_snapshots(
+    till: Till, folder: Path
+) -> tuple[list[str], list[dict[str, Any]], list[Manifest]]:
+    """S1 {common, other}, S2 {common, victim}, S3 {common, other2, d/x}.
+
+    Returns their IDs, the states written and the folder's manifest at each seal.
+    """
+    states: list[dict[str, Any]] = [
+        {"common.txt": b"common\n", "other.txt": b"other\n"},
+        {"common.txt": b"common\n", "victim.txt": VICTIM},
+        {"common.txt": b"common\n", "other2.txt": b"other2\n", "d/x.txt": b"x\n"},
+    ]
+    ids, shapes = [], []
+    for n, state in enumerate(states):
+        write_state(folder, state)
+        shapes.append(manifest(folder))
+        verb = ("watch", "--no-daemon") if n == 0 else ("snap",)
+        doc = till.json(*verb)
+        ids.append((doc.get("head") or doc.get("snapshot"))["id"])
+    return ids, states, shapes
+
+
+def test_a_flipped_byte_in_an_object_is_an_integrity_error_never_wrong_bytes(
+    till: Till, folder: Path
+) -> None:
+    (s1, s2, s3), states, shapes = _three_snapshots(till, folder)
+    victim = chunk_id(VICTIM)
+    flip_payload(till.home, victim)
+
+    verify = till.json("verify")
+    assert verify["ok"] is False
+    assert victim.hex() in [p["object"] for p in verify["problems"]]
+
+    run = till("--json", "cat", s2, "victim.txt")
+    assert run.code == 1 and run.error["code"] == -32067
+    raw = till("cat", s2, "victim.txt")
+    assert raw.code == 1 and raw.stdout == ""
+    assert "Traceback" not in raw.stderr
+    assert _cat(till, s1, "common.txt") == b"common\n"
+
+    repaired = till.json("verify", "--repair")
+    assert repaired["damaged_snapshots"] == [s2]
+    # The rebuilt index still finds the records written after the damaged one (INV-3).
+    assert till.json("show", s2)["snapshot"]["id"] == s2
+    run = till("--json", "cat", s2, "victim.txt")
+    assert run.code == 1 and run.error["code"] == -32067
+    write_state(folder, states[1])
+    rewind(till, s1)
+    assert manifest(folder) == shapes[0]
+    rewind(till, s3)
+    assert manifest(folder) == shapes[2]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: rewind.apply starts changing the folder before it has read and verified the "
+    "target's chunks (a preflight, if any, only asks the index), so a damaged chunk is found "
+    "half-way and leaves a half-rewound folder",
+)
+def test_a_rewind_to_a_snapshot_with_a_damaged_object_refuses_and_leaves_the_folder_usable(
+    till: Till, folder: Path
+) -> None:
+    (_s1, s2, s3), _states, _shapes = _three_snapshots(till, folder)
+    live = manifest(folder)
+    flip_payload(till.home, chunk_id(VICTIM))
+
+    run = till("--json", "rewind", s2, "--yes")
+
+    assert run.code == 1, run
+    assert run.error["code"] == -32067
+    assert manifest(folder) == live
+    status = till("--json", "status")
+    assert status.code == 0, status
+    rewind(till, s3)
+    assert manifest(folder) == live
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: check._first_missing only asks the index whether a chunk exists, never reads "
+    "it, so plain verify lists no damaged snapshot for a damaged chunk",
+)
+def test_verify_without_repair_names_the_snapshots_a_damaged_object_breaks(
+    till: Till, folder: Path
+) -> None:
+    (_s1, s2, _s3), _states, _shapes = _three_snapshots(till, folder)
+    flip_payload(till.home, chunk_id(VICTIM))
+
+    assert till.json("verify")["damaged_snapshots"] == [s2]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: ObjectWriter.known trusts the index, so a seal dedups fresh bytes against a "
+    "damaged record and the new snapshot cannot be restored although its bytes were live",
+)
+def test_a_seal_never_reuses_a_damaged_copy_of_bytes_it_has_in_hand(
+    till: Till, folder: Path
+) -> None:
+    _ids, states, _shapes = _three_snapshots(till, folder)
+    flip_payload(till.home, chunk_id(VICTIM))
+    write_state(folder, states[1])
+    state = manifest(folder)
+    fresh = till.json("snap")["snapshot"]["id"]
+    write_state(folder, states[0])
+
+    run = till("--json", "rewind", fresh, "--yes")
+
+    assert run.code == 0, run
+    assert manifest(folder) == state
