@@ -29,4 +29,7 @@ def _marked_failpoints() -> set[str]:
 def test_every_failpoint_in_the_code_is_exercised_by_a_fault_test() -> None:
     marked = _marked_failpoints()
     assert marked, "no failpoints found: has the marking changed?"
-    assert marked <= set(SEAL_FAILPOINTS) | set(REWIND_FAILPOINTS)
+    # rewind.after_staging comes before the intent: it has its own test, in which the folder
+    # is left as it was rather than finished.
+    covered = set(SEAL_FAILPOINTS) | set(REWIND_FAILPOINTS) | {"rewind.after_staging"}
+    assert marked <= covered

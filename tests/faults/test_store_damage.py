@@ -186,12 +186,6 @@ def test_a_flipped_byte_in_an_object_is_an_integrity_error_never_wrong_bytes(
     assert manifest(folder) == shapes[2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: rewind.apply starts changing the folder before it has read and verified the "
-    "target's chunks (a preflight, if any, only asks the index), so a damaged chunk is found "
-    "half-way and leaves a half-rewound folder",
-)
 def test_a_rewind_to_a_snapshot_with_a_damaged_object_refuses_and_leaves_the_folder_usable(
     till: Till, folder: Path
 ) -> None:

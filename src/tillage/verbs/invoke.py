@@ -38,8 +38,6 @@ class Context:
     on_progress: Callable[[str, int, int], None] = field(default=lambda _s, _d, _t: None)
 
 
-
-
 def resolve_context(verb: Verb[Any, Any], settings: Settings) -> Context:
     """Resolves the verb's scope: an attached workspace, a folder, or nothing."""
     ctx = Context(settings=settings)

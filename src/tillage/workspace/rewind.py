@@ -1,9 +1,10 @@
 """Rewinding a folder to a snapshot: plan, then apply (seal first, intent, atomic writes).
 
 Apply is the crash-safety argument for the folder (INV-7): the present is sealed first (its ID is
-returned as `undo`), an intent record is written before any file is touched, every file is
-written to a temporary sibling and renamed into place, and the intent is removed last. A rewind
-killed half-way is rolled forward by the next command (recovery.py).
+returned as `undo`); every file to put back is written into a staging folder under `.tillage/`
+first, each object verified as it is read, so a damaged store fails before the folder is
+touched; then an intent record is written, files are renamed into place, and the intent is
+removed last. A rewind killed half-way is rolled forward by the next command (recovery.py).
 """
 
 from __future__ import annotations
@@ -12,18 +13,18 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from tillage.core.models import Change, ContentKind, Entry, EntryFlag, EntryKind
-from tillage.core.paths import parse
+from tillage.core.paths import CONTROL_DIR, parse
 from tillage.core.rewind_plan import Action, Op, plan_actions
 from tillage.errors import TillageError
 from tillage.platform import clock, failpoints
 from tillage.platform.fs import atomic_write, open_dir_nofollow, raise_if_disk_full, temp_name
-from tillage.store.errors import StoreDamagedError
 from tillage.store.store import SnapshotRow
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import store_content
@@ -68,6 +69,7 @@ def preview(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rew
 def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> RewindOutcome:
     """Rewinds the folder to `target` within `scopes`, sealing the present first."""
     with workspace_lock(ws):
+        _remove_staging(ws.root)  # left by a rewind killed before its intent: never applied
         current: dict[str, Entry] = {}
         undo = seal_locked(
             ws,
@@ -76,7 +78,8 @@ def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rewin
         )
         want = flatten(ws.store, bytes.fromhex(target.tree))
         planned = plan_actions(current, want, scopes)
-        _preflight(ws, planned.actions)
+        applier = Applier(ws, current)
+        applier.stage(planned.actions)  # a damaged store fails here, the folder untouched
         intent = {
             "op": "rewind",
             "workspace": ws.id,
@@ -88,7 +91,6 @@ def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rewin
         }
         atomic_write(intent_path(ws), json.dumps(intent).encode())
         failpoints.hit("rewind.after_intent")
-        applier = Applier(ws, current)
         try:
             applier.run(planned.actions)
         except (OSError, TillageError) as exc:
@@ -130,39 +132,30 @@ def _stopped(exc: OSError | TillageError, undo: str) -> TillageError:
     )
 
 
-def _preflight(ws: Workspace, actions: tuple[Action, ...]) -> None:
-    """Proves every object the writes need is in the store before the folder is touched."""
-    needed: list[bytes] = []
-    for action in actions:
-        entry = action.entry
-        if action.op is not Op.WRITE or entry is None:
-            continue
-        if entry.content_kind is ContentKind.BLOB:
-            needed.extend(ref.id for ref in chunks_of(ws.store, entry))
-        elif entry.content_kind is ContentKind.CHUNK:
-            needed.append(entry.content)
-    missing = set(needed) - ws.store.existing(needed)
-    if missing:
-        raise StoreDamagedError(
-            f"{len(missing)} objects the rewind needs are missing from the store; "
-            "the folder was not touched"
-        )
-
-
 def finish_interrupted(
     ws: Workspace, target: SnapshotRow, scopes: list[str] | None, undo: str
 ) -> None:
     """Rolls an interrupted rewind forward: re-plans against the folder as it is and applies.
 
-    The present was sealed before the interrupted rewind began (its `undo`), so nothing the
-    folder held then is lost whichever way this goes.
+    The folder is sealed again first: whatever was written into it after the crash is kept in
+    that snapshot, and the interrupted rewind's own `undo` still holds the state before it.
+    The caller holds the workspace lock.
     """
     _remove_temp_files(ws.root)
     try:
-        live = scan_live(ws).manifest or {}
+        live: dict[str, Entry] = {}
+        seal_locked(
+            ws,
+            SealOptions(
+                trigger="pre_rewind", label=f"before finishing a rewind (undo {undo[:12]})"
+            ),
+            manifest_out=live,
+        )
         want = flatten(ws.store, bytes.fromhex(target.tree))
         planned = plan_actions(live, want, scopes)
-        Applier(ws, None).run(planned.actions)
+        applier = Applier(ws, live)
+        applier.stage(planned.actions)
+        applier.run(planned.actions)
     except (OSError, TillageError) as exc:
         intent_path(ws).unlink()
         err = _stopped(exc, undo)
@@ -172,7 +165,16 @@ def finish_interrupted(
     intent_path(ws).unlink()
 
 
+def _remove_staging(root: Path) -> None:
+    control = root / CONTROL_DIR
+    if control.is_dir() and not control.is_symlink():
+        for leftover in control.glob(f"{STAGING_PREFIX}*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
 def _remove_temp_files(root: Path) -> None:
+    """Removes temporary siblings and staging folders an interrupted rewind left behind."""
+    _remove_staging(root)
     for dirpath, dirnames, filenames in os.walk(root):
         if dirpath == str(root) and ".tillage" in dirnames:
             dirnames.remove(".tillage")
@@ -180,6 +182,9 @@ def _remove_temp_files(root: Path) -> None:
             if ".tillage-tmp-" in name:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(dirpath, name))
+
+
+STAGING_PREFIX = "staging-"
 
 
 class Applier:
@@ -192,6 +197,37 @@ class Applier:
         self._root_fd = os.open(ws.root, os.O_RDONLY | os.O_DIRECTORY)
         self._dir_cache: dict[str, int] = {}
         self._writer = ws.store.writer()
+        self._control_fd = -1
+        self._staging_name = ""
+        self._staging_fd = -1
+        self._staged: dict[str, str] = {}
+
+    def stage(self, actions: tuple[Action, ...]) -> None:
+        """Writes every file the actions put back into `.tillage/staging-*`, with its metadata.
+
+        Each object is verified as it is read (INV-4), so a damaged store raises here, before
+        anything in the folder changes; on any failure the staging folder is removed.
+        """
+        try:
+            self._control_fd = open_dir_nofollow(self._root_fd, [CONTROL_DIR], create=True)
+            self._staging_name = f"{STAGING_PREFIX}{secrets.token_hex(6)}"
+            os.mkdir(self._staging_name, 0o700, dir_fd=self._control_fd)
+            self._staging_fd = os.open(
+                self._staging_name,
+                os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                dir_fd=self._control_fd,
+            )
+            for n, action in enumerate(actions):
+                entry = action.entry
+                if action.op is Op.WRITE and entry is not None and entry.kind is EntryKind.FILE:
+                    self._write_content(self._staging_fd, str(n), entry)
+                    self._staged[action.path] = str(n)
+            failpoints.hit("rewind.after_staging")
+        except BaseException as exc:
+            self._close()
+            if isinstance(exc, OSError):
+                raise_if_disk_full(exc)
+            raise
 
     def run(self, actions: tuple[Action, ...]) -> None:
         try:
@@ -207,8 +243,70 @@ class Applier:
         for fd in self._dir_cache.values():
             os.close(fd)
         self._dir_cache.clear()
-        os.close(self._root_fd)
+        if self._staging_fd >= 0:
+            os.close(self._staging_fd)
+            self._staging_fd = -1
+        if self._control_fd >= 0:
+            if self._staging_name:
+                with contextlib.suppress(OSError):
+                    shutil.rmtree(self._staging_name, dir_fd=self._control_fd)
+            os.close(self._control_fd)
+            self._control_fd = -1
+        if self._root_fd >= 0:
+            os.close(self._root_fd)
+            self._root_fd = -1
         self._writer.close()
+
+    def _write_content(self, dir_fd: int, name: str, entry: Entry) -> None:
+        """Creates `name` below `dir_fd` with the entry's bytes, mode, xattrs and mtime."""
+        fd = os.open(
+            name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd
+        )
+        try:
+            for ref in chunks_of(self.ws.store, entry):
+                data = memoryview(self.ws.store.read(ref.id))
+                while data:
+                    data = data[os.write(fd, data) :]
+            os.fchmod(fd, entry.mode)
+            for key, value in entry.xattrs:
+                with contextlib.suppress(OSError):
+                    os.setxattr(fd, key, value)
+            os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=dir_fd)
+            raise
+        os.close(fd)
+
+    def _place_staged(self, staged: str, dir_fd: int, tmp: str) -> None:
+        """Moves a staged file next to its final name (a copy when across file systems)."""
+        try:
+            os.rename(staged, tmp, src_dir_fd=self._staging_fd, dst_dir_fd=dir_fd)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+        src = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self._staging_fd)
+        try:
+            st = os.fstat(src)
+            dst = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                stat.S_IMODE(st.st_mode),
+                dir_fd=dir_fd,
+            )
+            try:
+                while os.sendfile(dst, src, None, 1 << 30):
+                    pass
+                for key in os.listxattr(src):
+                    with contextlib.suppress(OSError):
+                        os.setxattr(dst, key, os.getxattr(src, key))
+                os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+            finally:
+                os.close(dst)
+        finally:
+            os.close(src)
 
     def _parent_fd(self, path: str, *, create: bool) -> tuple[int, str]:
         parent, _, name = path.rpartition("/")
@@ -336,26 +434,10 @@ class Applier:
         if entry.kind is EntryKind.SYMLINK:
             os.symlink(entry.content, tmp, dir_fd=dir_fd)
             os.utime(tmp, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+        elif path in self._staged:
+            self._place_staged(self._staged.pop(path), dir_fd, tmp)
         else:
-            fd = os.open(
-                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd
-            )
-            try:
-                for ref in chunks_of(self.ws.store, entry):
-                    data = memoryview(self.ws.store.read(ref.id))
-                    while data:
-                        data = data[os.write(fd, data) :]
-                os.fchmod(fd, entry.mode)
-                for key, value in entry.xattrs:
-                    with contextlib.suppress(OSError):
-                        os.setxattr(fd, key, value)
-                os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
-            except BaseException:
-                os.close(fd)
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=dir_fd)
-                raise
-            os.close(fd)
+            self._write_content(dir_fd, tmp, entry)
         try:
             os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except OSError as exc:
@@ -364,6 +446,7 @@ class Applier:
             if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
                 self._invalidate(path)
                 shutil.rmtree(name, dir_fd=dir_fd)
+                self._staged.pop(path, None)
                 return self._write(path, entry)
             raise
         if entry.flags & EntryFlag.SQLITE_IMAGE:
