@@ -6,8 +6,6 @@ import base64
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import Till
 from tests.faults.harness import (
     STATE_A,
@@ -204,11 +202,6 @@ def test_a_rewind_to_a_snapshot_with_a_damaged_object_refuses_and_leaves_the_fol
     assert manifest(folder) == live
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: check._first_missing only asks the index whether a chunk exists, never reads "
-    "it, so plain verify lists no damaged snapshot for a damaged chunk",
-)
 def test_verify_without_repair_names_the_snapshots_a_damaged_object_breaks(
     till: Till, folder: Path
 ) -> None:
@@ -218,11 +211,6 @@ def test_verify_without_repair_names_the_snapshots_a_damaged_object_breaks(
     assert till.json("verify")["damaged_snapshots"] == [s2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ObjectWriter.known trusts the index, so a seal dedups fresh bytes against a "
-    "damaged record and the new snapshot cannot be restored although its bytes were live",
-)
 def test_a_seal_never_reuses_a_damaged_copy_of_bytes_it_has_in_hand(
     till: Till, folder: Path
 ) -> None:

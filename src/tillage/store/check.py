@@ -32,7 +32,7 @@ def check_store(store: Store, *, repair: bool) -> CheckReport:
             report.problems.append(
                 (pack.name, f"bytes {start}..{stop} are not whole records (torn or damaged)")
             )
-    bad_ids = _verify_indexed_objects(store, report)
+    bad_ids = _verify_indexed_objects(store, report)  # each damaged record is no longer served
     if repair:
         before = report.objects
         after = store.rebuild_index()

@@ -201,6 +201,17 @@ class PackReader:
         kind, _id, raw = decode_record(data, expect_id)
         return kind, raw
 
+    def intact(self, loc: Location) -> bool:
+        """Tells whether the record at `loc` is whole and passes its checksum (no decompress)."""
+        try:
+            data = os.pread(self._fd(loc.pack), loc.length, loc.offset)
+        except (OSError, IntegrityError):
+            return False
+        if len(data) != loc.length or len(data) < HEADER_SIZE + TRAILER_SIZE:
+            return False
+        (crc,) = _CRC.unpack_from(data, len(data) - TRAILER_SIZE)
+        return bool(zlib.crc32(memoryview(data)[: len(data) - TRAILER_SIZE]) == crc)
+
     def close(self) -> None:
         for fd in self._fds.values():
             with contextlib.suppress(OSError):

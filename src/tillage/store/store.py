@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tillage.core.format import FORMAT_VERSION, PACK_TARGET_BYTES
+from tillage.errors import IntegrityError
 from tillage.platform import clock, failpoints
 from tillage.platform.fs import atomic_write
 from tillage.platform.locks import file_lock
@@ -309,8 +310,21 @@ class Store:
         loc = self.location(object_id)
         if loc is None:
             raise StoreDamagedError(f"object {object_id.hex()[:12]} is missing from the store")
-        _kind, raw = self._reader.read(loc, object_id)
+        try:
+            _kind, raw = self._reader.read(loc, object_id)
+        except IntegrityError:
+            self.forget_damaged(object_id)
+            raise
         return raw
+
+    def forget_damaged(self, object_id: bytes) -> None:
+        """Stops serving a damaged record (INV-4): the object now reads as missing, and the
+        next seal that holds its bytes writes them again, which heals every snapshot using it."""
+        self.conn.execute("DELETE FROM objects WHERE id=?", (object_id,))
+
+    def record_intact(self, loc: Location) -> bool:
+        """Tells whether the record at `loc` is whole and passes its checksum."""
+        return self._reader.intact(loc)
 
     def existing(self, ids: list[bytes]) -> set[bytes]:
         return ix.existing_ids(self.conn, ids)
@@ -423,10 +437,15 @@ class ObjectWriter:
         """Tells whether the object is in this writer's pack or the store already."""
         if object_id in self._seen:
             return True
-        if self.store.location(object_id) is not None:
-            self._seen.add(object_id)
-            return True
-        return False
+        loc = self.store.location(object_id)
+        if loc is None:
+            return False
+        if not self.store.record_intact(loc):
+            # Never dedup against a damaged copy of bytes we hold: write them again instead.
+            self.store.forget_damaged(object_id)
+            return False
+        self._seen.add(object_id)
+        return True
 
     def put(self, kind: int, object_id: bytes, raw: bytes | memoryview) -> bool:
         """Stores `raw` under `object_id` unless it is already stored; True when new."""
