@@ -82,12 +82,6 @@ def test_a_snap_larger_than_the_free_space_answers_disk_full_and_touches_nothing
     assert till.json("cat", first, "sub/b.txt")["size"] == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a seal that fails with disk full leaves its own partial pack behind (nothing "
-    "references it and no gc exists), so the store keeps the space it ran out of and the next "
-    "snap still answers disk_full after the user freed the file",
-)
 def test_a_seal_that_ran_out_of_space_gives_the_space_back(full_till: Till, folder: Path) -> None:
     till = full_till
     write_state(folder, {"a.txt": b"a\n"})
@@ -106,12 +100,6 @@ def test_a_seal_that_ran_out_of_space_gives_the_space_back(full_till: Till, fold
     assert manifest(folder) == state
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: sqlite3.OperationalError from the index on a full disk ('disk I/O error' "
-    "opening it, 'database or disk is full' committing) is not mapped to store.disk_full, so "
-    "`till` answers an internal error (even after the snapshot's log line was published)",
-)
 def test_however_little_space_is_left_a_snap_succeeds_or_answers_disk_full(
     full_till: Till, small_fs: Path, folder: Path
 ) -> None:

@@ -6,10 +6,15 @@ file loses nothing; it only makes the next command slower.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tillage.errors import BusyError
+from tillage.platform.errors import DiskFullError
 
 SCHEMA_VERSION = 1
 
@@ -32,27 +37,68 @@ CREATE TABLE IF NOT EXISTS pathindex(workspace TEXT PRIMARY KEY, data BLOB NOT N
 """
 
 
+SQLITE_BUSY = 5
+SQLITE_IOERR = 10
+SQLITE_FULL = 13
+
+
+@contextmanager
+def public_errors(path: Path | str) -> Iterator[None]:
+    """Turns SQLite's full-disk and lock time-out failures into the public errors they are."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        if code == SQLITE_FULL or (code == SQLITE_IOERR and _disk_full(path)):
+            raise DiskFullError(f"no space left for the store's index ({exc})") from exc
+        if code == SQLITE_BUSY:
+            raise BusyError("another tillage process holds the store's index") from exc
+        raise
+
+
+def _disk_full(path: Path | str) -> bool:
+    try:
+        st = os.statvfs(os.path.dirname(os.fspath(path)) or ".")
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1 << 20
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """Opens the index with the settings every process shares (WAL, explicit transactions)."""
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-    conn.executescript(
-        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;"
-        "PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768;"
-    )
-    conn.executescript(SCHEMA)
+    with public_errors(path):
+        conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        conn.executescript(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;"
+            "PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768;"
+        )
+        conn.executescript(SCHEMA)
     return conn
 
 
 @contextmanager
 def write_txn(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """An immediate write transaction (avoids deferred-upgrade deadlocks between processes)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+    path = _path_of(conn)
+    with public_errors(path):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+
+def _path_of(conn: sqlite3.Connection) -> str:
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return str(row[2]) if row else "."
 
 
 def get_meta(conn: sqlite3.Connection, key: str) -> str | None:

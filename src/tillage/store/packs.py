@@ -173,9 +173,21 @@ class PackWriter:
 
     def close(self) -> None:
         if self._fd >= 0:
-            self._write_pending()
+            try:
+                self._write_pending()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
+
+    def discard(self) -> None:
+        """Deletes this pack: only for a writer whose records nothing references yet."""
+        self._pending.clear()
+        self._pending_bytes = 0
+        if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
 
 
 class PackReader:

@@ -159,6 +159,8 @@ class Store:
         try:
             self._conn = ix.connect(self.index_path)
             schema = ix.get_meta(self.conn, "schema")
+        except sqlite3.OperationalError:
+            raise  # a full disk or a lock, not damage: keep the index (public_errors told why)
         except sqlite3.DatabaseError:
             # INV-4: the index is a cache; a damaged one is set aside and rebuilt.
             if self._conn is not None:
@@ -431,6 +433,7 @@ class ObjectWriter:
         self._inflight: deque[tuple[list[Pending], Future[list[bytes]]]] = deque()
         self._rows: list[tuple[bytes, int, str, int, int, int]] = []
         self._seen: set[bytes] = set()
+        self._uncommitted: list[PackWriter] = []
         self.new_bytes = 0
 
     def known(self, object_id: bytes) -> bool:
@@ -486,6 +489,7 @@ class ObjectWriter:
             self._pack = None
         if self._pack is None:
             self._pack = PackWriter(self.store.packs_dir)
+            self._uncommitted.append(self._pack)
         return self._pack
 
     def commit(self) -> None:
@@ -501,8 +505,16 @@ class ObjectWriter:
                     "INSERT OR IGNORE INTO objects VALUES (?,?,?,?,?,?)", self._rows
                 )
             self._rows.clear()
+        # Committed packs are referenced now: later objects go to a new pack, so that an
+        # abandoned writer only ever deletes packs nothing points at.
+        if self._pack is not None:
+            self._pack.close()
+            self._pack = None
+        self._uncommitted.clear()
 
     def close(self) -> None:
+        """Ends the writer; packs written since the last commit are deleted (nothing references
+        them), so a seal that failed, e.g. on a full disk, gives its space back."""
         for _batch, future in self._inflight:
             future.cancel()
         self._inflight.clear()
@@ -510,9 +522,10 @@ class ObjectWriter:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-        if self._pack is not None:
-            self._pack.close()
-            self._pack = None
+        for pack in self._uncommitted:
+            pack.discard()
+        self._uncommitted.clear()
+        self._pack = None
 
     def __enter__(self) -> ObjectWriter:
         return self

@@ -98,6 +98,9 @@ def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rewin
             # make every later command retry the same failure, so the caller gets the undo.
             intent_path(ws).unlink()
             err = _stopped(exc, undo.id)
+            if applier.rescued:
+                with contextlib.suppress(OSError, TillageError):
+                    err.details["rescue"] = applier.publish_rescue(undo)
             if err is exc:
                 raise
             raise err from exc
@@ -235,9 +238,11 @@ class Applier:
                 self._do(action)
                 if n == 0:
                     failpoints.hit("rewind.after_first_action")
-            self._writer.commit()
         finally:
-            self._close()
+            try:
+                self._writer.commit()  # rescued bytes are durable however the run ended
+            finally:
+                self._close()
 
     def _close(self) -> None:
         for fd in self._dir_cache.values():
