@@ -58,6 +58,8 @@ def test_garbage_after_the_last_record_of_a_pack_is_reported_and_hides_nothing(
 
     repaired = till.json("verify", "--repair")
     assert repaired["damaged_snapshots"] == []
+    assert repaired["repaired"] >= 1
+    assert till.json("verify")["ok"] is True, "a repaired store verifies clean"
     assert _cat(till, second, "notes.txt") == STATE_C["notes.txt"]
     rewind(till, first)
     assert manifest(folder) == state_a

@@ -23,7 +23,7 @@ from tillage.platform import clock, failpoints
 from tillage.platform.fs import atomic_write
 from tillage.platform.locks import file_lock
 from tillage.store import index as ix
-from tillage.store.errors import StoreFormatError
+from tillage.store.errors import StoreDamagedError, StoreFormatError
 from tillage.store.packs import (
     Location,
     PackReader,
@@ -119,13 +119,20 @@ class Store:
         self.index_path = home / "index.sqlite"
         self._reader = PackReader(self.packs_dir)
         self._conn: sqlite3.Connection | None = None
+        self.repairing = False
+        self.log_problem: str | None = None
 
     # -- opening --------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, home: Path) -> Store:
-        """Opens (creating when new) the store at `home` and brings its index up to date."""
+    def open(cls, home: Path, *, repairing: bool = False) -> Store:
+        """Opens (creating when new) the store at `home` and brings its index up to date.
+
+        `repairing` opens a store whose log is damaged, with the facts before the damage, for
+        `verify` to report and repair; otherwise a damaged log is a public integrity error.
+        """
         store = cls(home)
+        store.repairing = repairing
         store._ensure_layout()
         store._open_index()
         return store
@@ -204,12 +211,28 @@ class Store:
         """Applies log records the index has not seen yet."""
         _seq, last, offset = self._log_position()
         size = self.log.path.stat().st_size if self.log.path.exists() else 0
-        if size <= offset:
+        if size < offset:
+            # The log lost lines the index had applied (INV-6): the index must forget them too.
+            self.rebuild_index()
+            return
+        if size == offset:
             return
         with ix.write_txn(self.conn):
             _seq, last, offset = self._log_position()
+            self._replay(offset, last)
+
+    def _replay(self, offset: int, last: str) -> None:
+        """Applies the log's records after `offset`; a damaged record stops the replay there."""
+        try:
             for record in self.log.read_from(offset, last):
                 self._apply(record)
+        except IntegrityError as exc:
+            if not self.repairing:
+                raise StoreDamagedError(
+                    f"the store's publication log is damaged: {exc.message}",
+                    next_step="run `till verify --repair` to salvage the log",
+                ) from exc
+            self.log_problem = exc.message
 
     def _apply(self, r: LogRecord) -> None:
         b, c = r.body, self.conn
@@ -280,8 +303,7 @@ class Store:
                     ],
                 )
                 count += len(records)
-            for record in self.log.read_from(0, GENESIS):
-                self._apply(record)
+            self._replay(0, GENESIS)
             ix.set_meta(self.conn, "schema", str(ix.SCHEMA_VERSION))
         return count
 
@@ -307,8 +329,6 @@ class Store:
 
     def read(self, object_id: bytes) -> bytes:
         """Returns an object's bytes, verified against its ID; integrity error otherwise."""
-        from tillage.store.errors import StoreDamagedError
-
         loc = self.location(object_id)
         if loc is None:
             raise StoreDamagedError(f"object {object_id.hex()[:12]} is missing from the store")

@@ -34,7 +34,7 @@ def verify(ctx: Context, req: VerifyRequest) -> VerifyResult:
 
     if not Store.exists(ctx.settings.home):
         return VerifyResult(ok=True, objects=0, problems=(), repaired=0, damaged_snapshots=())
-    with Store.open(ctx.settings.home) as store:
+    with Store.open(ctx.settings.home, repairing=True) as store:
         report = check_store(store, repair=req.repair)
     return VerifyResult(
         ok=not report.problems,
