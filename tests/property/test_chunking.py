@@ -57,10 +57,9 @@ def _store(data: bytes) -> Stored:
         f.write(data)
         f.flush()
         writer = CollectingWriter()
-        kind, content, size, resume = store_content(f.fileno(), writer)
+        kind, content, size = store_content(f.fileno(), writer)
         assert size == len(data)
-        # no writer: same IDs
-        assert store_content(f.fileno(), None) == (kind, content, size, resume)
+        assert store_content(f.fileno(), None) == (kind, content, size)  # no writer: same IDs
     if kind == ContentKind.CHUNK:
         return Stored(kind, content, [ChunkRef(content, len(data))], writer)
     assert kind == ContentKind.BLOB
@@ -187,42 +186,36 @@ def test_store_content_reads_from_the_start_whatever_the_file_offset() -> None:
 def test_an_appended_file_resumes_chunking_and_cuts_exactly_as_a_full_pass(
     tmp_path: Path,
 ) -> None:
-    from tillage.workspace.capture import Resume
-
     rng = random.Random(7)
     path = tmp_path / "grows.log"
-    path.write_bytes(rng.randbytes(3 * 1024 * 1024))
+    path.write_bytes(rng.randbytes(3 * MIB))
     writer = CollectingWriter()
     with open(path, "rb") as f:
-        _kind, first_id, _size, resume_hash = store_content(f.fileno(), writer)
+        _kind, first_id, _size = store_content(f.fileno(), writer)
     _s, refs = codec.decode_blob(writer.objects[first_id][1])
     with open(path, "ab") as f:
-        f.write(rng.randbytes(1024 * 1024))
-    resumed_writer = CollectingWriter()
+        f.write(rng.randbytes(MIB))
+    resumed = CollectingWriter()
     with open(path, "rb") as f:
-        _k, resumed_id, _sz, _h = store_content(
-            f.fileno(), resumed_writer, Resume(refs[:-1], resume_hash)
-        )
+        resumed_result = store_content(f.fileno(), resumed, refs[:-1])
     with open(path, "rb") as f:
-        _k, full_id, _sz, _h = store_content(f.fileno(), None)
-    assert resumed_id == full_id
+        assert resumed_result == store_content(f.fileno(), None)
+    # Only the last old chunk and the new bytes were cut and stored again.
+    assert not {r.id for r in refs[:-1]} & set(resumed.objects)
 
 
 def test_a_resume_whose_prefix_changed_falls_back_to_a_full_pass(tmp_path: Path) -> None:
-    from tillage.workspace.capture import Resume
-
     rng = random.Random(8)
     path = tmp_path / "edited.log"
-    path.write_bytes(rng.randbytes(3 * 1024 * 1024))
+    path.write_bytes(rng.randbytes(3 * MIB))
     writer = CollectingWriter()
     with open(path, "rb") as f:
-        _kind, first_id, _size, resume_hash = store_content(f.fileno(), writer)
+        _kind, first_id, _size = store_content(f.fileno(), writer)
     _s, refs = codec.decode_blob(writer.objects[first_id][1])
     data = bytearray(path.read_bytes())
     data[10] ^= 0xFF  # an edit inside the old prefix ...
-    path.write_bytes(bytes(data) + rng.randbytes(1024 * 1024))  # ... and an append
+    path.write_bytes(bytes(data) + rng.randbytes(MIB))  # ... and an append
     with open(path, "rb") as f:
-        _k, resumed_id, _sz, _h = store_content(f.fileno(), None, Resume(refs[:-1], resume_hash))
+        resumed_result = store_content(f.fileno(), None, refs[:-1])
     with open(path, "rb") as f:
-        _k, full_id, _sz, _h = store_content(f.fileno(), None)
-    assert resumed_id == full_id
+        assert resumed_result == store_content(f.fileno(), None)

@@ -9,12 +9,15 @@ from __future__ import annotations
 FORMAT_VERSION = 1
 
 # Content-defined chunking (FastCDC 2020 via pyfastcdc). pyfastcdc's real mean is avg + min.
-CDC_MIN = 128 * 1024
-CDC_AVG = 256 * 1024
-CDC_MAX = 2 * 1024 * 1024
+CDC_MIN = 256 * 1024
+CDC_AVG = 512 * 1024
+CDC_MAX = 4 * 1024 * 1024
 # Files up to this size are stored whole, as one chunk.
 WHOLE_FILE_MAX = 512 * 1024
 
 ZSTD_LEVEL = 3
+# Objects up to this size (most of a source tree) are compressed harder; it costs little.
+SMALL_OBJECT_MAX = 64 * 1024
+ZSTD_LEVEL_SMALL = 6
 # A pack is closed and a new one started past this size.
 PACK_TARGET_BYTES = 256 * 1024 * 1024

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -68,6 +68,9 @@ def connect(path: Path) -> sqlite3.Connection:
     """Opens the index with the settings every process shares (WAL, explicit transactions)."""
     with public_errors(path):
         conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        # Before any table exists: a new index gives freed pages back (the path index blob is
+        # rewritten by every seal).
+        conn.execute("PRAGMA auto_vacuum=FULL")
         conn.executescript(
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;"
             "PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768;"
@@ -108,23 +111,3 @@ def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
 
 def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
-
-
-def existing_ids(conn: sqlite3.Connection, ids: Iterable[bytes]) -> set[bytes]:
-    """Returns which of `ids` the index knows."""
-    found: set[bytes] = set()
-    batch: list[bytes] = []
-    for object_id in ids:
-        batch.append(object_id)
-        if len(batch) == 500:
-            found.update(_lookup(conn, batch))
-            batch = []
-    if batch:
-        found.update(_lookup(conn, batch))
-    return found
-
-
-def _lookup(conn: sqlite3.Connection, batch: list[bytes]) -> list[bytes]:
-    marks = ",".join("?" * len(batch))
-    rows = conn.execute(f"SELECT id FROM objects WHERE id IN ({marks})", batch)
-    return [bytes(r[0]) for r in rows]

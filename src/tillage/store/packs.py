@@ -20,7 +20,7 @@ from pathlib import Path
 
 import zstandard
 
-from tillage.core.format import ZSTD_LEVEL
+from tillage.core.format import SMALL_OBJECT_MAX, ZSTD_LEVEL, ZSTD_LEVEL_SMALL
 from tillage.core.ids import object_hash
 from tillage.errors import IntegrityError
 from tillage.platform import failpoints
@@ -39,11 +39,16 @@ MAX_STORED = 1 << 30  # a sanity bound for scans; chunks are at most 2 MiB
 _local = threading.local()
 
 
-def _compressor() -> zstandard.ZstdCompressor:
+def _compressor(size: int) -> zstandard.ZstdCompressor:
     # One compressor per thread: sharing one between threads crashes the interpreter.
-    c: zstandard.ZstdCompressor | None = getattr(_local, "c", None)
+    # Small objects get a stronger level: they are cheap to squeeze and most of a source tree.
+    small = size <= SMALL_OBJECT_MAX
+    attr = "small" if small else "large"
+    c: zstandard.ZstdCompressor | None = getattr(_local, attr, None)
     if c is None:
-        c = _local.c = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        level = ZSTD_LEVEL_SMALL if small else ZSTD_LEVEL
+        c = zstandard.ZstdCompressor(level=level, write_content_size=False)
+        setattr(_local, attr, c)
     return c
 
 
@@ -73,7 +78,7 @@ class ScannedRecord:
 
 def encode_record(kind: int, object_id: bytes, raw: bytes | memoryview) -> bytes:
     """Returns one whole record for `raw`, compressed when that makes it smaller."""
-    packed = _compressor().compress(raw)
+    packed = _compressor(len(raw)).compress(raw)
     flags = FLAG_ZSTD
     if len(packed) >= len(raw):
         packed, flags = bytes(raw), 0

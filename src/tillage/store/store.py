@@ -348,8 +348,17 @@ class Store:
         """Tells whether the record at `loc` is whole and passes its checksum."""
         return self._reader.intact(loc)
 
-    def existing(self, ids: list[bytes]) -> set[bytes]:
-        return ix.existing_ids(self.conn, ids)
+    def locations(self, ids: list[bytes]) -> dict[bytes, Location]:
+        """Returns where each of `ids` the index knows lives (one query per 500 IDs)."""
+        found: dict[bytes, Location] = {}
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            rows = self.conn.execute(
+                f"SELECT id, pack, offset, length FROM objects WHERE id IN ({marks})", batch
+            )
+            found.update((bytes(r[0]), Location(r[1], r[2], r[3])) for r in rows)
+        return found
 
     def writer(self) -> ObjectWriter:
         return ObjectWriter(self)
@@ -456,13 +465,7 @@ class ObjectWriter:
         self._uncommitted: list[PackWriter] = []
         self.new_bytes = 0
 
-    def known(self, object_id: bytes) -> bool:
-        """Tells whether the object is in this writer's pack or the store already."""
-        if object_id in self._seen:
-            return True
-        loc = self.store.location(object_id)
-        if loc is None:
-            return False
+    def _intact(self, object_id: bytes, loc: Location) -> bool:
         if not self.store.record_intact(loc):
             # Never dedup against a damaged copy of bytes we hold: write them again instead.
             self.store.forget_damaged(object_id)
@@ -470,24 +473,31 @@ class ObjectWriter:
         self._seen.add(object_id)
         return True
 
-    def put(self, kind: int, object_id: bytes, raw: bytes | memoryview) -> bool:
-        """Stores `raw` under `object_id` unless it is already stored; True when new."""
-        if self.known(object_id):
-            return False
+    def put(self, kind: int, object_id: bytes, raw: bytes | memoryview) -> None:
+        """Stores `raw` under `object_id` unless the store already holds it.
+
+        Whether it does is asked once per batch, not once per object: a source tree is
+        thousands of small objects.
+        """
+        if object_id in self._seen:
+            return
         self._seen.add(object_id)
         data = bytes(raw)
         self._batch.append((kind, object_id, data))
         self._batch_bytes += len(data)
         if self._batch_bytes >= self.BATCH_BYTES or len(self._batch) >= self.BATCH_COUNT:
             self._submit()
-        return True
 
     def _submit(self) -> None:
         if not self._batch:
             return
+        batch, self._batch, self._batch_bytes = self._batch, [], 0
+        stored = self.store.locations([object_id for _k, object_id, _d in batch])
+        batch = [p for p in batch if p[1] not in stored or not self._intact(p[1], stored[p[1]])]
+        if not batch:
+            return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tillage-zstd")
-        batch, self._batch, self._batch_bytes = self._batch, [], 0
         self._inflight.append((batch, self._pool.submit(_encode_batch, batch)))
         if len(self._inflight) > self.WINDOW:
             self._drain(1)

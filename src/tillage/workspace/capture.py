@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from blake3 import blake3
-
 from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.format import CDC_AVG, CDC_MAX, CDC_MIN, WHOLE_FILE_MAX
@@ -254,12 +252,11 @@ class Walker:
                 # The walk's lstat is the "before"; a retry re-takes it from the open file.
                 before = seen if _attempt == 0 else os.fstat(fd)
                 head = os.pread(fd, 16, 0)
-                resume = b""
                 if is_sqlite_header(head) and before.st_size >= 512:
                     kind, content, size, flags = self._read_sqlite(path, abs_path, fd)
                 else:
                     prior = self._appended_to(previous, before)
-                    kind, content, size, resume = store_content(fd, self.writer, prior)
+                    kind, content, size = store_content(fd, self.writer, prior)
                     flags = 0
                 after = os.fstat(fd)
             except OSError as exc:
@@ -285,12 +282,12 @@ class Walker:
                     after.st_mode,
                     aux,
                 )
-                return (*facts, kind, content, flags, size, xattrs, resume), after
+                return (*facts, kind, content, flags, size, xattrs), after
         self._note(path, "kept changing while being read: the stored bytes may be torn")
-        return (-1, 0, 0, 0, 0, 0, aux, kind, content, 0, size, xattrs, b""), after
+        return (-1, 0, 0, 0, 0, 0, aux, kind, content, 0, size, xattrs), after
 
-    def _appended_to(self, previous: Row | None, now: os.stat_result) -> Resume | None:
-        """Returns how to resume chunking when `previous` may be a prefix of the file now.
+    def _appended_to(self, previous: Row | None, now: os.stat_result) -> list[ChunkRef] | None:
+        """Returns the chunks to resume after when `previous` may be a prefix of the file now.
 
         Only a hint: store_content proves the prefix by hashing it before trusting it.
         """
@@ -298,7 +295,6 @@ class Walker:
             previous is None
             or self.writer is None
             or previous[7] != ContentKind.BLOB
-            or not previous[12]
             or (previous[3], previous[4]) != (now.st_ino, now.st_dev)
             or now.st_size <= previous[10]
         ):
@@ -307,44 +303,36 @@ class Walker:
             _size, refs = codec.decode_blob(self.writer.store.read(previous[8]))
         except TillageError:
             return None
-        return Resume(refs[:-1], previous[12])
+        return refs[:-1]
 
     def _read_sqlite(self, path: str, abs_path: str, fd: int) -> tuple[int, bytes, int, int]:
         try:
             with consistent_image(Path(abs_path), self.tmp_dir) as image:
                 img_fd = os.open(image.path, os.O_RDONLY | os.O_CLOEXEC)
                 try:
-                    kind, content, size, _resume = store_content(img_fd, self.writer)
+                    kind, content, size = store_content(img_fd, self.writer)
                 finally:
                     os.close(img_fd)
                 return kind, content, size, int(EntryFlag.SQLITE_IMAGE)
         except (SqliteBusy, SqliteUnreadable) as exc:
             self._note(path, f"SQLite database copied raw, not as a consistent image: {exc}")
-            kind, content, size, _resume = store_content(fd, self.writer)
+            kind, content, size = store_content(fd, self.writer)
             return kind, content, size, 0
 
     def _note(self, path: str, reason: str) -> None:
         self.result.notes.append(FidelityNote(path, reason))
 
 
-@dataclass(frozen=True)
-class Resume:
-    """The chunks of a file's earlier version but its last, and the hash of the bytes they hold."""
-
-    refs: list[ChunkRef]
-    prefix_hash: bytes
-
-
 def store_content(
-    fd: int, writer: ObjectWriter | None, resume: Resume | None = None
-) -> tuple[int, bytes, int, bytes]:
-    """Returns (content kind, ID, size, resume hint) of the bytes in `fd`, storing them.
+    fd: int, writer: ObjectWriter | None, resume: list[ChunkRef] | None = None
+) -> tuple[int, bytes, int]:
+    """Returns (content kind, ID, size) of the bytes in `fd`, storing them via `writer`.
 
     Small files are one chunk; larger ones are cut into content-defined chunks and a chunk list,
-    streamed so memory stays bounded whatever the file size. The resume hint is the hash of the
-    bytes before the last chunk: when the file later grows and those bytes hash the same, the
-    chunking restarts at that boundary, which cuts exactly as a full pass would (FastCDC's state
-    resets at every cut) while reading the old bytes only once, for the proof.
+    streamed so memory stays bounded whatever the file size. `resume` is the chunk list of an
+    earlier version but its last chunk: when the file still starts with exactly those chunks
+    (each re-hashed to its ID), chunking restarts after them, which cuts exactly as a full pass
+    would, since FastCDC's state resets at every cut, and saves re-cutting an appended log.
     """
     os.lseek(fd, 0, os.SEEK_SET)
     head = _read_up_to(fd, WHOLE_FILE_MAX + 1)
@@ -352,20 +340,12 @@ def store_content(
         cid = chunk_id(head)
         if writer is not None:
             writer.put(Kind.CHUNK, cid, head)
-        return int(ContentKind.CHUNK), cid, len(head), b""
+        return int(ContentKind.CHUNK), cid, len(head)
     from pyfastcdc import FastCDC
 
-    refs: list[ChunkRef] = []
-    hasher = blake3()
-    if resume is not None and resume.refs:
-        boundary = sum(r.length for r in resume.refs)
-        prefix = _hash_prefix(fd, boundary)
-        if prefix is not None and prefix.digest() == resume.prefix_hash:
-            refs, hasher = list(resume.refs), prefix
-    start = sum(r.length for r in refs)
-    os.lseek(fd, start, os.SEEK_SET)
-    before_last = hasher.copy()
-    size = start
+    refs = list(resume) if resume and _starts_with(fd, resume) else []
+    size = sum(r.length for r in refs)
+    os.lseek(fd, size, os.SEEK_SET)
     cdc = FastCDC(CDC_AVG, min_size=CDC_MIN, max_size=CDC_MAX)
     with open(fd, "rb", buffering=0, closefd=False) as stream:
         for chunk in cdc.cut_stream(stream):
@@ -373,32 +353,24 @@ def store_content(
             cid = chunk_id(data)
             if writer is not None:
                 writer.put(Kind.CHUNK, cid, data)
-            before_last = hasher.copy()
-            hasher.update(data)
             refs.append(ChunkRef(cid, chunk.length))
             size += chunk.length
     encoded = codec.encode_blob(size, refs)
     bid = blob_id(encoded)
     if writer is not None:
         writer.put(Kind.BLOB, bid, encoded)
-    return int(ContentKind.BLOB), bid, size, before_last.digest()
+    return int(ContentKind.BLOB), bid, size
 
 
-def _hash_prefix(fd: int, length: int) -> blake3 | None:
-    """Returns a hasher fed with the first `length` bytes of `fd`; None when it is shorter."""
-    hasher = blake3(max_threads=blake3.AUTO)
-    buf = bytearray(8 << 20)
-    view = memoryview(buf)
-    os.lseek(fd, 0, os.SEEK_SET)
-    remaining = length
-    with open(fd, "rb", buffering=0, closefd=False) as stream:
-        while remaining > 0:
-            n = stream.readinto(view[: min(remaining, len(buf))])
-            if not n:
-                return None
-            hasher.update(view[:n])
-            remaining -= n
-    return hasher
+def _starts_with(fd: int, refs: list[ChunkRef]) -> bool:
+    """Tells whether the file's first bytes are exactly these chunks (each hashed to its ID)."""
+    offset = 0
+    for ref in refs:
+        data = os.pread(fd, ref.length, offset)
+        if len(data) != ref.length or chunk_id(data) != ref.id:
+            return False
+        offset += ref.length
+    return True
 
 
 def _read_up_to(fd: int, limit: int) -> bytes:

@@ -10,17 +10,19 @@ from __future__ import annotations
 import marshal
 from dataclasses import dataclass, field
 
+import zstandard
+
 from tillage.store import index as ix
 from tillage.store.store import Store
 
-# (size, mtime_ns, ctime_ns, ino, dev, mode, aux,                    <- FACTS: what a stat tells
-#  content_kind, content, flags, content_size, xattrs, resume_hash)  <- what reading produced
-# `aux` holds SQLite sidecar facts; `resume_hash` lets an appended file skip re-chunking.
+# (size, mtime_ns, ctime_ns, ino, dev, mode, aux,        <- FACTS: what a stat tells
+#  content_kind, content, flags, content_size, xattrs)   <- what reading the file produced
+# `aux` holds the facts of a SQLite database's sidecar files.
 Row = tuple[
-    int, int, int, int, int, int, str, int, bytes, int, int, tuple[tuple[bytes, bytes], ...], bytes
+    int, int, int, int, int, int, str, int, bytes, int, int, tuple[tuple[bytes, bytes], ...]
 ]
 FACTS = 7
-FORMAT = 3
+FORMAT = 5
 
 
 @dataclass
@@ -37,8 +39,8 @@ def load(store: Store, workspace_id: str) -> PathIndex:
     if row is None:
         return PathIndex()
     try:
-        fmt, files, dirs = marshal.loads(row[0])
-    except (ValueError, EOFError, TypeError):
+        fmt, files, dirs = marshal.loads(zstandard.ZstdDecompressor().decompress(row[0]))
+    except (ValueError, EOFError, TypeError, zstandard.ZstdError):
         return PathIndex()
     if fmt != FORMAT or not isinstance(files, dict) or not isinstance(dirs, dict):
         return PathIndex()
@@ -47,7 +49,9 @@ def load(store: Store, workspace_id: str) -> PathIndex:
 
 def save(store: Store, workspace_id: str, index: PathIndex) -> None:
     """Replaces the workspace's path index."""
-    data = marshal.dumps((FORMAT, index.files, index.dirs))
+    data = zstandard.ZstdCompressor(level=1).compress(
+        marshal.dumps((FORMAT, index.files, index.dirs))
+    )
     with ix.write_txn(store.conn):
         store.conn.execute(
             "INSERT OR REPLACE INTO pathindex(workspace, data) VALUES (?, ?)", (workspace_id, data)

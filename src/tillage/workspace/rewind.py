@@ -364,7 +364,7 @@ class Applier:
             return
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
         try:
-            kind, content, size, _resume = store_content(fd, self._writer)
+            kind, content, size = store_content(fd, self._writer)
         finally:
             os.close(fd)
         self.rescued[path] = Entry(
