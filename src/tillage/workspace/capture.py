@@ -42,8 +42,11 @@ from tillage.workspace.sqlite_image import (
 )
 
 # A file modified this close to the start of a capture may change again within the file
-# system's timestamp granularity without its facts changing: it is re-read next time.
-RACY_WINDOW_NS = 1_000_000_000
+# system's timestamp granularity without its facts changing: it is re-read next time. Linux
+# file systems with nanosecond timestamps tick with the coarse clock (at most 10 ms); a file
+# whose timestamps have no sub-second part is on a file system that keeps whole seconds.
+RACY_WINDOW_NS = 50_000_000
+RACY_WINDOW_WHOLE_SECONDS_NS = 2_000_000_000
 READ_RETRIES = 3
 
 
@@ -87,7 +90,7 @@ class Walker:
         self.previous_dirs = previous.dirs
         self.writer = writer
         self.tmp_dir = tmp_dir
-        self.racy_after = started_ns - RACY_WINDOW_NS
+        self.started_ns = started_ns
         self.result = Capture(manifest={} if keep_manifest else None)
         self.on_progress = on_progress
 
@@ -208,7 +211,7 @@ class Walker:
             if read is None:
                 return None
             row, st = read
-        if st.st_mtime_ns < self.racy_after and st.st_ctime_ns < self.racy_after:
+        if not self._racy(st):
             self.result.rows[path] = row
         else:
             # INV-8: a racily-clean file's facts are not trusted next time (an mtime of -1
@@ -285,6 +288,13 @@ class Walker:
                 return (*facts, kind, content, flags, size, xattrs), after
         self._note(path, "kept changing while being read: the stored bytes may be torn")
         return (-1, 0, 0, 0, 0, 0, aux, kind, content, 0, size, xattrs), after
+
+    def _racy(self, st: os.stat_result) -> bool:
+        """Tells whether a later change could leave this file's facts unchanged (INV-8)."""
+        whole_seconds = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
+        window = RACY_WINDOW_WHOLE_SECONDS_NS if whole_seconds else RACY_WINDOW_NS
+        latest = max(st.st_mtime_ns, st.st_ctime_ns)
+        return latest >= self.started_ns - window
 
     def _appended_to(self, previous: Row | None, now: os.stat_result) -> list[ChunkRef] | None:
         """Returns the chunks to resume after when `previous` may be a prefix of the file now.
