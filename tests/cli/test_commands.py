@@ -297,3 +297,17 @@ def test_forget_detaches_and_purge_needs_yes(
     assert doc["purged"] is True
     assert not (folder / ".tillage").exists()
     assert till("--json", "status").error["code"] == -32060
+
+
+def test_a_file_edited_right_after_a_rewind_is_sealed_with_its_new_bytes(
+    till: Till, folder: Path, attached: dict[str, object]
+) -> None:
+    (folder / "README.md").write_text("# edit\n")
+    till.json("rewind", str(attached["id"]), "--yes")
+    target = folder / "README.md"
+    st = target.stat()
+    target.write_text("# DEMO\n")  # same size as the rewound "# demo\n"
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the same mtime
+    snap = till.json("snap")["snapshot"]
+    doc = till.json("cat", snap["id"], "README.md")
+    assert base64.b64decode(doc["content_base64"]) == b"# DEMO\n"

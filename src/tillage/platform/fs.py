@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
+import itertools
 import os
 import secrets
 from collections.abc import Iterator
@@ -25,9 +27,20 @@ def fsync_dir(path: Path | str) -> None:
         os.close(fd)
 
 
+_TEMP_COUNTER = itertools.count()
+
+
+@functools.cache
+def _random_token() -> str:
+    return secrets.token_hex(4)
+
+
 def temp_name(final: str) -> str:
-    """Returns a sibling temporary name for `final` that tillage recognises and cleans up."""
-    return f".{final}.tillage-tmp-{secrets.token_hex(6)}"
+    """Returns a sibling temporary name for `final` that tillage recognises and cleans up.
+
+    Unique per process (pid, one random token) and per call (a counter): no entropy per file.
+    """
+    return f".{final}.tillage-tmp-{os.getpid():x}{_random_token()}{next(_TEMP_COUNTER):x}"
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
@@ -58,32 +71,27 @@ def raise_if_disk_full(exc: OSError) -> None:
         raise DiskFullError(f"no space left while writing: {exc.filename or exc}") from exc
 
 
-def open_dir_nofollow(root_fd: int, parts: list[str], *, create: bool) -> int:
-    """Opens the directory `parts` below `root_fd`, never following a symlink on the way.
+def open_subdir_nofollow(parent_fd: int, name: str, *, create: bool) -> int:
+    """Opens directory `name` below `parent_fd` (creating it if asked), never through a symlink.
 
-    A symlinked parent raises invalid_argument instead of carrying a write outside the root.
-    The caller closes the returned fd.
+    A symlink or file in the way raises invalid_argument instead of carrying a write outside
+    the root. The caller closes the returned fd.
     """
-    fd = os.dup(root_fd)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
     try:
-        for name in parts:
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o755, dir_fd=fd)
-            try:
-                nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise InvalidArgumentError(
-                        f"refusing to write through {name!r}: it is not a real directory",
-                        next_step="remove the symlink or file in the way, then retry",
-                    ) from exc
-                raise
-            os.close(fd)
-            fd = nxt
-        return fd
-    except BaseException:
-        os.close(fd)
+        return os.open(name, flags, dir_fd=parent_fd)
+    except FileNotFoundError:
+        if not create:
+            raise
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o755, dir_fd=parent_fd)
+        return os.open(name, flags, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise InvalidArgumentError(
+                f"refusing to write through {name!r}: it is not a real directory",
+                next_step="remove the symlink or file in the way, then retry",
+            ) from exc
         raise
 
 

@@ -290,11 +290,7 @@ class Walker:
         return (-1, 0, 0, 0, 0, 0, aux, kind, content, 0, size, xattrs), after
 
     def _racy(self, st: os.stat_result) -> bool:
-        """Tells whether a later change could leave this file's facts unchanged (INV-8)."""
-        whole_seconds = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
-        window = RACY_WINDOW_WHOLE_SECONDS_NS if whole_seconds else RACY_WINDOW_NS
-        latest = max(st.st_mtime_ns, st.st_ctime_ns)
-        return latest >= self.started_ns - window
+        return is_racy(st.st_mtime_ns, st.st_ctime_ns, self.started_ns)
 
     def _appended_to(self, previous: Row | None, now: os.stat_result) -> list[ChunkRef] | None:
         """Returns the chunks to resume after when `previous` may be a prefix of the file now.
@@ -331,6 +327,14 @@ class Walker:
 
     def _note(self, path: str, reason: str) -> None:
         self.result.notes.append(FidelityNote(path, reason))
+
+
+def is_racy(mtime_ns: int, ctime_ns: int, now_ns: int) -> bool:
+    """Tells whether a later change could leave a file's facts unchanged (INV-8): it changed
+    within the file system's timestamp granularity of `now_ns`."""
+    whole_seconds = mtime_ns % 1_000_000_000 == 0 and ctime_ns % 1_000_000_000 == 0
+    window = RACY_WINDOW_WHOLE_SECONDS_NS if whole_seconds else RACY_WINDOW_NS
+    return max(mtime_ns, ctime_ns) >= now_ns - window
 
 
 def store_content(

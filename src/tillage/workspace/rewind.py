@@ -24,11 +24,18 @@ from tillage.core.paths import CONTROL_DIR, parse
 from tillage.core.rewind_plan import Action, Op, plan_actions
 from tillage.errors import TillageError
 from tillage.platform import clock, failpoints
-from tillage.platform.fs import atomic_write, open_dir_nofollow, raise_if_disk_full, temp_name
+from tillage.platform.fs import (
+    atomic_write,
+    open_subdir_nofollow,
+    raise_if_disk_full,
+    temp_name,
+)
 from tillage.store.store import SnapshotRow
+from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace
-from tillage.workspace.capture import store_content
+from tillage.workspace.capture import is_racy, store_content
 from tillage.workspace.errors import RewindStoppedError
+from tillage.workspace.pathindex import Row
 from tillage.workspace.recovery import intent_path
 from tillage.workspace.seal import (
     SealOptions,
@@ -107,6 +114,7 @@ def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rewin
         rescue = applier.publish_rescue(undo) if applier.rescued else None
         failpoints.hit("rewind.before_intent_removed")
         intent_path(ws).unlink()
+        remember_written(ws, applier.written)
     return RewindOutcome(
         target,
         planned.changes,
@@ -115,6 +123,18 @@ def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rewin
         rescued=tuple(sorted(applier.rescued)),
         rescue=rescue,
     )
+
+
+def remember_written(ws: Workspace, written: dict[str, Row]) -> None:
+    """Puts what a rewind wrote into the path index (INV-8: files written within the racy
+    window are remembered with facts that never match), so the next seal skips reading it."""
+    if not written:
+        return
+    index = pathindex.load(ws.store, ws.id)
+    now = clock.now_ns()
+    for path, row in written.items():
+        index.files[path] = (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
+    pathindex.save(ws.store, ws.id, index)
 
 
 def _stopped(exc: OSError | TillageError, undo: str) -> TillageError:
@@ -204,6 +224,8 @@ class Applier:
         self._staging_name = ""
         self._staging_fd = -1
         self._staged: dict[str, str] = {}
+        # What was written, as path-index rows, so the next seal need not read it again.
+        self.written: dict[str, Row] = {}
 
     def stage(self, actions: tuple[Action, ...]) -> None:
         """Writes every file the actions put back into `.tillage/staging-*`, with its metadata.
@@ -212,7 +234,7 @@ class Applier:
         anything in the folder changes; on any failure the staging folder is removed.
         """
         try:
-            self._control_fd = open_dir_nofollow(self._root_fd, [CONTROL_DIR], create=True)
+            self._control_fd = open_subdir_nofollow(self._root_fd, CONTROL_DIR, create=True)
             self._staging_name = f"{STAGING_PREFIX}{secrets.token_hex(6)}"
             os.mkdir(self._staging_name, 0o700, dir_fd=self._control_fd)
             self._staging_fd = os.open(
@@ -284,14 +306,8 @@ class Applier:
             raise
         os.close(fd)
 
-    def _place_staged(self, staged: str, dir_fd: int, tmp: str) -> None:
-        """Moves a staged file next to its final name (a copy when across file systems)."""
-        try:
-            os.rename(staged, tmp, src_dir_fd=self._staging_fd, dst_dir_fd=dir_fd)
-            return
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise
+    def _copy_staged(self, staged: str, dir_fd: int, tmp: str) -> None:
+        """Copies a staged file next to its final name, when a rename cannot cross file systems."""
         src = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self._staging_fd)
         try:
             st = os.fstat(src)
@@ -313,15 +329,21 @@ class Applier:
         finally:
             os.close(src)
 
+    def _dir(self, path: str, *, create: bool) -> int:
+        """Returns the fd of workspace folder `path` ('' is the root), opened one level at a
+        time from its parent's fd so no symlink is ever followed; fds are cached."""
+        if not path:
+            return self._root_fd
+        fd = self._dir_cache.get(path)
+        if fd is None:
+            parent, _, name = path.rpartition("/")
+            fd = open_subdir_nofollow(self._dir(parent, create=create), name, create=create)
+            self._dir_cache[path] = fd
+        return fd
+
     def _parent_fd(self, path: str, *, create: bool) -> tuple[int, str]:
         parent, _, name = path.rpartition("/")
-        if not parent:
-            return self._root_fd, name
-        fd = self._dir_cache.get(parent)
-        if fd is None:
-            fd = open_dir_nofollow(self._root_fd, parent.split("/"), create=create)
-            self._dir_cache[parent] = fd
-        return fd, name
+        return self._dir(parent, create=create), name
 
     def _invalidate(self, path: str) -> None:
         for key in [k for k in self._dir_cache if k == path or k.startswith(path + "/")]:
@@ -435,30 +457,70 @@ class Applier:
         assert entry is not None
         dir_fd, name = self._parent_fd(path, create=True)
         self._guard(dir_fd, name, path)
-        tmp = temp_name(name)
-        if entry.kind is EntryKind.SYMLINK:
-            os.symlink(entry.content, tmp, dir_fd=dir_fd)
-            os.utime(tmp, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
-        elif path in self._staged:
-            self._place_staged(self._staged.pop(path), dir_fd, tmp)
-        else:
-            self._write_content(dir_fd, tmp, entry)
+        staged = self._staged.get(path)
         try:
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            if staged is not None:
+                self._replace_with_staged(staged, dir_fd, name)
+            else:
+                self._replace_with_new(entry, dir_fd, name)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
-                self._invalidate(path)
-                shutil.rmtree(name, dir_fd=dir_fd)
-                self._staged.pop(path, None)
-                return self._write(path, entry)
-            raise
+            if exc.errno not in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            self._invalidate(path)  # a folder is in the way: it was sealed, so remove it
+            shutil.rmtree(name, dir_fd=dir_fd)
+            return self._write(path, entry)
+        self._staged.pop(path, None)
         if entry.flags & EntryFlag.SQLITE_IMAGE:
             for suffix in SIDECAR_SUFFIXES:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(name + suffix, dir_fd=dir_fd)
+        if entry.kind is EntryKind.FILE and not entry.xattrs:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            self.written[path] = (
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                st.st_ino,
+                st.st_dev,
+                st.st_mode,
+                "",
+                int(entry.content_kind),
+                entry.content,
+                int(entry.flags),
+                entry.size,
+                (),
+            )
         return None
+
+    def _replace_with_staged(self, staged: str, dir_fd: int, name: str) -> None:
+        """Renames the staged file over `name` in one step (INV-1), or copies it when the
+        workspace spans file systems."""
+        try:
+            os.replace(staged, name, src_dir_fd=self._staging_fd, dst_dir_fd=dir_fd)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+        tmp = temp_name(name)
+        self._copy_staged(staged, dir_fd, tmp)
+        self._replace_tmp(tmp, dir_fd, name)
+
+    def _replace_with_new(self, entry: Entry, dir_fd: int, name: str) -> None:
+        tmp = temp_name(name)
+        if entry.kind is EntryKind.SYMLINK:
+            os.symlink(entry.content, tmp, dir_fd=dir_fd)
+            os.utime(tmp, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+        else:
+            self._write_content(dir_fd, tmp, entry)
+        self._replace_tmp(tmp, dir_fd, name)
+
+    def _replace_tmp(self, tmp: str, dir_fd: int, name: str) -> None:
+        try:
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
 
     def _set_meta(self, path: str, entry: Entry | None) -> None:
         assert entry is not None
