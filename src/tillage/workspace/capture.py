@@ -254,14 +254,15 @@ class Walker:
             try:
                 # The walk's lstat is the "before"; a retry re-takes it from the open file.
                 before = seen if _attempt == 0 else os.fstat(fd)
-                head = os.pread(fd, 16, 0)
-                if is_sqlite_header(head) and before.st_size >= 512:
+                head = _read_up_to(fd, WHOLE_FILE_MAX + 1, before.st_size)
+                if is_sqlite_header(head[:16]) and before.st_size >= 512:
                     kind, content, size, flags = self._read_sqlite(path, abs_path, fd)
                 else:
                     prior = self._appended_to(previous, before)
-                    kind, content, size = store_content(fd, self.writer, prior)
+                    kind, content, size = store_content(fd, self.writer, prior, head)
                     flags = 0
                 after = os.fstat(fd)
+                xattrs = _user_xattrs(fd)
             except OSError as exc:
                 if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                     raise
@@ -274,7 +275,6 @@ class Walker:
                 after.st_mtime_ns,
                 after.st_ino,
             )
-            xattrs = _user_xattrs(abs_path)
             if stable or flags:
                 facts = (
                     after.st_size,
@@ -338,7 +338,10 @@ def is_racy(mtime_ns: int, ctime_ns: int, now_ns: int) -> bool:
 
 
 def store_content(
-    fd: int, writer: ObjectWriter | None, resume: list[ChunkRef] | None = None
+    fd: int,
+    writer: ObjectWriter | None,
+    resume: list[ChunkRef] | None = None,
+    head: bytes | None = None,
 ) -> tuple[int, bytes, int]:
     """Returns (content kind, ID, size) of the bytes in `fd`, storing them via `writer`.
 
@@ -347,9 +350,11 @@ def store_content(
     earlier version but its last chunk: when the file still starts with exactly those chunks
     (each re-hashed to its ID), chunking restarts after them, which cuts exactly as a full pass
     would, since FastCDC's state resets at every cut, and saves re-cutting an appended log.
+    `head` is the file's first bytes when the caller has read them already.
     """
-    os.lseek(fd, 0, os.SEEK_SET)
-    head = _read_up_to(fd, WHOLE_FILE_MAX + 1)
+    if head is None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        head = _read_up_to(fd, WHOLE_FILE_MAX + 1, os.fstat(fd).st_size)
     if len(head) <= WHOLE_FILE_MAX:
         cid = chunk_id(head)
         if writer is not None:
@@ -387,10 +392,17 @@ def _starts_with(fd: int, refs: list[ChunkRef]) -> bool:
     return True
 
 
-def _read_up_to(fd: int, limit: int) -> bytes:
-    parts: list[bytes] = []
-    remaining = limit
-    while remaining > 0:
+def _read_up_to(fd: int, limit: int, size_hint: int) -> bytes:
+    """Reads at most `limit` bytes from the start of `fd`, sized by the file's expected size: a
+    read buffer of `limit` bytes for every small file would cost more than the reading."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    want = min(limit, size_hint + 1)
+    first = os.read(fd, max(want, 1))
+    if len(first) < want or len(first) >= limit:
+        return first[:limit]
+    parts = [first]
+    remaining = limit - len(first)
+    while remaining > 0:  # the file grew while we read it
         piece = os.read(fd, min(remaining, 1 << 20))
         if not piece:
             break
@@ -399,16 +411,18 @@ def _read_up_to(fd: int, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _user_xattrs(abs_path: str) -> tuple[tuple[bytes, bytes], ...]:
+def _user_xattrs(target: str | int) -> tuple[tuple[bytes, bytes], ...]:
+    """The `user.*` extended attributes of a path (never followed) or an open file."""
+    follow = isinstance(target, int)  # an fd is the file itself; a path must not be followed
     try:
-        names = os.listxattr(abs_path, follow_symlinks=False)
+        names = os.listxattr(target, follow_symlinks=follow)
     except OSError:
         return ()
     out = []
     for key in names:
         if key.startswith("user."):
             try:
-                out.append((key.encode(), os.getxattr(abs_path, key, follow_symlinks=False)))
+                out.append((key.encode(), os.getxattr(target, key, follow_symlinks=follow)))
             except OSError:
                 continue
     return tuple(sorted(out))
