@@ -311,3 +311,26 @@ def test_a_file_edited_right_after_a_rewind_is_sealed_with_its_new_bytes(
     snap = till.json("snap")["snapshot"]
     doc = till.json("cat", snap["id"], "README.md")
     assert base64.b64decode(doc["content_base64"]) == b"# DEMO\n"
+
+
+def test_user_xattrs_symlinks_modes_and_mtimes_come_back_exactly(till: Till, folder: Path) -> None:
+    target = folder / "tagged.txt"
+    target.write_text("tagged\n")
+    try:
+        os.setxattr(target, "user.origin", b"agent-7")
+    except OSError:
+        pytest.skip("this file system keeps no user xattrs")
+    (folder / "tool").write_text("#!/bin/sh\n")
+    (folder / "tool").chmod(0o750)
+    (folder / "dangling").symlink_to("nowhere/at/all")
+    os.utime(target, ns=(1_600_000_000_123_456_789, 1_600_000_000_123_456_789))
+    before = manifest(folder)
+    head = till.json("watch", "--no-daemon")["head"]
+    os.removexattr(target, "user.origin")
+    target.write_text("changed\n")
+    (folder / "tool").chmod(0o644)
+    (folder / "dangling").unlink()
+    till.json("rewind", head["id"], "--yes")
+    assert manifest(folder) == before
+    assert os.getxattr(target, "user.origin") == b"agent-7"
+    assert target.stat().st_mtime_ns == 1_600_000_000_123_456_789
