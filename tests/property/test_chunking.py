@@ -135,9 +135,13 @@ def test_every_chunk_but_the_last_is_between_the_minimum_and_maximum_size(
     assert sum(lengths) == size
 
 
+# Large enough that even maximal chunks make at least four of them.
+LARGE = st.integers(4 * CDC_MAX, 4 * CDC_MAX + MIB)
+
+
 @examples(10)
 @given(
-    st.integers(3 * MIB, 4 * MIB),
+    LARGE,
     seeds,
     st.integers(0, 64 * 1024),
     st.binary(min_size=1, max_size=16),
@@ -156,7 +160,7 @@ def test_inserting_a_few_bytes_near_the_start_of_a_large_file_changes_only_a_chu
 
 
 @examples(8)
-@given(st.integers(3 * MIB, 4 * MIB), seeds, st.integers(0, 64 * 1024), st.integers(1, 16))
+@given(LARGE, seeds, st.integers(0, 64 * 1024), st.integers(1, 16))
 def test_deleting_a_few_bytes_near_the_start_of_a_large_file_changes_only_a_chunk_or_two(
     size: int, seed: int, at: int, count: int
 ) -> None:
@@ -188,11 +192,12 @@ def test_an_appended_file_resumes_chunking_and_cuts_exactly_as_a_full_pass(
 ) -> None:
     rng = random.Random(7)
     path = tmp_path / "grows.log"
-    path.write_bytes(rng.randbytes(3 * MIB))
+    path.write_bytes(rng.randbytes(4 * CDC_MAX))
     writer = CollectingWriter()
     with open(path, "rb") as f:
         _kind, first_id, _size = store_content(f.fileno(), writer)
     _s, refs = codec.decode_blob(writer.objects[first_id][1])
+    assert len(refs) >= 3
     with open(path, "ab") as f:
         f.write(rng.randbytes(MIB))
     resumed = CollectingWriter()
@@ -207,7 +212,7 @@ def test_an_appended_file_resumes_chunking_and_cuts_exactly_as_a_full_pass(
 def test_a_resume_whose_prefix_changed_falls_back_to_a_full_pass(tmp_path: Path) -> None:
     rng = random.Random(8)
     path = tmp_path / "edited.log"
-    path.write_bytes(rng.randbytes(3 * MIB))
+    path.write_bytes(rng.randbytes(4 * CDC_MAX))
     writer = CollectingWriter()
     with open(path, "rb") as f:
         _kind, first_id, _size = store_content(f.fileno(), writer)
