@@ -23,16 +23,7 @@ __all__ = [
     "contracts",
 ]
 
-_ERRORS = {
-    "AmbiguousError",
-    "BusyError",
-    "ConfirmationRequiredError",
-    "IntegrityError",
-    "InvalidArgumentError",
-    "NotAttachedError",
-    "NotFoundError",
-    "TillageError",
-}
+_ERRORS = frozenset(name for name in __all__ if name.endswith("Error"))
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 from tillage.core.models import (
     ChunkRef,
@@ -145,9 +146,9 @@ def decode_blob(data: bytes) -> tuple[int, list[ChunkRef]]:
     return size, chunks
 
 
-def encode_snapshot(record: SnapshotRecord) -> bytes:
-    """Encodes a snapshot record as canonical JSON (sorted keys, no spaces) behind a magic."""
-    body = {
+def snapshot_summary(record: SnapshotRecord) -> dict[str, Any]:
+    """The snapshot's fields but its fidelity notes: what the publication log repeats."""
+    return {
         "workspace": record.workspace,
         "tree": record.tree,
         "parent": record.parent,
@@ -160,8 +161,13 @@ def encode_snapshot(record: SnapshotRecord) -> bytes:
         "agent": record.agent,
         "turn": record.turn,
         "session": record.session,
-        "fidelity": [{"path": n.path, "reason": n.reason} for n in record.fidelity],
     }
+
+
+def encode_snapshot(record: SnapshotRecord) -> bytes:
+    """Encodes a snapshot record as canonical JSON (sorted keys, no spaces) behind a magic."""
+    body = snapshot_summary(record)
+    body["fidelity"] = [{"path": n.path, "reason": n.reason} for n in record.fidelity]
     return SNAPSHOT_MAGIC + json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 

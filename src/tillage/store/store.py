@@ -70,40 +70,8 @@ _SNAP_COLS = (
 
 
 def _snapshot_row(row: tuple[Any, ...]) -> SnapshotRow:
-    (
-        sid,
-        ws,
-        seq,
-        at,
-        trigger,
-        label,
-        parent,
-        tree,
-        files,
-        size,
-        grade,
-        agent,
-        turn,
-        session,
-        pinned,
-    ) = row
-    return SnapshotRow(
-        sid,
-        ws,
-        seq,
-        at,
-        trigger,
-        label,
-        parent,
-        tree,
-        files,
-        size,
-        grade,
-        agent,
-        turn,
-        session,
-        bool(pinned),
-    )
+    # The columns are _SNAP_COLS in SnapshotRow's field order; the last is the pin flag.
+    return SnapshotRow(*(*row[:-1], bool(row[-1])))
 
 
 class Store:

@@ -140,21 +140,7 @@ def _publish(
     writer.put(Kind.SNAPSHOT, sid, encoded)
     writer.commit()  # INV-2: every byte the snapshot reaches is durable before it is published
     failpoints.hit("seal.before_publish")
-    body = {
-        "id": sid.hex(),
-        "workspace": workspace_id,
-        "sealed_at_ns": record.sealed_at_ns,
-        "trigger": record.trigger,
-        "label": record.label,
-        "parent": record.parent,
-        "tree": record.tree,
-        "files": record.files,
-        "bytes": record.bytes,
-        "grade": record.grade,
-        "agent": record.agent,
-        "turn": record.turn,
-        "session": record.session,
-    }
+    body = {"id": sid.hex(), **codec.snapshot_summary(record)}
     store.publish("snapshot", body)
     failpoints.hit("seal.after_publish")
     found = store.snapshot(sid.hex())
