@@ -60,6 +60,8 @@ class TillageError(Exception):
 
 
 class NotAttachedError(TillageError):
+    """The folder is not attached to tillage: nothing to act on yet."""
+
     code = -32060
     name = "workspace.not_attached"
     module = "shared"
@@ -67,6 +69,8 @@ class NotAttachedError(TillageError):
 
 
 class NotFoundError(TillageError):
+    """The thing named (a snapshot, a path in it) does not exist."""
+
     code = -32061
     name = "not_found"
     module = "shared"
@@ -74,6 +78,8 @@ class NotFoundError(TillageError):
 
 
 class ConflictError(TillageError):
+    """The change collides with another one and was not made."""
+
     code = -32062
     name = "conflict"
     module = "shared"
@@ -81,6 +87,8 @@ class ConflictError(TillageError):
 
 
 class AmbiguousError(TillageError):
+    """An ID prefix matches more than one thing."""
+
     code = -32063
     name = "ambiguous"
     module = "shared"
@@ -88,6 +96,8 @@ class AmbiguousError(TillageError):
 
 
 class ConfirmationRequiredError(TillageError):
+    """A destructive operation was asked for without `--yes`; nothing changed."""
+
     code = -32064
     name = "confirmation_required"
     module = "shared"
@@ -95,6 +105,8 @@ class ConfirmationRequiredError(TillageError):
 
 
 class BusyError(TillageError):
+    """Another tillage process holds the lock this operation needs."""
+
     code = -32065
     name = "busy"
     module = "shared"
@@ -102,6 +114,8 @@ class BusyError(TillageError):
 
 
 class InvalidArgumentError(TillageError):
+    """An argument is malformed or not allowed (a path escaping the workspace, say)."""
+
     code = -32066
     name = "invalid_argument"
     module = "shared"
@@ -109,6 +123,8 @@ class InvalidArgumentError(TillageError):
 
 
 class IntegrityError(TillageError):
+    """The store is damaged where this operation needed it; no wrong bytes are served."""
+
     code = -32067
     name = "integrity"
     module = "shared"
@@ -116,6 +132,8 @@ class IntegrityError(TillageError):
 
 
 class UnavailableError(TillageError):
+    """The capability cannot work here."""
+
     code = -32068
     name = "unavailable"
     module = "shared"
