@@ -334,3 +334,17 @@ def test_user_xattrs_symlinks_modes_and_mtimes_come_back_exactly(till: Till, fol
     assert manifest(folder) == before
     assert os.getxattr(target, "user.origin") == b"agent-7"
     assert target.stat().st_mtime_ns == 1_600_000_000_123_456_789
+
+
+def test_a_store_kept_inside_the_workspace_is_never_sealed_or_rewound(
+    tmp_path: Path, user_home: Path, folder: Path
+) -> None:
+    inside = Till(folder / ".store", user_home, folder)
+    (folder / "a.txt").write_text("v1\n")
+    head = inside.json("watch", "--no-daemon")["head"]
+    assert head["files"] == 1
+    (folder / "a.txt").write_text("v2\n")
+    inside.json("rewind", head["id"], "--yes")
+    assert (folder / "a.txt").read_text() == "v1\n"
+    assert (folder / ".store" / "store.json").is_file()
+    assert inside.json("verify")["ok"] is True

@@ -72,6 +72,7 @@ class ParamSpec:
     flag: str | None = None
     short: str | None = None
     metavar: str | None = None
+    aliases: tuple[str, ...] = ()
 
 
 def param(
@@ -82,9 +83,12 @@ def param(
     flag: str | None = None,
     short: str | None = None,
     metavar: str | None = None,
+    aliases: tuple[str, ...] = (),
 ) -> Any:
     """Declares one request field with its documentation and its command-line spelling."""
-    spec = ParamSpec(doc=doc, positional=positional, flag=flag, short=short, metavar=metavar)
+    spec = ParamSpec(
+        doc=doc, positional=positional, flag=flag, short=short, metavar=metavar, aliases=aliases
+    )
     if isinstance(default, (list, dict, set)):
         raise TypeError("request defaults must be immutable")
     return field(default=default, metadata={"tillage": spec})

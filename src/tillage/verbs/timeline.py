@@ -22,7 +22,12 @@ ID_ERRORS = (SnapshotNotFoundError, SnapshotAmbiguousError, BadSnapshotIdError)
 @dataclass(frozen=True)
 class SnapRequest:
     label: str | None = param(
-        "a label for the snapshot", default=None, short="-m", flag="--message"
+        "a label for the snapshot",
+        default=None,
+        short="-m",
+        flag="--label",
+        aliases=("--message",),
+        metavar="LABEL",
     )
 
 

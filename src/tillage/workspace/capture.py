@@ -83,6 +83,7 @@ class Walker:
         *,
         keep_manifest: bool = False,
         on_progress: ProgressFn | None = None,
+        skip_dirs: frozenset[str] = frozenset(),
     ) -> None:
         self.root = root
         self.policy = policy
@@ -93,6 +94,8 @@ class Walker:
         self.started_ns = started_ns
         self.result = Capture(manifest={} if keep_manifest else None)
         self.on_progress = on_progress
+        # Absolute folders never captured: the store itself, when someone keeps it inside.
+        self.skip_dirs = skip_dirs
 
     # -- the walk -------------------------------------------------------------------------
 
@@ -147,6 +150,8 @@ class Walker:
             return None
         perm = stat.S_IMODE(mode)
         entry: Entry | None
+        if is_dir and abs_path in self.skip_dirs:
+            return None
         if is_dir:
             tid = self._directory(path, abs_path)
             entry = Entry(

@@ -37,6 +37,12 @@ def workspace_lock(ws: Workspace) -> AbstractContextManager[None]:
     return file_lock(ws.store.locks_dir / f"ws-{ws.id}.lock", what="this workspace")
 
 
+def _store_dirs(ws: Workspace) -> frozenset[str]:
+    """The store's folder, when it lies inside the workspace (it must never seal itself)."""
+    home = ws.store.home.resolve()
+    return frozenset({str(home)}) if ws.root in home.parents else frozenset()
+
+
 def scan_live(ws: Workspace, *, on_progress: ProgressFn | None = None) -> Capture:
     """Walks the folder computing IDs without storing anything (for diffs against live)."""
     walker = Walker(
@@ -47,6 +53,7 @@ def scan_live(ws: Workspace, *, on_progress: ProgressFn | None = None) -> Captur
         ws.store.tmp_dir,
         clock.now_ns(),
         keep_manifest=True,
+        skip_dirs=_store_dirs(ws),
         on_progress=on_progress,
     )
     return walker.run()
@@ -85,6 +92,7 @@ def seal_locked(
             store.tmp_dir,
             started,
             keep_manifest=manifest_out is not None,
+            skip_dirs=_store_dirs(ws),
             on_progress=on_progress,
         )
         capture = walker.run()

@@ -112,7 +112,7 @@ def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
             kwargs["default"] = prm.default
         p.add_argument(prm.name, **kwargs)
         return
-    names = [spec.flag or "--" + prm.name.replace("_", "-")]
+    names = [spec.flag or "--" + prm.name.replace("_", "-"), *spec.aliases]
     if spec.short:
         names.insert(0, spec.short)
     kwargs["default"] = prm.default
