@@ -348,3 +348,24 @@ def test_a_store_kept_inside_the_workspace_is_never_sealed_or_rewound(
     assert (folder / "a.txt").read_text() == "v1\n"
     assert (folder / ".store" / "store.json").is_file()
     assert inside.json("verify")["ok"] is True
+
+
+def test_a_name_that_is_not_utf8_round_trips_and_the_json_stays_valid(
+    till: Till, folder: Path
+) -> None:
+    (folder / os.fsdecode(b"\xff-raw.txt")).write_bytes(b"raw name\n")
+    head = till.json("watch", "--no-daemon")["head"]
+    (folder / os.fsdecode(b"\xff-raw.txt")).unlink()
+    run = till("--json", "diff", head["id"])
+    run.stdout.encode("utf-8")  # valid UTF-8 on the wire
+    (change,) = run.doc["changes"]
+    assert os.fsencode(change["path"]) == b"\xff-raw.txt"
+    till.json("rewind", head["id"], "--yes")
+    assert (folder / os.fsdecode(b"\xff-raw.txt")).read_bytes() == b"raw name\n"
+
+
+def test_a_folder_that_does_not_exist_is_not_attached(till: Till, folder: Path) -> None:
+    (folder / "a.txt").write_text("a")
+    till.json("watch", "--no-daemon")
+    run = till("--json", "--repo", str(folder / "no-such-folder"), "status")
+    assert run.code == 1 and run.error["code"] == -32060

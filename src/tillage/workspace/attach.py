@@ -94,9 +94,9 @@ def _find(store: Store, start: Path) -> Workspace | None:
 
 def find_workspace(home: Path, folder: Path) -> Workspace | None:
     """Returns the attached workspace holding `folder`, or None (opens no store if none exists)."""
-    if not Store.exists(home):
+    if not Store.exists(home) or not folder.is_dir():
         return None
-    root = folder.resolve() if folder.exists() else folder.absolute()
+    root = folder.resolve()
     store = Store.open(home)
     found = _find(store, root)
     if found is None:

@@ -138,7 +138,14 @@ def _user_home() -> Path | None:
 def _emit_json(doc: Any) -> None:
     import json
 
-    sys.stdout.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
+    text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A file name that is not UTF-8 (kept as lone surrogates): escape it as \udcXX so the
+        # document stays valid UTF-8 JSON instead of carrying raw bytes.
+        text = json.dumps(doc, ensure_ascii=True, separators=(",", ":"))
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 
