@@ -146,3 +146,24 @@ def test_verify_repair_salvages_a_damaged_log_and_the_store_works_again(
     rewind(till, ids[-1])  # the snapshot whose line survived the damage
     assert manifest(folder) == live
     assert till.json("verify")["ok"] is True
+
+
+def test_repair_brings_back_a_snapshot_whose_log_line_was_destroyed(
+    till: Till, folder: Path
+) -> None:
+    ids = _snapshots(till, folder)
+    live = manifest(folder)
+    lines = log_path(till.home).read_bytes().splitlines(keepends=True)
+    last = lines[-1]
+    assert ids[-1].encode() in last
+    log_path(till.home).write_bytes(b"".join(lines[:-1]) + b"{garbage}\n")
+    remove_index(till.home)
+    assert till("--json", "timeline").code == 1
+
+    till.json("verify", "--repair")
+    listed = [s["id"] for s in till.json("timeline")["snapshots"]]
+    assert listed[0] == ids[-1], "the newest snapshot is back, and still the newest"
+    assert set(ids) <= set(listed)
+    (folder / "n.txt").write_text("changed again\n")
+    rewind(till, ids[-1])
+    assert manifest(folder) == live

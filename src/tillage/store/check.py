@@ -58,12 +58,36 @@ def check_store(store: Store, *, repair: bool) -> CheckReport:
             report.repaired += 1
         store.repairing = False  # the log is whole again: replay all of it
         store.rebuild_index()
+        report.repaired += _republish_lost_snapshots(store)
     # Reading every object also stops serving each damaged one (Store.read, INV-4).
     bad_ids = _verify_indexed_objects(store, report)
     if repair:
         report.repaired += len(bad_ids)
     _check_snapshots(store, report)
     return report
+
+
+def _republish_lost_snapshots(store: Store) -> int:
+    """Publishes again every snapshot whose record is in a pack but whose log line was lost
+    (a damaged log salvaged), for workspaces still attached: nothing sealed stays unreachable.
+    Returns how many it brought back; their pins, if any, are not recoverable."""
+    rows = store.conn.execute(
+        "SELECT id FROM objects WHERE kind = ? AND lower(hex(id)) NOT IN "
+        "(SELECT id FROM snapshots)",
+        (Kind.SNAPSHOT,),
+    ).fetchall()
+    attached = {r[0] for r in store.conn.execute("SELECT id FROM workspaces WHERE forgotten=0")}
+    found = []
+    for (object_id,) in rows:
+        try:
+            record = codec.decode_snapshot(store.read(bytes(object_id)))
+        except IntegrityError:
+            continue
+        if record.workspace in attached:
+            found.append((record.sealed_at_ns, bytes(object_id).hex(), record))
+    for _at, snapshot_hex, record in sorted(found):
+        store.publish("snapshot", {"id": snapshot_hex, **codec.snapshot_summary(record)})
+    return len(found)
 
 
 def _repack(store: Store, pack: Path, scan: PackScan) -> None:

@@ -364,7 +364,7 @@ class Store:
         if session:
             sql += " AND session=?"
             args.append(session)
-        sql += " ORDER BY seq DESC"
+        sql += " ORDER BY sealed_at_ns DESC, seq DESC"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
