@@ -303,7 +303,10 @@ class Store:
         try:
             _kind, raw = self._reader.read(loc, object_id)
         except IntegrityError:
-            self.forget_damaged(object_id)
+            # A missing pack may have just been rewritten by a repair: only a record that is
+            # there and wrong is forgotten.
+            if (self.packs_dir / loc.pack).exists():
+                self.forget_damaged(object_id)
             raise
         return raw
 
