@@ -14,7 +14,6 @@ BlobId = NewType("BlobId", bytes)
 TreeId = NewType("TreeId", bytes)
 SnapshotId = NewType("SnapshotId", bytes)
 
-ID_BYTES = 32
 SHORT_HEX = 12
 
 

@@ -11,7 +11,6 @@ import functools
 import itertools
 import os
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 from tillage.errors import InvalidArgumentError
@@ -93,12 +92,3 @@ def open_subdir_nofollow(parent_fd: int, name: str, *, create: bool) -> int:
                 next_step="remove the symlink or file in the way, then retry",
             ) from exc
         raise
-
-
-@contextlib.contextmanager
-def dir_fd(path: Path) -> Iterator[int]:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        yield fd
-    finally:
-        os.close(fd)

@@ -434,7 +434,6 @@ class ObjectWriter:
         self._rows: list[tuple[bytes, int, str, int, int, int]] = []
         self._seen: set[bytes] = set()
         self._uncommitted: list[PackWriter] = []
-        self.new_bytes = 0
 
     def _intact(self, object_id: bytes, loc: Location) -> bool:
         if not self.store.record_intact(loc):
@@ -479,7 +478,6 @@ class ObjectWriter:
             for (kind, object_id, raw), record in zip(batch, future.result(), strict=True):
                 loc = self._current_pack().append(record)
                 self._rows.append((object_id, kind, loc.pack, loc.offset, loc.length, len(raw)))
-                self.new_bytes += loc.length
             if n is not None:
                 n -= 1
 
