@@ -58,3 +58,29 @@ def test_a_rewind_whose_objects_are_missing_leaves_the_folder_untouched(
     assert run.code == 1
     assert run.error["code"] in (-32061, -32067)
     assert manifest(folder) == before
+
+
+def test_status_during_a_rewind_in_another_process_answers_without_waiting(
+    till: Till, folder: Path
+) -> None:
+    import fcntl
+    import json
+    import time
+
+    (folder / "a.txt").write_text("v1")
+    head = till.json("watch", "--no-daemon")["head"]
+    workspace = till.json("status")["id"]
+    # What a running rewind looks like from outside: its intent, and the workspace lock held.
+    intent = till.home / "intents" / f"rewind-{workspace}.json"
+    intent.write_text(json.dumps({"target": head["id"], "undo": head["id"], "scopes": None}))
+    lock = os.open(till.home / "locks" / f"ws-{workspace}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        started = time.monotonic()
+        status = till.json("status")
+        assert time.monotonic() - started < 10
+        assert status["head"]["id"] == head["id"]
+        assert intent.exists(), "the running rewind's intent is its own business"
+    finally:
+        os.close(lock)
+    intent.unlink()

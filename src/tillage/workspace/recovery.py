@@ -6,10 +6,11 @@ workspace lock, so a rewind still running in another process is waited for, neve
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
-from tillage.errors import IntegrityError
+from tillage.errors import BusyError, IntegrityError
 from tillage.workspace.attach import Workspace
 
 
@@ -19,16 +20,25 @@ def intent_path(ws: Workspace) -> Path:
 
 
 def recover_if_interrupted(ws: Workspace) -> bool:
-    """Rolls an interrupted rewind forward; returns whether there was one."""
+    """Rolls an interrupted rewind forward; returns whether there was one.
+
+    A rewind still running in another process holds the workspace lock: it is left to finish
+    its own work (a command that changes the folder waits for the lock itself), so a `status`
+    during a long rewind answers at once.
+    """
     path = intent_path(ws)
     if not path.exists():
         return False
     from tillage.workspace.rewind import finish_interrupted
     from tillage.workspace.seal import workspace_lock
 
-    with workspace_lock(ws):
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(workspace_lock(ws, timeout=0))
+        except BusyError:
+            return False
         if not path.exists():
-            return False  # the rewinding process finished while we waited
+            return False  # the rewinding process finished just now
         try:
             intent = json.loads(path.read_bytes())
         except ValueError:

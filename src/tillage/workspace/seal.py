@@ -32,9 +32,11 @@ class SealOptions:
     session: str | None = None
 
 
-def workspace_lock(ws: Workspace) -> AbstractContextManager[None]:
+def workspace_lock(ws: Workspace, *, timeout: float = 30.0) -> AbstractContextManager[None]:
     """The lock that serialises changes to one workspace's folder and timeline."""
-    return file_lock(ws.store.locks_dir / f"ws-{ws.id}.lock", what="this workspace")
+    return file_lock(
+        ws.store.locks_dir / f"ws-{ws.id}.lock", timeout=timeout, what="this workspace"
+    )
 
 
 def _store_dirs(ws: Workspace) -> frozenset[str]:
