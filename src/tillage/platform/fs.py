@@ -10,11 +10,11 @@ import errno
 import functools
 import itertools
 import os
-import secrets
 from pathlib import Path
 
 from tillage.errors import InvalidArgumentError
 from tillage.platform.errors import DiskFullError
+from tillage.platform.names import random_hex
 
 
 def fsync_dir(path: Path | str) -> None:
@@ -31,7 +31,7 @@ _TEMP_COUNTER = itertools.count()
 
 @functools.cache
 def _random_token() -> str:
-    return secrets.token_hex(4)
+    return random_hex(4)
 
 
 def temp_name(final: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import secrets
 import struct
 import threading
 import zlib
@@ -25,6 +24,7 @@ from tillage.core.ids import object_hash
 from tillage.errors import IntegrityError
 from tillage.platform import failpoints
 from tillage.platform.fs import fsync_dir, raise_if_disk_full
+from tillage.platform.names import random_hex
 
 PACK_MAGIC = b"TILLPAK1"
 RECORD_MAGIC = b"TRC1"
@@ -119,7 +119,7 @@ class PackWriter:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.name = f"{secrets.token_hex(8)}.pack"
+        self.name = f"{random_hex(8)}.pack"
         self.path = directory / self.name
         self._fd = -1
         self._size = 0

@@ -8,13 +8,13 @@ recreated rather than the workspace being lost.
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from tillage.core.paths import CONTROL_DIR
 from tillage.errors import NotAttachedError
 from tillage.platform.fs import atomic_write
+from tillage.platform.names import random_hex
 from tillage.store.store import Store
 from tillage.workspace.errors import FolderMissingError, RefusedRootError
 
@@ -72,7 +72,7 @@ def attach(home: Path, folder: Path, home_dir: Path | None) -> tuple[Workspace, 
     found = _find(store, root)
     if found is not None:
         return found, False
-    workspace_id = secrets.token_hex(16)
+    workspace_id = random_hex(16)
     store.publish("attach", {"workspace": workspace_id, "root": str(root)})
     write_pointer(root, workspace_id)
     return Workspace(workspace_id, root, store), True

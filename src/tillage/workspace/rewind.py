@@ -13,7 +13,6 @@ import contextlib
 import errno
 import json
 import os
-import secrets
 import shutil
 import stat
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from tillage.platform.fs import (
     raise_if_disk_full,
     temp_name,
 )
+from tillage.platform.names import random_hex
 from tillage.store.store import SnapshotRow
 from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace
@@ -235,7 +235,7 @@ class Applier:
         """
         try:
             self._control_fd = open_subdir_nofollow(self._root_fd, CONTROL_DIR, create=True)
-            self._staging_name = f"{STAGING_PREFIX}{secrets.token_hex(6)}"
+            self._staging_name = f"{STAGING_PREFIX}{random_hex(6)}"
             os.mkdir(self._staging_name, 0o700, dir_fd=self._control_fd)
             self._staging_fd = os.open(
                 self._staging_name,

@@ -16,7 +16,6 @@ import contextlib
 import errno
 import os
 import sqlite3
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -176,6 +175,8 @@ def _begin(db_path: Path, mode: str, deadline: float) -> sqlite3.Connection:
 
 def _backup_to_temp(conn: sqlite3.Connection, db_path: Path, tmp_dir: Path) -> Path:
     """Copies the open read transaction's snapshot into a fresh file (page size and header kept)."""
+    import tempfile  # only WAL images need a copy; start-up stays lean
+
     fd, name = tempfile.mkstemp(prefix=".sqlite-image-", suffix=".db", dir=tmp_dir)
     os.close(fd)
     copy = Path(name)
