@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -111,3 +111,11 @@ def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
 
 def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+
+ObjectRow = tuple[bytes, int, str, int, int, int]  # id, kind, pack, offset, length, raw_len
+
+
+def insert_objects(conn: sqlite3.Connection, rows: Iterable[ObjectRow]) -> None:
+    """Records where objects live; a known object keeps its first location."""
+    conn.executemany("INSERT OR IGNORE INTO objects VALUES (?,?,?,?,?,?)", rows)

@@ -256,9 +256,9 @@ class Store:
                 self.conn.execute(f"DELETE FROM {table}")
             for pack in iter_packs(self.packs_dir):
                 records = scan_pack(pack).records
-                self.conn.executemany(
-                    "INSERT OR IGNORE INTO objects VALUES (?,?,?,?,?,?)",
-                    [
+                ix.insert_objects(
+                    self.conn,
+                    (
                         (
                             r.id,
                             r.kind,
@@ -268,7 +268,7 @@ class Store:
                             r.raw_len,
                         )
                         for r in records
-                    ],
+                    ),
                 )
                 count += len(records)
             self._replay(0, GENESIS)
@@ -431,7 +431,7 @@ class ObjectWriter:
         self._batch: list[Pending] = []
         self._batch_bytes = 0
         self._inflight: deque[tuple[list[Pending], Future[list[bytes]]]] = deque()
-        self._rows: list[tuple[bytes, int, str, int, int, int]] = []
+        self._rows: list[ix.ObjectRow] = []
         self._seen: set[bytes] = set()
         self._uncommitted: list[PackWriter] = []
 
@@ -500,9 +500,7 @@ class ObjectWriter:
         failpoints.hit("objects.after_pack_fsync")
         if self._rows:
             with ix.write_txn(self.store.conn):
-                self.store.conn.executemany(
-                    "INSERT OR IGNORE INTO objects VALUES (?,?,?,?,?,?)", self._rows
-                )
+                ix.insert_objects(self.store.conn, self._rows)
             self._rows.clear()
         # Committed packs are referenced now: later objects go to a new pack, so that an
         # abandoned writer only ever deletes packs nothing points at.

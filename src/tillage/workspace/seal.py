@@ -45,20 +45,30 @@ def _store_dirs(ws: Workspace) -> frozenset[str]:
     return frozenset({str(home)}) if ws.root in home.parents else frozenset()
 
 
-def scan_live(ws: Workspace, *, on_progress: ProgressFn | None = None) -> Capture:
-    """Walks the folder computing IDs without storing anything (for diffs against live)."""
-    walker = Walker(
+def _walker(
+    ws: Workspace,
+    writer: ObjectWriter | None,
+    *,
+    keep_manifest: bool,
+    on_progress: ProgressFn | None,
+) -> Walker:
+    """A walk of the folder as it is now, against what the last seal saw of it."""
+    return Walker(
         ws.root,
         Policy.load(ws.root),
         pathindex.load(ws.store, ws.id),
-        None,
+        writer,
         ws.store.tmp_dir,
         clock.now_ns(),
-        keep_manifest=True,
+        keep_manifest=keep_manifest,
         skip_dirs=_store_dirs(ws),
         on_progress=on_progress,
     )
-    return walker.run()
+
+
+def scan_live(ws: Workspace, *, on_progress: ProgressFn | None = None) -> Capture:
+    """Walks the folder computing IDs without storing anything (for diffs against live)."""
+    return _walker(ws, None, keep_manifest=True, on_progress=on_progress).run()
 
 
 def seal(
@@ -82,20 +92,9 @@ def seal_locked(
 ) -> SnapshotRow:
     """seal() for a caller that already holds the workspace lock."""
     store = ws.store
-    previous = pathindex.load(store, ws.id)
-    started = clock.now_ns()
-    policy = Policy.load(ws.root)
     with store.writer() as writer:
-        walker = Walker(
-            ws.root,
-            policy,
-            previous,
-            writer,
-            store.tmp_dir,
-            started,
-            keep_manifest=manifest_out is not None,
-            skip_dirs=_store_dirs(ws),
-            on_progress=on_progress,
+        walker = _walker(
+            ws, writer, keep_manifest=manifest_out is not None, on_progress=on_progress
         )
         capture = walker.run()
         head = store.head(ws.id)
