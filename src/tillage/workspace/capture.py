@@ -319,11 +319,16 @@ class Walker:
     def _read_sqlite(self, path: str, abs_path: str, fd: int) -> tuple[int, bytes, int, int]:
         try:
             with consistent_image(Path(abs_path), self.tmp_dir) as image:
-                img_fd = os.open(image.path, os.O_RDONLY | os.O_CLOEXEC)
-                try:
-                    kind, content, size = store_content(img_fd, self.writer)
-                finally:
-                    os.close(img_fd)
+                if image.byte_exact:
+                    # Read through the descriptor already open: closing another one on the
+                    # database would drop the locks SQLite holds for the read (POSIX locks).
+                    kind, content, size = store_content(fd, self.writer)
+                else:
+                    img_fd = os.open(image.path, os.O_RDONLY | os.O_CLOEXEC)
+                    try:
+                        kind, content, size = store_content(img_fd, self.writer)
+                    finally:
+                        os.close(img_fd)
                 return kind, content, size, int(EntryFlag.SQLITE_IMAGE)
         except (SqliteBusy, SqliteUnreadable) as exc:
             self._note(path, f"SQLite database copied raw, not as a consistent image: {exc}")
