@@ -6,6 +6,7 @@ import base64
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from tests.faults.harness import (
     STATE_B,
     STATE_C,
     TMP_MARK,
+    Manifest,
     assert_crashed,
     crash,
     logged_snapshots,
@@ -31,18 +33,33 @@ def _intents(till: Till) -> list[str]:
     return sorted(p.name for p in (till.home / "intents").iterdir())
 
 
-@pytest.mark.parametrize("failpoint", REWIND_FAILPOINTS)
-def test_a_rewind_killed_at_any_step_is_finished_by_the_next_command(
-    till: Till, folder: Path, failpoint: str
-) -> None:
+@dataclass(frozen=True)
+class KilledRewind:
+    """A workspace sealed in STATE_A, wrecked to STATE_B, and a rewind to A killed at a step."""
+
+    target: str
+    state_a: Manifest
+    wrecked: Manifest
+
+
+def _kill_a_rewind(till: Till, folder: Path, failpoint: str) -> KilledRewind:
     write_state(folder, STATE_A)
     state_a = manifest(folder)
     target = till.json("watch", "--no-daemon")["head"]["id"]
     write_state(folder, STATE_B)
     wrecked = manifest(folder)
-
     proc = crash(till, failpoint, "kill", "--json", "rewind", target, "--yes")
     assert_crashed(proc, failpoint, "kill")
+    return KilledRewind(target, state_a, wrecked)
+
+
+@pytest.mark.parametrize("failpoint", REWIND_FAILPOINTS)
+def test_a_rewind_killed_at_any_step_is_finished_by_the_next_command(
+    till: Till, folder: Path, failpoint: str
+) -> None:
+    killed = _kill_a_rewind(till, folder, failpoint)
+    state_a = killed.state_a
+    wrecked = killed.wrecked
     assert len(_intents(till)) == 1
     # What a kill in the middle of writing a file leaves behind.
     stray = folder / "src" / f".app.py{TMP_MARK}0123456789ab"
@@ -67,13 +84,10 @@ def test_a_rewind_killed_at_any_step_is_finished_by_the_next_command(
 def test_a_rewind_killed_while_staging_leaves_the_folder_as_it_was(
     till: Till, folder: Path
 ) -> None:
-    write_state(folder, STATE_A)
-    state_a = manifest(folder)
-    target = till.json("watch", "--no-daemon")["head"]["id"]
-    write_state(folder, STATE_B)
-    wrecked = manifest(folder)
-    proc = crash(till, "rewind.after_staging", "kill", "--json", "rewind", target, "--yes")
-    assert_crashed(proc, "rewind.after_staging", "kill")
+    killed = _kill_a_rewind(till, folder, "rewind.after_staging")
+    state_a = killed.state_a
+    wrecked = killed.wrecked
+    target = killed.target
     assert _intents(till) == []
     till.json("status")
     assert manifest(folder) == wrecked
@@ -85,11 +99,7 @@ def test_a_rewind_killed_while_staging_leaves_the_folder_as_it_was(
 def test_a_file_written_after_a_rewind_was_killed_is_not_overwritten_silently(
     till: Till, folder: Path
 ) -> None:
-    write_state(folder, STATE_A)
-    target = till.json("watch", "--no-daemon")["head"]["id"]
-    write_state(folder, STATE_B)
-    proc = crash(till, "rewind.after_intent", "kill", "--json", "rewind", target, "--yes")
-    assert_crashed(proc, "rewind.after_intent", "kill")
+    _kill_a_rewind(till, folder, "rewind.after_intent")
     sealed_before = set(logged_snapshots(till.home))
     # Someone (an agent, an editor) writes before any tillage command runs again.
     (folder / "src" / "app.py").write_bytes(b"written after the crash\n")
@@ -170,13 +180,8 @@ def test_a_folder_swapped_for_a_symlink_during_a_rewind_is_never_written_through
 def test_a_rewind_killed_while_sealing_the_present_has_not_touched_the_folder(
     till: Till, folder: Path, failpoint: str
 ) -> None:
-    write_state(folder, STATE_A)
-    target = till.json("watch", "--no-daemon")["head"]["id"]
-    write_state(folder, STATE_B)
-    wrecked = manifest(folder)
-
-    proc = crash(till, failpoint, "kill", "--json", "rewind", target, "--yes")
-    assert_crashed(proc, failpoint, "kill")
+    killed = _kill_a_rewind(till, folder, failpoint)
+    wrecked = killed.wrecked
 
     assert _intents(till) == []
     status = till.json("status")
@@ -187,12 +192,8 @@ def test_a_rewind_killed_while_sealing_the_present_has_not_touched_the_folder(
 def test_a_recovery_killed_half_way_is_finished_by_the_command_after_it(
     till: Till, folder: Path
 ) -> None:
-    write_state(folder, STATE_A)
-    state_a = manifest(folder)
-    target = till.json("watch", "--no-daemon")["head"]["id"]
-    write_state(folder, STATE_B)
-    first = crash(till, "rewind.after_intent", "kill", "--json", "rewind", target, "--yes")
-    assert_crashed(first, "rewind.after_intent", "kill")
+    killed = _kill_a_rewind(till, folder, "rewind.after_intent")
+    state_a = killed.state_a
 
     # The recovering command dies too, after its first action.
     second = crash(till, "rewind.after_first_action", "kill", "--json", "status")
@@ -207,12 +208,8 @@ def test_a_recovery_killed_half_way_is_finished_by_the_command_after_it(
 def test_two_commands_racing_to_finish_an_interrupted_rewind_finish_it_once(
     till: Till, folder: Path
 ) -> None:
-    write_state(folder, STATE_A)
-    state_a = manifest(folder)
-    target = till.json("watch", "--no-daemon")["head"]["id"]
-    write_state(folder, STATE_B)
-    proc = crash(till, "rewind.after_first_action", "kill", "--json", "rewind", target, "--yes")
-    assert_crashed(proc, "rewind.after_first_action", "kill")
+    killed = _kill_a_rewind(till, folder, "rewind.after_first_action")
+    state_a = killed.state_a
 
     racers = [
         subprocess.Popen(
