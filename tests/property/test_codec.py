@@ -52,6 +52,7 @@ def entries(draw: st.DrawFn) -> Entry:
     kind = draw(st.sampled_from(EntryKind))
     size = 0
     flags = EntryFlag.NONE
+    link = b""
     if kind is EntryKind.DIR:
         content_kind, content = ContentKind.TREE, draw(object_ids)
     elif kind is EntryKind.FILE:
@@ -59,6 +60,8 @@ def entries(draw: st.DrawFn) -> Entry:
         content = draw(object_ids)
         size = draw(st.integers(0, U64))
         flags = draw(st.sampled_from(EntryFlag))
+        if flags & EntryFlag.HARDLINK:
+            link = draw(names) + b"/" + draw(names)
     elif kind is EntryKind.SYMLINK:
         content_kind, content = ContentKind.TARGET, draw(st.binary(max_size=64))
         size = len(content)
@@ -74,6 +77,7 @@ def entries(draw: st.DrawFn) -> Entry:
         content=content,
         xattrs=draw(xattr_lists) if kind is not EntryKind.SYMLINK else (),
         flags=flags,
+        link=link,
     )
 
 

@@ -57,6 +57,8 @@ def encode_tree(entries: Sequence[Entry]) -> bytes:
         out.append(_U16.pack(len(e.xattrs)))
         for key, value in sorted(e.xattrs):
             out += [_U16.pack(len(key)), key, _U32.pack(len(value)), value]
+        if e.flags & EntryFlag.HARDLINK:
+            out += [_U32.pack(len(e.link)), e.link]
     return b"".join(out)
 
 
@@ -104,6 +106,13 @@ def _decode_tree(view: memoryview) -> list[Entry]:
             value = bytes(view[pos + 4 : pos + 4 + vl])
             pos += 4 + vl
             xattrs.append((key, value))
+        link = b""
+        if flags & EntryFlag.HARDLINK:
+            (ll,) = _U32.unpack_from(view, pos)
+            link = bytes(view[pos + 4 : pos + 4 + ll])
+            pos += 4 + ll
+            if len(link) != ll or not link or link.startswith(b"/") or b"\0" in link:
+                raise ValueError(f"bad hard link path {link!r}")
         entries.append(
             Entry(
                 name=name,
@@ -115,6 +124,7 @@ def _decode_tree(view: memoryview) -> list[Entry]:
                 content=content,
                 xattrs=tuple(xattrs),
                 flags=EntryFlag(flags),
+                link=link,
             )
         )
     if pos != len(view):

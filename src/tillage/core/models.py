@@ -24,6 +24,12 @@ class ContentKind(enum.IntEnum):
 class EntryFlag(enum.IntFlag):
     NONE = 0
     SQLITE_IMAGE = 1  # content is a consistent SQLite image; rewind drops stale -wal/-shm files
+    HARDLINK = 2  # another name of a file seen earlier in the walk: `link` is that first name
+
+
+# A chunk reference with this ID is a hole of `length` zero bytes in a sparse file: nothing is
+# stored for it, and a rewind seeks over it instead of writing zeros (docs/design/format.md).
+HOLE_ID = bytes(32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +45,9 @@ class Entry:
     content: bytes
     xattrs: tuple[tuple[bytes, bytes], ...] = ()
     flags: EntryFlag = EntryFlag.NONE
+    # With EntryFlag.HARDLINK: the workspace path (file-system bytes) of the first name of the
+    # same inode in walk order; that entry holds the same content. Empty otherwise.
+    link: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

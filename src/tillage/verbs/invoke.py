@@ -17,6 +17,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from tillage.core.progress import ProgressFn
+
+
+def _no_progress(_progress: Any) -> None:
+    return None
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -35,7 +41,7 @@ class Context:
 
     settings: Settings
     workspace: Any = None  # tillage.workspace.attach.Workspace once resolved
-    on_progress: Callable[[str, int, int], None] = field(default=lambda _s, _d, _t: None)
+    on_progress: ProgressFn = field(default=_no_progress)
 
 
 def resolve_context(verb: Verb[Any, Any], settings: Settings) -> Context:
@@ -54,7 +60,7 @@ def invoke(
     request: Any,
     *,
     confirm: Callable[[Any], bool] | None = None,
-    on_progress: Callable[[str, int, int], None] | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> Any:
     """Runs `verb` on `request`.
 

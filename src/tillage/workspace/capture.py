@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from tillage.core.models import (
     FidelityNote,
 )
 from tillage.core.paths import CONTROL_DIR, fs_encode, join
+from tillage.core.progress import Progress, ProgressFn
 from tillage.errors import TillageError
 from tillage.store.store import ObjectWriter
 from tillage.workspace.pathindex import FACTS, PathIndex, Row
@@ -58,13 +58,13 @@ class Capture:
     files: int = 0
     total_bytes: int = 0
     read_files: int = 0
+    read_bytes: int = 0
     notes: list[FidelityNote] = field(default_factory=list)
     rows: dict[str, Row] = field(default_factory=dict)
     dirs: dict[str, bytes] = field(default_factory=dict)
     manifest: dict[str, Entry] | None = None
 
 
-ProgressFn = Callable[[str, int, int], None]
 _CONTENT_KINDS = {int(k): k for k in ContentKind}
 _FLAGS = {int(f): f for f in (EntryFlag.NONE, EntryFlag.SQLITE_IMAGE)}
 
@@ -247,7 +247,9 @@ class Walker:
         """Reads a file's content into the store; returns its row and the facts it was read at."""
         self.result.read_files += 1
         if self.on_progress is not None:
-            self.on_progress("reading", self.result.read_files, 0)
+            self.on_progress(
+                Progress("sealing", self.result.read_files, 0, self.result.read_bytes, 0)
+            )
         for _attempt in range(READ_RETRIES):
             try:
                 fd = os.open(abs_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -280,6 +282,7 @@ class Walker:
                 after.st_mtime_ns,
                 after.st_ino,
             )
+            self.result.read_bytes += size
             if stable or flags:
                 facts = (
                     after.st_size,

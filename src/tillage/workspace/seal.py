@@ -14,12 +14,13 @@ from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.ids import snapshot_id
 from tillage.core.models import Entry, FidelityNote, SnapshotRecord
+from tillage.core.progress import ProgressFn
 from tillage.platform import clock, failpoints
 from tillage.platform.locks import file_lock
 from tillage.store.store import ObjectWriter, SnapshotRow, Store
 from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace
-from tillage.workspace.capture import Capture, ProgressFn, Walker
+from tillage.workspace.capture import Capture, Walker
 from tillage.workspace.policy import Policy
 
 

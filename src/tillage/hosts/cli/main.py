@@ -246,8 +246,9 @@ def _prompt(preview: Any) -> bool:
 
 
 def _progress_printer() -> Any:
-    def show(stage: str, done: int, total: int) -> None:
-        sys.stderr.write(f"\r{stage}: {done}/{total}" if total else f"\r{stage}: {done}")
+    def show(p: Any) -> None:
+        done, total = p.files_done, p.files_total
+        sys.stderr.write(f"\r{p.stage}: {done}/{total}" if total else f"\r{p.stage}: {done}")
         if total and done >= total:
             sys.stderr.write("\n")
         sys.stderr.flush()
