@@ -15,6 +15,10 @@ CDC_MAX = 4 * 1024 * 1024
 # Files up to this size are stored whole, as one chunk.
 WHOLE_FILE_MAX = 512 * 1024
 
+# A hole of a sparse file longer than this is split into holes of at most this length (a chunk
+# reference's length is a u32). Part of the format: it decides a sparse file's blob ID.
+HOLE_MAX = 1 << 31
+
 ZSTD_LEVEL = 3
 # Objects up to this size (most of a source tree) are compressed harder; it costs little.
 SMALL_OBJECT_MAX = 64 * 1024

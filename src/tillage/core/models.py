@@ -56,6 +56,12 @@ class ChunkRef:
     length: int
 
 
+def is_hole(ref: ChunkRef) -> bool:
+    """Tells whether a chunk reference is a hole of a sparse file: `ref.length` zero bytes that
+    are not stored, so a reader must not ask the store for them (HOLE_ID)."""
+    return ref.id == HOLE_ID
+
+
 @dataclass(frozen=True)
 class FidelityNote:
     """A path that could not be captured exactly, and why."""

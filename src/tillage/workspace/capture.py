@@ -16,15 +16,17 @@ from pathlib import Path
 
 from tillage.core import codec
 from tillage.core.codec import Kind
-from tillage.core.format import CDC_AVG, CDC_MAX, CDC_MIN, WHOLE_FILE_MAX
+from tillage.core.format import CDC_AVG, CDC_MAX, CDC_MIN, HOLE_MAX, WHOLE_FILE_MAX
 from tillage.core.ids import blob_id, chunk_id, tree_id
 from tillage.core.models import (
+    HOLE_ID,
     ChunkRef,
     ContentKind,
     Entry,
     EntryFlag,
     EntryKind,
     FidelityNote,
+    is_hole,
 )
 from tillage.core.paths import CONTROL_DIR, fs_encode, join
 from tillage.core.progress import Progress, ProgressFn
@@ -49,6 +51,14 @@ RACY_WINDOW_NS = 50_000_000
 RACY_WINDOW_WHOLE_SECONDS_NS = 2_000_000_000
 READ_RETRIES = 3
 
+# Every open is relative to its folder's descriptor and never follows a symlink, so the walk
+# reaches any depth (no path is ever longer than one name) and cannot be led out of the folder.
+# O_NONBLOCK: a name swapped for a FIFO between the stat and the open must not hang the walk.
+_DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# Longer absolute paths are handed to SQLite through the folder's descriptor instead.
+_PATH_MAX = 4000
+
 
 @dataclass
 class Capture:
@@ -67,6 +77,8 @@ class Capture:
 
 _CONTENT_KINDS = {int(k): k for k in ContentKind}
 _FLAGS = {int(f): f for f in (EntryFlag.NONE, EntryFlag.SQLITE_IMAGE)}
+# (st_dev, st_ino) -> the first name of a multiply linked file in this walk, and its row.
+_Links = dict[tuple[int, int], tuple[str, "Row"]]
 
 
 class Walker:
@@ -96,16 +108,29 @@ class Walker:
         self.on_progress = on_progress
         # Absolute folders never captured: the store itself, when someone keeps it inside.
         self.skip_dirs = skip_dirs
+        self.links: _Links = {}
 
     # -- the walk -------------------------------------------------------------------------
 
     def run(self) -> Capture:
-        self.result.root = self._directory("", str(self.root))
+        root = str(self.root)
+        try:
+            fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            self._note(".", f"directory unreadable: {exc.strerror}")
+            self.result.root = self._tree("", [])
+            return self.result
+        try:
+            self.result.root = self._directory("", fd, root)
+        finally:
+            os.close(fd)
         return self.result
 
-    def _directory(self, rel: str, abs_dir: str) -> bytes:
+    def _directory(self, rel: str, fd: int, abs_dir: str) -> bytes:
+        """Captures the open folder `fd`; only the descriptors of the folders above it are open
+        meanwhile, so memory and descriptors grow with depth, not with the tree."""
         try:
-            with os.scandir(abs_dir) as it:
+            with os.scandir(fd) as it:
                 names = sorted(e.name for e in it)
         except OSError as exc:
             self._note(rel or ".", f"directory unreadable: {exc.strerror}")
@@ -116,7 +141,7 @@ class Walker:
         for name in names:
             if name in sidecars:
                 continue
-            entry = self._entry(rel, abs_dir, name, sidecars)
+            entry = self._entry(rel, fd, abs_dir, name, sidecars)
             if entry is not None:
                 entries.append(entry)
                 if entry.flags & EntryFlag.SQLITE_IMAGE:
@@ -124,9 +149,12 @@ class Walker:
         for name in sorted(sidecars):
             if sidecar_base(name) in databases:
                 continue  # folded into the database's consistent image
-            entry = self._entry(rel, abs_dir, name, set())
+            entry = self._entry(rel, fd, abs_dir, name, set())
             if entry is not None:
                 entries.append(entry)
+        return self._tree(rel, entries)
+
+    def _tree(self, rel: str, entries: list[Entry]) -> bytes:
         encoded = codec.encode_tree(entries)
         tid = tree_id(encoded)
         # A tree the last seal stored under the same directory is known to exist already.
@@ -135,13 +163,14 @@ class Walker:
         self.result.dirs[rel] = tid
         return tid
 
-    def _entry(self, rel: str, abs_dir: str, name: str, sidecars: set[str]) -> Entry | None:
+    def _entry(
+        self, rel: str, dir_fd: int, abs_dir: str, name: str, sidecars: set[str]
+    ) -> Entry | None:
         path = join(rel, name)
         if not rel and name == CONTROL_DIR:
             return None
-        abs_path = os.path.join(abs_dir, name)
         try:
-            st = os.lstat(abs_path)
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
             return None  # removed while we walked
         mode = st.st_mode
@@ -150,22 +179,19 @@ class Walker:
             return None
         perm = stat.S_IMODE(mode)
         entry: Entry | None
+        abs_path = os.path.join(abs_dir, name)
         if is_dir and abs_path in self.skip_dirs:
             return None
         if is_dir:
-            tid = self._directory(path, abs_path)
-            entry = Entry(
-                fs_encode(name),
-                EntryKind.DIR,
-                perm,
-                0,
-                st.st_mtime_ns,
-                ContentKind.TREE,
-                tid,
-                _user_xattrs(abs_path),
-            )
+            entry = self._subdirectory(path, dir_fd, abs_path, name, st, perm)
         elif stat.S_ISLNK(mode):
-            target = os.readlink(os.fsencode(abs_path))
+            try:
+                target = os.readlink(fs_encode(name), dir_fd=dir_fd)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:  # replaced by something that is not a link meanwhile
+                self._note(path, f"unreadable: {exc.strerror}")
+                return None
             self.result.files += 1
             entry = Entry(
                 fs_encode(name),
@@ -179,8 +205,8 @@ class Walker:
             )
         elif stat.S_ISREG(mode):
             has_sidecars = any(name + suffix in sidecars for suffix in SIDECAR_SUFFIXES)
-            aux = _sidecar_facts(abs_path) if has_sidecars else ""
-            entry = self._file(path, abs_path, name, st, perm, aux)
+            aux = _sidecar_facts(dir_fd, name) if has_sidecars else ""
+            entry = self._file(path, dir_fd, abs_path, name, st, perm, aux)
         else:
             self._note(path, "special file (FIFO, socket or device) is not captured")
             entry = Entry(
@@ -197,38 +223,87 @@ class Walker:
             self.result.manifest[path] = entry
         return entry
 
+    def _subdirectory(
+        self, path: str, dir_fd: int, abs_path: str, name: str, st: os.stat_result, perm: int
+    ) -> Entry | None:
+        try:
+            fd = os.open(name, _DIR_OPEN, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                return None  # replaced by a link or a file since the stat: seen next time
+            self._note(path, f"directory unreadable: {exc.strerror}")
+            xattrs = _user_xattrs(f"/proc/self/fd/{dir_fd}/{name}")
+            tid = self._tree(path, [])
+        else:
+            try:
+                xattrs = _user_xattrs(fd)
+                tid = self._directory(path, fd, abs_path)
+            finally:
+                os.close(fd)
+        return Entry(
+            fs_encode(name),
+            EntryKind.DIR,
+            perm,
+            0,
+            st.st_mtime_ns,
+            ContentKind.TREE,
+            tid,
+            xattrs,
+        )
+
     # -- files ----------------------------------------------------------------------------
 
     def _file(
         self,
         path: str,
+        dir_fd: int,
         abs_path: str,
         name: str,
         st: os.stat_result,
         perm: int,
         aux: str,
     ) -> Entry | None:
-        facts = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode, aux)
-        row = self.previous.get(path)
-        if row is None or row[:FACTS] != facts:
-            # Changing an xattr changes the ctime, so unchanged facts mean unchanged xattrs too.
-            read = self._read_file(path, abs_path, aux, st, row)
-            if read is None:
-                return None
-            row, st = read
-        if not self._racy(st):
-            self.result.rows[path] = row
+        link = b""
+        first = self.links.get((st.st_dev, st.st_ino)) if st.st_nlink > 1 else None
+        if first is not None:
+            # A later name of an inode this walk has captured: the same content, never read
+            # twice; the entry names the first one so a rewind can link them again.
+            link_path, row = first
+            link = fs_encode(link_path)
         else:
-            # INV-8: a racily-clean file's facts are not trusted next time (an mtime of -1
-            # never matches), but what was read stays a hint for resuming an append.
-            self.result.rows[path] = (row[0], -1, *row[2:])
-        if st.st_nlink > 1:
-            self._note(path, f"hard link ({st.st_nlink} links) is stored as an independent copy")
-        if st.st_size >= 8192 and st.st_blocks * 512 < st.st_size:
-            self._note(path, "sparse file: holes are stored and restored as zeros")
+            facts = (
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                st.st_ino,
+                st.st_dev,
+                st.st_mode,
+                aux,
+            )
+            prior = self.previous.get(path)
+            if prior is None or prior[:FACTS] != facts:
+                # Changing an xattr changes the ctime: unchanged facts mean unchanged xattrs.
+                read = self._read_file(path, dir_fd, abs_path, name, aux, st, prior)
+                if read is None:
+                    return None
+                row, st = read
+            else:
+                row = prior
+            if self._racy(st):
+                # INV-8: a racily-clean file's facts are not trusted next time (an mtime of -1
+                # never matches), but what was read stays a hint for resuming an append.
+                row = (row[0], -1, *row[2:])
+            if st.st_nlink > 1:
+                self.links[(st.st_dev, st.st_ino)] = (path, row)
+        self.result.rows[path] = row
         size = row[10]
         self.result.files += 1
         self.result.total_bytes += size
+        flags = _FLAGS[row[9]]
+        if link:
+            flags |= EntryFlag.HARDLINK
         return Entry(
             fs_encode(name),
             EntryKind.FILE,
@@ -238,11 +313,19 @@ class Walker:
             _CONTENT_KINDS[row[7]],
             row[8],
             row[11],
-            _FLAGS[row[9]],
+            flags,
+            link,
         )
 
     def _read_file(
-        self, path: str, abs_path: str, aux: str, seen: os.stat_result, previous: Row | None
+        self,
+        path: str,
+        dir_fd: int,
+        abs_path: str,
+        name: str,
+        aux: str,
+        seen: os.stat_result,
+        previous: Row | None,
     ) -> tuple[Row, os.stat_result] | None:
         """Reads a file's content into the store; returns its row and the facts it was read at."""
         self.result.read_files += 1
@@ -252,21 +335,31 @@ class Walker:
             )
         for _attempt in range(READ_RETRIES):
             try:
-                fd = os.open(abs_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                fd = os.open(name, _FILE_OPEN, dir_fd=dir_fd)
             except FileNotFoundError:
                 return None
             except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    return None  # replaced by a symlink since the stat: seen next time
                 self._note(path, f"unreadable: {exc.strerror}")
                 return None
             try:
                 # The walk's lstat is the "before"; a retry re-takes it from the open file.
                 before = seen if _attempt == 0 else os.fstat(fd)
-                head = _read_up_to(fd, WHOLE_FILE_MAX + 1, before.st_size)
+                sparse = _maybe_sparse(before)
+                # A sparse file's first bytes may be a hole: only the header is read for it.
+                head = (
+                    os.pread(fd, 16, 0)
+                    if sparse
+                    else _read_up_to(fd, WHOLE_FILE_MAX + 1, before.st_size)
+                )
                 if is_sqlite_header(head[:16]) and before.st_size >= 512:
-                    kind, content, size, flags = self._read_sqlite(path, abs_path, fd)
+                    kind, content, size, flags = self._read_sqlite(path, dir_fd, abs_path, name, fd)
                 else:
-                    prior = self._appended_to(previous, before)
-                    kind, content, size = store_content(fd, self.writer, prior, head)
+                    prior = None if sparse else self._appended_to(previous, before)
+                    kind, content, size = store_content(
+                        fd, self.writer, prior, None if sparse else head, before
+                    )
                     flags = 0
                 after = os.fstat(fd)
                 xattrs = _user_xattrs(fd)
@@ -282,7 +375,8 @@ class Walker:
                 after.st_mtime_ns,
                 after.st_ino,
             )
-            self.result.read_bytes += size
+            # A sparse file's holes were not read: only its allocated bytes count.
+            self.result.read_bytes += min(size, after.st_blocks * 512) if sparse else size
             if stable or flags:
                 facts = (
                     after.st_size,
@@ -317,11 +411,18 @@ class Walker:
             _size, refs = codec.decode_blob(self.writer.store.read(previous[8]))
         except TillageError:
             return None
+        if any(is_hole(ref) for ref in refs):
+            return None  # was sparse: its holes are not chunks to re-hash
         return refs[:-1]
 
-    def _read_sqlite(self, path: str, abs_path: str, fd: int) -> tuple[int, bytes, int, int]:
+    def _read_sqlite(
+        self, path: str, dir_fd: int, abs_path: str, name: str, fd: int
+    ) -> tuple[int, bytes, int, int]:
+        # SQLite opens by path (and finds -wal/-journal beside it by name); a database deeper
+        # than a path can name is reached through its folder's descriptor instead.
+        where = abs_path if len(abs_path) < _PATH_MAX else f"/proc/self/fd/{dir_fd}/{name}"
         try:
-            with consistent_image(Path(abs_path), self.tmp_dir) as image:
+            with consistent_image(Path(where), self.tmp_dir) as image:
                 if image.byte_exact:
                     # Read through the descriptor already open: closing another one on the
                     # database would drop the locks SQLite holds for the read (POSIX locks).
@@ -333,7 +434,9 @@ class Walker:
                     finally:
                         os.close(img_fd)
                 return kind, content, size, int(EntryFlag.SQLITE_IMAGE)
-        except (SqliteBusy, SqliteUnreadable) as exc:
+        except (SqliteBusy, SqliteUnreadable, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise
             self._note(path, f"SQLite database copied raw, not as a consistent image: {exc}")
             kind, content, size = store_content(fd, self.writer)
             return kind, content, size, 0
@@ -355,6 +458,7 @@ def store_content(
     writer: ObjectWriter | None,
     resume: list[ChunkRef] | None = None,
     head: bytes | None = None,
+    st: os.stat_result | None = None,
 ) -> tuple[int, bytes, int]:
     """Returns (content kind, ID, size) of the bytes in `fd`, storing them via `writer`.
 
@@ -363,35 +467,119 @@ def store_content(
     earlier version but its last chunk: when the file still starts with exactly those chunks
     (each re-hashed to its ID), chunking restarts after them, which cuts exactly as a full pass
     would, since FastCDC's state resets at every cut, and saves re-cutting an appended log.
-    `head` is the file's first bytes when the caller has read them already.
+    `head` is the file's first bytes when the caller has read them already, `st` its stat.
+
+    A sparse file (fewer blocks allocated than its size says, and a hole the file system can
+    point at) is read by its data extents only: each is chunked on its own and each hole becomes
+    a HOLE_ID reference, so its zeros are neither read nor stored; it is a chunk list whatever
+    its size, so a rewind can leave its holes unallocated.
     """
     if head is None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        head = _read_up_to(fd, WHOLE_FILE_MAX + 1, os.fstat(fd).st_size)
+        if st is None:
+            st = os.fstat(fd)
+        if _maybe_sparse(st):
+            sparse = _store_sparse(fd, writer, st.st_size)
+            if sparse is not None:
+                return sparse
+        head = _read_up_to(fd, WHOLE_FILE_MAX + 1, st.st_size)
     if len(head) <= WHOLE_FILE_MAX:
         cid = chunk_id(head)
         if writer is not None:
             writer.put(Kind.CHUNK, cid, head)
         return int(ContentKind.CHUNK), cid, len(head)
-    from pyfastcdc import FastCDC
-
     refs = list(resume) if resume and _starts_with(fd, resume) else []
     size = sum(r.length for r in refs)
-    os.lseek(fd, size, os.SEEK_SET)
-    cdc = FastCDC(CDC_AVG, min_size=CDC_MIN, max_size=CDC_MAX)
-    with open(fd, "rb", buffering=0, closefd=False) as stream:
-        for chunk in cdc.cut_stream(stream):
-            data = chunk.data
-            cid = chunk_id(data)
-            if writer is not None:
-                writer.put(Kind.CHUNK, cid, data)
-            refs.append(ChunkRef(cid, chunk.length))
-            size += chunk.length
+    size += _store_range(fd, writer, size, None, refs)
+    return _store_blob(writer, size, refs)
+
+
+def _store_blob(
+    writer: ObjectWriter | None, size: int, refs: list[ChunkRef]
+) -> tuple[int, bytes, int]:
     encoded = codec.encode_blob(size, refs)
     bid = blob_id(encoded)
     if writer is not None:
         writer.put(Kind.BLOB, bid, encoded)
     return int(ContentKind.BLOB), bid, size
+
+
+def _store_range(
+    fd: int, writer: ObjectWriter | None, start: int, end: int | None, refs: list[ChunkRef]
+) -> int:
+    """Cuts the bytes of `fd` from `start` to `end` (None: the end of the file) into chunks,
+    appends their references to `refs`, and returns how many bytes they hold."""
+    from pyfastcdc import FastCDC
+
+    cdc = FastCDC(CDC_AVG, min_size=CDC_MIN, max_size=CDC_MAX)
+    done = 0
+    for chunk in cdc.cut_stream(_Range(fd, start, end)):
+        data = chunk.data
+        cid = chunk_id(data)
+        if writer is not None:
+            writer.put(Kind.CHUNK, cid, data)
+        refs.append(ChunkRef(cid, chunk.length))
+        done += chunk.length
+    return done
+
+
+class _Range:
+    """A read-only stream over part of a file, read with pread (the offset is ours alone)."""
+
+    def __init__(self, fd: int, start: int, end: int | None) -> None:
+        self.fd = fd
+        self.pos = start
+        self.end = end
+
+    def readinto(self, buf: memoryview) -> int:
+        want = len(buf) if self.end is None else min(len(buf), self.end - self.pos)
+        if want <= 0:
+            return 0
+        got = os.preadv(self.fd, [buf[:want]], self.pos)
+        self.pos += got
+        return got
+
+
+def _maybe_sparse(st: os.stat_result) -> bool:
+    """Tells whether a regular file may have holes: fewer 512-byte blocks than its size needs."""
+    return st.st_size > 0 and st.st_blocks * 512 < st.st_size
+
+
+def _next_data(fd: int, pos: int, size: int) -> int:
+    try:
+        return min(os.lseek(fd, pos, os.SEEK_DATA), size)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            return size  # nothing but a hole up to the end
+        raise
+
+
+def _store_sparse(fd: int, writer: ObjectWriter | None, size: int) -> tuple[int, bytes, int] | None:
+    """Stores a file by its data extents and holes; None when the file system shows no hole
+    (it cannot seek by holes, or the blocks are fewer only because it compresses them)."""
+    try:
+        first = _next_data(fd, 0, size)
+        if first == 0 and min(os.lseek(fd, 0, os.SEEK_HOLE), size) >= size:
+            return None
+    except OSError as exc:
+        if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+            return None
+        raise
+    refs: list[ChunkRef] = []
+    pos = 0
+    while pos < size:
+        data = _next_data(fd, pos, size)
+        while pos < data:
+            length = min(data - pos, HOLE_MAX)
+            refs.append(ChunkRef(HOLE_ID, length))
+            pos += length
+        if pos >= size:
+            break
+        end = min(os.lseek(fd, pos, os.SEEK_HOLE), size)
+        got = _store_range(fd, writer, pos, end, refs)
+        if got < end - pos:
+            break  # the file shrank while we read it: the caller's stat check retries
+        pos = end
+    return _store_blob(writer, sum(r.length for r in refs), refs)
 
 
 def _starts_with(fd: int, refs: list[ChunkRef]) -> bool:
@@ -441,12 +629,12 @@ def _user_xattrs(target: str | int) -> tuple[tuple[bytes, bytes], ...]:
     return tuple(sorted(out))
 
 
-def _sidecar_facts(abs_path: str) -> str:
+def _sidecar_facts(dir_fd: int, name: str) -> str:
     """Facts of a file's SQLite sidecars, so a change only to `db-wal` re-reads `db`."""
     facts = []
     for suffix in SIDECAR_SUFFIXES[:1] + SIDECAR_SUFFIXES[2:]:
         try:
-            st = os.lstat(abs_path + suffix)
+            st = os.stat(name + suffix, dir_fd=dir_fd, follow_symlinks=False)
         except OSError:
             continue
         facts.append(f"{suffix}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}")
