@@ -26,6 +26,18 @@ MODULE_RANGES: Mapping[str, tuple[int, int]] = {
 }
 
 
+ECHO_LIMIT = 120
+MESSAGE_LIMIT = 2000
+
+
+def echo(value: str, limit: int = ECHO_LIMIT) -> str:
+    """Returns `value` quoted for an error message, cut to `limit` characters: a caller's
+    100,000-character argument must not come back whole."""
+    if len(value) <= limit:
+        return repr(value)
+    return repr(value[:limit]) + f"... ({len(value)} characters)"
+
+
 class TillageError(Exception):
     """A failure a caller may see: a stable `code`, a dotted `name`, a message and a next step."""
 
@@ -41,6 +53,8 @@ class TillageError(Exception):
         next_step: str | None = None,
         details: Mapping[str, Any] | None = None,
     ) -> None:
+        if len(message) > MESSAGE_LIMIT:
+            message = message[:MESSAGE_LIMIT] + f"... ({len(message)} characters)"
         super().__init__(message)
         self.message = message
         self.next = next_step if next_step is not None else type(self).next_step
@@ -147,6 +161,25 @@ class InternalError(TillageError):
     name = "internal"
     module = "shared"
     next_step = "this is a bug in tillage; rerun with --debug and report the traceback"
+
+
+class UsageError(TillageError):
+    """An unknown flag, a missing argument or an unknown command: exit status 2."""
+
+    code = -32070
+    name = "usage"
+    module = "host"
+    next_step = "see `till --help` or `till COMMAND --help`"
+
+
+class CommandInterruptedError(TillageError):
+    """The command was interrupted (Ctrl-C or SIGTERM); nothing is left half-done that the
+    next command does not finish."""
+
+    code = -32071
+    name = "interrupted"
+    module = "host"
+    next_step = "run the command again; an interrupted rewind is finished by the next command"
 
 
 SHARED_ERRORS: tuple[type[TillageError], ...] = (

@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import os
 import random
+import select
 import shutil
+import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Mapping
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -251,3 +256,208 @@ STATE_C: dict[str, Any] = {
     "notes.txt": noise(3, 2000),
     "link": ("link", "notes.txt"),
 }
+
+
+# -- SIGKILL at a random moment (the kill campaign) --------------------------------------------
+
+# Every failpoint the campaign watches pass by: they mark the phases of a seal and a rewind.
+MARKERS = (*SEAL_FAILPOINTS, "rewind.after_staging", *REWIND_FAILPOINTS)
+
+# Runs the real command line and reports each marker it passes (name and CLOCK_MONOTONIC, which
+# every process shares) on the pipe argv[1]. At the first pass of the anchor argv[3] it stops
+# until the test writes a byte to (or closes) the pipe argv[2]: the test then kills it right
+# there or lets it go and kills it a measured delay later. argv: REPORT ACK ANCHOR NAMES args...
+MARK_SCRIPT = (
+    "import os, sys, time\n"
+    "from tillage.platform import failpoints\n"
+    "report, ack, anchor = int(sys.argv[1]), int(sys.argv[2]), [sys.argv[3]]\n"
+    "def marker(name):\n"
+    "    def hit():\n"
+    "        os.write(report, f'{name} {time.monotonic_ns()}\\n'.encode())\n"
+    "        if name in anchor:\n"
+    "            anchor.clear()\n"
+    "            os.read(ack, 1)\n"
+    "    return hit\n"
+    "for name in sys.argv[4].split(','):\n"
+    "    failpoints.arm(name, marker(name))\n"
+    "from tillage.hosts.cli.main import main\n"
+    "sys.exit(main(sys.argv[5:]))\n"
+)
+
+
+@dataclass
+class Killed:
+    """One `till` process the campaign ran: how it ended and the markers it passed, in order.
+
+    `returncode` is -9 when the kill landed, else the command's own exit code (it finished first).
+    `marks` holds (failpoint, CLOCK_MONOTONIC ns); `start_ns`/`end_ns` bracket the process.
+    """
+
+    returncode: int
+    marks: list[tuple[str, int]]
+    start_ns: int
+    end_ns: int
+    stdout: str
+    stderr: str
+
+    def passed(self, name: str) -> bool:
+        return any(mark == name for mark, _at in self.marks)
+
+    def at(self, name: str | None, after_ns: int = 0) -> int | None:
+        """When the process first passed `name` at or after `after_ns` (None: it started)."""
+        if name is None:
+            return self.start_ns
+        return next((at for mark, at in self.marks if mark == name and at >= after_ns), None)
+
+    def span(self, start: str | None, stop: str | None) -> float:
+        """Seconds from the first pass of `start` (None: process start) to the first pass of
+        `stop` after it (None: process end); 0 when the process never passed them."""
+        begin = self.at(start)
+        if begin is None:
+            return 0.0
+        end = self.end_ns if stop is None else self.at(stop, begin)
+        return 0.0 if end is None else max(0.0, (end - begin) / 1e9)
+
+
+class _Marks:
+    """Reads the marker pipe of one process line by line, with a deadline."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+        self.marks: list[tuple[str, int]] = []
+        self.eof = False
+
+    def _read(self, timeout: float) -> None:
+        ready, _w, _x = select.select([self.fd], [], [], max(0.0, timeout))
+        if not ready:
+            return
+        data = os.read(self.fd, 65536)
+        if not data:
+            self.eof = True
+            return
+        self.buffer += data
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            name, at = line.decode().split()
+            self.marks.append((name, int(at)))
+
+    def wait_for(self, name: str, timeout: float) -> bool:
+        """Reads until `name` is passed (True) or the process ends without passing it."""
+        deadline = time.monotonic() + timeout
+        while not any(mark == name for mark, _at in self.marks):
+            if self.eof or time.monotonic() > deadline:
+                return False
+            self._read(deadline - time.monotonic())
+        return True
+
+    def drain(self) -> list[tuple[str, int]]:
+        while not self.eof:
+            self._read(30)
+        return self.marks
+
+
+def run_marked(
+    till: Till,
+    args: Sequence[str],
+    *,
+    anchor: str | None = None,
+    kill_after: float | None = None,
+    marked: bool = True,
+) -> Killed:
+    """Runs `till ARGS` and SIGKILLs it `kill_after` seconds after it passes `anchor` (after it
+    starts when `anchor` is None); `kill_after=None` lets it finish (a timing run).
+
+    With `anchor` and `kill_after=0` the kill lands exactly at the failpoint. `marked=False` runs
+    the real `python -m tillage` with nothing armed (markers are then not reported).
+    """
+    report_r, report_w = os.pipe()
+    ack_r, ack_w = os.pipe()
+    if marked:
+        names = ",".join(MARKERS)
+        pause = anchor if kill_after is not None and anchor is not None else ""
+        argv = [sys.executable, "-c", MARK_SCRIPT, str(report_w), str(ack_r), pause, names]
+    else:
+        assert anchor is None, "an anchor needs the markers"
+        argv = [sys.executable, "-m", "tillage"]
+    reader = _Marks(report_r)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic_ns()
+        # Output goes to files: a kill must never land on a process blocked on a full pipe.
+        proc = subprocess.Popen(
+            [*argv, *args],
+            cwd=till.cwd,
+            env=till.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            pass_fds=(report_w, ack_r),
+        )
+        os.close(report_w)
+        os.close(ack_r)
+        try:
+            if kill_after is not None:
+                reached = anchor is None or reader.wait_for(anchor, timeout=120)
+                if reached:
+                    if kill_after > 0:
+                        if anchor is not None:
+                            os.write(ack_w, b"go")
+                        # Not a wait for behaviour: this sleep *is* the random kill moment.
+                        time.sleep(kill_after)
+                    if proc.poll() is None:
+                        os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            os.close(ack_w)  # a process paused at its anchor and not killed goes on
+            returncode = proc.wait(timeout=120)
+            end = time.monotonic_ns()
+            marks = reader.drain()
+            os.close(report_r)
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode("utf-8", "replace")
+        stderr = err.read().decode("utf-8", "replace")
+    return Killed(returncode, marks, start, end, stdout, stderr)
+
+
+def published_snapshots(home: Path) -> list[str]:
+    """Snapshot IDs whose log lines are whole, oldest first (a torn tail is not published)."""
+    return [
+        r.body["id"]
+        for r in PublicationLog(log_path(home)).read_from(0, GENESIS)
+        if r.kind == "snapshot"
+    ]
+
+
+def intent_files(home: Path) -> list[str]:
+    """The interrupted rewinds' intent records in the store (temporary siblings aside)."""
+    intents = home / "intents"
+    if not intents.is_dir():
+        return []
+    return sorted(p.name for p in intents.iterdir() if TMP_MARK not in p.name)
+
+
+def staging_leftovers(root: Path) -> list[str]:
+    """Staging folders a rewind left under the workspace's `.tillage/`."""
+    control = root / CONTROL_DIR
+    if not control.is_dir() or control.is_symlink():
+        return []
+    return sorted(p.name for p in control.glob("staging-*"))
+
+
+def pack_bytes(home: Path) -> int:
+    """Bytes the store spends on object data: its packs and its scratch folder."""
+    return sum(
+        p.stat().st_size
+        for folder in ("packs", "tmp")
+        for p in (home / folder).rglob("*")
+        if p.is_file()
+    )
+
+
+def verify_store(till: Till, *args: str) -> dict[str, Any]:
+    """Runs `till verify`; its exit status must match its verdict (0 when ok, 1 when not)."""
+    run = till("--json", "verify", *args)
+    doc = run.doc
+    assert "error" not in doc, doc
+    assert run.code == (0 if doc["ok"] else 1), (run.code, doc)
+    return dict(doc)

@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import Till
-from tests.faults.harness import STATE_A, Manifest, log_records, manifest, noise, write_state
+from tests.faults.harness import (
+    STATE_A,
+    Manifest,
+    log_records,
+    manifest,
+    noise,
+    verify_store,
+    write_state,
+)
 
 
 def _start(till: Till, cwd: Path, *args: str) -> subprocess.Popen[str]:
@@ -46,7 +54,7 @@ def test_two_snaps_of_one_workspace_at_once_both_land_in_the_timeline(
     assert sorted(s["id"] for s in timeline) == sorted(sealed)
     # Each snapshot's parent is the one published just before it: a chain, no fork.
     assert [s["parent"] for s in timeline[:-1]] == [s["id"] for s in timeline[1:]]
-    verify = till.json("verify")
+    verify = verify_store(till)
     assert verify["ok"] is True and verify["damaged_snapshots"] == []
     logged = [r["body"]["id"] for r in log_records(till.home) if r["kind"] == "snapshot"]
     assert sorted(logged) == sorted(sealed)
@@ -74,7 +82,7 @@ def test_two_workspaces_sealing_into_one_store_at_once_lose_nothing(
             ]
         )
 
-    verify = till.json("verify")
+    verify = verify_store(till)
     assert verify["ok"] is True and verify["damaged_snapshots"] == []
     log_records(till.home)
     for n, (ws, first) in enumerate(zip(folders, firsts, strict=True)):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Till
-from tests.faults.harness import manifest, noise, rewind, write_state
+from tests.faults.harness import manifest, noise, rewind, verify_store, write_state
 
 DISK_FULL = -32110
 
@@ -72,7 +72,7 @@ def test_a_snap_larger_than_the_free_space_answers_disk_full_and_touches_nothing
     assert manifest(folder) == before
     status = till.json("status")
     assert status["head"]["id"] == first and status["snapshots"] == 1
-    verify = till.json("verify")
+    verify = verify_store(till)
     assert verify["damaged_snapshots"] == []
     assert all(p["object"].endswith(".pack") for p in verify["problems"]), verify
     # A rewind that cannot seal the present first must not touch the folder either.
@@ -115,4 +115,4 @@ def test_however_little_space_is_left_a_snap_succeeds_or_answers_disk_full(
         assert manifest(folder) == before
         assert "Traceback" not in run.stderr
         assert run.code == 0 or run.error["code"] == DISK_FULL, (leave, run)
-        assert till.json("verify")["damaged_snapshots"] == []
+        assert verify_store(till)["damaged_snapshots"] == []

@@ -16,6 +16,7 @@ from tests.faults.harness import (
     patch_file,
     remove_index,
     rewind,
+    verify_store,
     write_state,
 )
 
@@ -71,11 +72,11 @@ def test_verify_reports_a_damaged_log_line_as_a_problem(till: Till, folder: Path
     _snapshots(till, folder)
     _damage_middle_line(till.home, "digit")
 
-    verify = till.json("verify")
+    verify = verify_store(till)
     assert verify["ok"] is False
     assert any("publication.log" in p["object"] for p in verify["problems"])
     remove_index(till.home)
-    verify = till.json("verify")
+    verify = verify_store(till)
     assert verify["ok"] is False
 
 
@@ -95,7 +96,7 @@ def test_a_torn_line_at_the_end_of_the_log_is_ignored_and_cut_by_the_next_snap(
     new = till.json("snap")["snapshot"]
     assert new["parent"] == ids[-1]
     assert logged_snapshots(till.home) == [*ids, new["id"]]
-    assert till.json("verify")["ok"] is True
+    assert verify_store(till)["ok"] is True
     timeline = till.json("timeline")["snapshots"]
     remove_index(till.home)
     assert till.json("timeline")["snapshots"] == timeline
@@ -133,9 +134,11 @@ def test_verify_repair_salvages_a_damaged_log_and_the_store_works_again(
     remove_index(till.home)
     assert till("--json", "status").code == 1
 
-    repaired = till.json("verify", "--repair")
-    assert repaired["ok"] is False and repaired["repaired"] >= 1
-    assert till.json("verify")["ok"] is True
+    repaired = verify_store(till, "--repair")
+    # Issue 6: --repair reports the state after repairing, and what it fixed.
+    assert repaired["ok"] is True and repaired["repaired"] >= 1
+    assert any(f["object"] == "publication.log" for f in repaired["fixed"])
+    assert verify_store(till)["ok"] is True
     status = till.json("status")
     assert status["head"]["id"] in ids
     survivors = [s["id"] for s in till.json("timeline")["snapshots"]]
@@ -145,7 +148,7 @@ def test_verify_repair_salvages_a_damaged_log_and_the_store_works_again(
     assert new["parent"] == survivors[0]
     rewind(till, ids[-1])  # the snapshot whose line survived the damage
     assert manifest(folder) == live
-    assert till.json("verify")["ok"] is True
+    assert verify_store(till)["ok"] is True
 
 
 def test_repair_brings_back_a_snapshot_whose_log_line_was_destroyed(
@@ -160,7 +163,7 @@ def test_repair_brings_back_a_snapshot_whose_log_line_was_destroyed(
     remove_index(till.home)
     assert till("--json", "timeline").code == 1
 
-    till.json("verify", "--repair")
+    verify_store(till, "--repair")
     listed = [s["id"] for s in till.json("timeline")["snapshots"]]
     assert listed[0] == ids[-1], "the newest snapshot is back, and still the newest"
     assert set(ids) <= set(listed)

@@ -64,6 +64,28 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = 
         raise
 
 
+def atomic_write_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644) -> None:
+    """atomic_write() for a file named relative to an open directory: the directory was
+    opened without following symlinks, so the write cannot be redirected (INV-1)."""
+    tmp = temp_name(name)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        os.fsync(dir_fd)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise_if_disk_full(exc)
+        raise
+
+
 def raise_if_disk_full(exc: OSError) -> None:
     """Turns ENOSPC/EDQUOT into the public disk-full error; leaves other errors alone."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):

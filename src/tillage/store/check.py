@@ -1,7 +1,7 @@
 """Verifying a store: every pack record, every indexed object, every published snapshot.
 
-Repair rebuilds the advisory index from the packs (so damaged records are no longer served) and
-never rewrites a pack: bytes after a damaged record may still be good (INV-3, INV-4).
+Repair salvages the log, copies a damaged pack's whole records into a new pack, and rebuilds the
+advisory index (so damaged records are no longer served) (INV-3, INV-4, INV-6).
 """
 
 from __future__ import annotations
@@ -15,7 +15,14 @@ from tillage.core.models import ContentKind, EntryKind
 from tillage.errors import IntegrityError
 from tillage.platform.fs import fsync_dir
 from tillage.platform.locks import file_lock
-from tillage.store.packs import PackScan, PackWriter, iter_packs, scan_pack
+from tillage.store.packs import (
+    NEW_SUFFIX,
+    PackScan,
+    PackWriter,
+    being_written,
+    iter_packs,
+    scan_pack,
+)
 from tillage.store.store import Store
 
 
@@ -25,16 +32,73 @@ class CheckReport:
     problems: list[tuple[str, str]] = field(default_factory=list)
     repaired: int = 0
     damaged_snapshots: list[str] = field(default_factory=list)
+    # Problems found before a repair fixed them (empty without --repair).
+    fixed: list[tuple[str, str]] = field(default_factory=list)
+    reclaimed_packs: int = 0
+    reclaimed_bytes: int = 0
 
 
 def check_store(store: Store, *, repair: bool) -> CheckReport:
     """Checks the log, every pack, every indexed object and every published snapshot.
 
-    `problems` lists what was found; with `repair`, the log is salvaged, damaged packs are
+    `problems` lists what is wrong; with `repair`, the log is salvaged, damaged packs are
     rewritten without their damage, the index is rebuilt and damaged objects are no longer
-    served (`repaired` counts those fixes). Snapshots that reach a lost object stay listed in
-    `damaged_snapshots` until a seal of the same bytes heals them.
+    served (`repaired` counts those fixes), and `problems` is the state after repairing.
+    Snapshots that reach a lost object stay listed in `damaged_snapshots` until a seal of the
+    same bytes heals them. Either way, packs that killed writers left behind (nothing indexes
+    them and no writer holds them) are reclaimed: they were never published, so they are not
+    damage.
     """
+    reclaimed_packs, reclaimed_bytes = reclaim_abandoned_packs(store)
+    report = _check(store, repair=repair)
+    if repair:
+        after = _check(store, repair=False)
+        after.repaired = report.repaired
+        after.fixed = [p for p in report.problems if p not in after.problems]
+        report = after
+    report.reclaimed_packs, report.reclaimed_bytes = reclaimed_packs, reclaimed_bytes
+    return report
+
+
+def reclaim_abandoned_packs(store: Store) -> tuple[int, int]:
+    """Deletes packs that no index row points into and no live writer holds: what a seal
+    killed before its commit left behind (INV-3). Returns (packs, bytes) reclaimed."""
+    if store.read_only:
+        return 0, 0
+    referenced = {r[0] for r in store.conn.execute("SELECT DISTINCT pack FROM objects")}
+    count = size = 0
+    for path in _pack_files(store.packs_dir):
+        if path.name in referenced or being_written(path):
+            continue
+        # Checked again under the writer's lock order: the writer indexes before it closes.
+        if store.conn.execute(
+            "SELECT 1 FROM objects WHERE pack=? LIMIT 1", (path.name,)
+        ).fetchone():
+            continue
+        try:
+            length = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        count += 1
+        size += length
+    if count:
+        fsync_dir(store.packs_dir)
+    return count, size
+
+
+def _pack_files(directory: Path) -> list[Path]:
+    """Named packs and the half-created ones a writer killed before naming them."""
+    if not directory.is_dir():
+        return []
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.name.endswith(".pack") or (p.name.startswith(".") and p.name.endswith(NEW_SUFFIX))
+    )
+
+
+def _check(store: Store, *, repair: bool) -> CheckReport:
     report = CheckReport()
     log_problem = store.log.check()
     if log_problem is not None:
@@ -45,8 +109,13 @@ def check_store(store: Store, *, repair: bool) -> CheckReport:
             report.repaired += 1 + dropped
     damaged_packs = []
     for pack in iter_packs(store.packs_dir):
+        if being_written(pack):
+            continue  # a seal in progress: its unsynced tail is not damage
         scan = scan_pack(pack)
+        size = pack.stat().st_size
         for start, stop in scan.damaged:
+            if stop == size and start > 0:
+                continue  # a torn tail: an append that never completed, so never referenced
             report.problems.append(
                 (pack.name, f"bytes {start}..{stop} are not whole records (torn or damaged)")
             )

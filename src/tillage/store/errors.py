@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from tillage.errors import AmbiguousError, IntegrityError, InvalidArgumentError, NotFoundError
+from tillage.errors import (
+    AmbiguousError,
+    IntegrityError,
+    InvalidArgumentError,
+    NotFoundError,
+    TillageError,
+)
 
 
 class SnapshotNotFoundError(NotFoundError):
@@ -34,3 +40,16 @@ class StoreFormatError(IntegrityError):
     name = "store.format_unsupported"
     module = "store"
     next_step = "this store was written by a newer tillage; upgrade tillage"
+
+
+class StoreReadOnlyError(TillageError):
+    """The store cannot be written by this process (permissions or a read-only mount);
+    reading commands still work."""
+
+    code = -32112
+    name = "store.read_only"
+    module = "store"
+    next_step = (
+        "reading commands (timeline, show, diff, cat, status) still work; to seal or rewind, "
+        "make the store writable or point TILLAGE_HOME at a writable copy"
+    )

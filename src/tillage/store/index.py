@@ -16,7 +16,7 @@ from pathlib import Path
 from tillage.errors import BusyError
 from tillage.platform.errors import DiskFullError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);

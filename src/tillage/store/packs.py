@@ -8,6 +8,7 @@ prove what it returns is the object asked for (INV-4).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import mmap
 import os
 import struct
@@ -27,6 +28,7 @@ from tillage.platform.fs import fsync_dir, raise_if_disk_full
 from tillage.platform.names import random_hex
 
 PACK_MAGIC = b"TILLPAK1"
+NEW_SUFFIX = ".new"  # a pack being created, before it is locked and named
 RECORD_MAGIC = b"TRC1"
 _HEADER = struct.Struct("<4sBBH32sQI")  # magic, kind, flags, reserved, id, raw_len, stored_len
 _CRC = struct.Struct("<I")
@@ -128,7 +130,12 @@ class PackWriter:
 
     def _open(self) -> None:
         try:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o444)
+            # Locked before it gets its name, and held until close: a pack nobody holds and
+            # nothing indexes is a dead writer's leftover, which verify reclaims.
+            fresh = self.directory / f".{self.name}{NEW_SUFFIX}"
+            self._fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o444)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            os.rename(fresh, self.path)
             os.write(self._fd, PACK_MAGIC)
         except OSError as exc:
             raise_if_disk_full(exc)
@@ -296,6 +303,22 @@ def scan_pack(path: Path) -> PackScan:
                 damaged.append((offset, stop))
                 offset = stop
     return PackScan(records, damaged)
+
+
+def being_written(path: Path) -> bool:
+    """Tells whether a live writer still holds the pack (its flock); False when it is free or
+    gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def iter_packs(directory: Path) -> Iterator[Path]:

@@ -8,6 +8,7 @@ serialised by one lock (INV-5).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sqlite3
@@ -23,7 +24,7 @@ from tillage.platform import clock, failpoints
 from tillage.platform.fs import atomic_write
 from tillage.platform.locks import file_lock
 from tillage.store import index as ix
-from tillage.store.errors import StoreDamagedError, StoreFormatError
+from tillage.store.errors import StoreDamagedError, StoreFormatError, StoreReadOnlyError
 from tillage.store.packs import (
     Location,
     PackReader,
@@ -88,6 +89,7 @@ class Store:
         self._reader = PackReader(self.packs_dir)
         self._conn: sqlite3.Connection | None = None
         self.repairing = False
+        self.read_only = False
         self.log_problem: str | None = None
 
     # -- opening --------------------------------------------------------------------------
@@ -101,8 +103,18 @@ class Store:
         """
         store = cls(home)
         store.repairing = repairing
-        store._ensure_layout()
-        store._open_index()
+        try:
+            store._ensure_layout()
+            store._open_index()
+        except (OSError, sqlite3.OperationalError) as exc:
+            if not _is_read_only_failure(exc) or not cls.exists(home):
+                raise
+            # A read-only store (permissions, a read-only mount) still answers every reading
+            # command: its index is read into memory and caught up there.
+            store.close()
+            store = cls(home)
+            store.read_only = True
+            store._open_index_read_only()
         return store
 
     @classmethod
@@ -149,6 +161,37 @@ class Store:
             self.rebuild_index()
         else:
             self.catch_up()
+
+    def _open_index_read_only(self) -> None:
+        """Loads the index into memory from a store this process may not write (INV-4: the
+        index is derived, so an in-memory copy caught up with the log answers the same)."""
+        memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        schema: str | None = None
+        if self.index_path.exists():
+            uri = f"file:{self.index_path}?immutable=1"
+            try:
+                source = sqlite3.connect(uri, uri=True)
+                try:
+                    source.backup(memory)
+                finally:
+                    source.close()
+                schema = ix.get_meta(memory, "schema")
+            except sqlite3.DatabaseError:
+                memory.close()
+                memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        memory.executescript(ix.SCHEMA)
+        self._conn = memory
+        if schema != str(ix.SCHEMA_VERSION):
+            self.rebuild_index()
+        else:
+            self.catch_up()
+
+    def require_writable(self) -> None:
+        """Raises store.read_only when this process cannot write the store."""
+        if self.read_only:
+            raise StoreReadOnlyError(
+                f"the store at {self.home} is read-only: this command needs to write to it"
+            )
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -235,7 +278,9 @@ class Store:
         elif r.kind == "unpin":
             c.execute("DELETE FROM pins WHERE snapshot=?", (b["snapshot"],))
         elif r.kind == "forget":
-            c.execute("UPDATE workspaces SET forgotten=1 WHERE id=?", (b["workspace"],))
+            # 1: forgotten, its timeline kept for a later attach; 2: purged.
+            forgotten = 2 if b.get("purge") else 1
+            c.execute("UPDATE workspaces SET forgotten=? WHERE id=?", (forgotten, b["workspace"]))
             c.execute("DELETE FROM pathindex WHERE workspace=?", (b["workspace"],))
             if b.get("purge"):
                 c.execute(
@@ -279,6 +324,7 @@ class Store:
 
     def publish(self, kind: str, body: dict[str, Any]) -> LogRecord:
         """Appends a fact to the log durably, then to the index. Holds the publish lock."""
+        self.require_writable()
         with file_lock(self.locks_dir / "publish.lock", what="the store's log"):
             self.catch_up()
             record = self.log.append(kind, body, clock.now_ns(), tail=self._log_position())
@@ -332,6 +378,7 @@ class Store:
         return found
 
     def writer(self) -> ObjectWriter:
+        self.require_writable()
         return ObjectWriter(self)
 
     # -- queries ---------------------------------------------------------------------------
@@ -339,6 +386,16 @@ class Store:
     def workspace_by_root(self, root: str) -> WorkspaceRow | None:
         row = self.conn.execute(
             "SELECT id, root, attached_at FROM workspaces WHERE root=? AND forgotten=0 "
+            "ORDER BY attached_at DESC LIMIT 1",
+            (root,),
+        ).fetchone()
+        return None if row is None else WorkspaceRow(*row)
+
+    def forgotten_workspace_by_root(self, root: str) -> WorkspaceRow | None:
+        """The newest workspace at `root` that `till forget` detached without purging: its
+        timeline is still in the store, for a later attach to pick up again."""
+        row = self.conn.execute(
+            "SELECT id, root, attached_at FROM workspaces WHERE root=? AND forgotten=1 "
             "ORDER BY attached_at DESC LIMIT 1",
             (root,),
         ).fetchone()
@@ -397,12 +454,22 @@ class Store:
         return [r[0] for r in rows]
 
     def bytes_on_disk(self) -> int:
-        total = 0
-        for dirpath, _dirs, files in os.walk(self.home):
-            for name in files:
-                with contextlib.suppress(FileNotFoundError):
-                    total += os.lstat(os.path.join(dirpath, name)).st_size
+        """The store's size without walking it: every indexed record's bytes plus the log and
+        the index files (half-written packs of killed seals are not counted until reclaimed)."""
+        row = self.conn.execute("SELECT COALESCE(SUM(length), 0) FROM objects").fetchone()
+        total = int(row[0])
+        for path in (self.log.path, self.index_path, Path(f"{self.index_path}-wal")):
+            with contextlib.suppress(OSError):
+                total += path.stat().st_size
         return total
+
+
+def _is_read_only_failure(exc: BaseException) -> bool:
+    """Tells whether opening failed because the store cannot be written by this process."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    text = str(exc).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
 
 
 Pending = tuple[int, bytes, bytes]  # kind, id, raw bytes

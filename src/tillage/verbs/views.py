@@ -26,6 +26,7 @@ class SnapshotInfo:
     agent: str | None
     turn: str | None
     session: str | None
+    merged_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,22 @@ def snapshot_info(row: Any) -> SnapshotInfo:
 
 def change_infos(changes: Any) -> tuple[ChangeInfo, ...]:
     return tuple(ChangeInfo(c.path, str(c.kind), c.old_size, c.new_size) for c in changes)
+
+
+@dataclass(frozen=True)
+class PolicyProblemInfo:
+    """A `.tillagepolicy` line that was skipped (the other lines still apply)."""
+
+    file: str
+    line: int
+    text: str
+    problem: str
+
+
+def policy_problems(root: Any) -> tuple[PolicyProblemInfo, ...]:
+    """The live policy's skipped lines, for results that should say why a pattern is ignored."""
+    from tillage.workspace.policy import Policy
+
+    return tuple(
+        PolicyProblemInfo(p.file, p.line, p.text, p.problem) for p in Policy.load(root).problems
+    )

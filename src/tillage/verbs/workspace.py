@@ -7,8 +7,13 @@ from dataclasses import dataclass, replace
 from tillage.errors import BusyError, InvalidArgumentError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context
-from tillage.verbs.views import SnapshotInfo, snapshot_info
-from tillage.workspace.errors import FolderMissingError, RefusedRootError, UnreadablePathError
+from tillage.verbs.views import PolicyProblemInfo, SnapshotInfo, policy_problems, snapshot_info
+from tillage.workspace.errors import (
+    FolderMissingError,
+    RefusedRootError,
+    UnreadablePathError,
+    UnsafeControlDirError,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,29 +32,45 @@ class WatchResult:
     head: SnapshotInfo
     watching: bool
     attached_now: bool
+    resumed: bool
+    snapshots: int
     note: str | None
+    policy_problems: tuple[PolicyProblemInfo, ...]
 
 
 def watch(ctx: Context, req: WatchRequest) -> WatchResult:
     from tillage.workspace.attach import attach
+    from tillage.workspace.recovery import recover_if_interrupted
     from tillage.workspace.seal import SealOptions, seal
 
     if req.debounce_ms < 0:
         raise InvalidArgumentError("--debounce-ms must not be negative")
-    ws, new = attach(ctx.settings.home, ctx.settings.folder, ctx.settings.user_home)
-    trigger = "initial" if new else "watch"
+    found = attach(ctx.settings.home, ctx.settings.folder, ctx.settings.user_home)
+    ws = found.workspace
+    if not found.new:
+        recover_if_interrupted(ws)  # INV-7: never seal a half-rewound folder as a normal state
+    trigger = "initial" if found.new else "watch"
     head = seal(
         ws, SealOptions(trigger=trigger, agent=ctx.settings.agent), on_progress=ctx.on_progress
     )
-    note = None
+    notes = []
+    count = ws.store.snapshot_count(ws.id)
+    if found.resumed:
+        notes.append(
+            f"found this folder's earlier timeline ({count - 1} snapshots from before "
+            "`till forget`) and continued it"
+        )
     if not req.no_daemon:
-        note = "the background watcher is not available yet: seal with `till snap`"
+        notes.append("the background watcher is not available yet: seal with `till snap`")
     return WatchResult(
         workspace=str(ws.root),
         head=snapshot_info(head),
         watching=False,
-        attached_now=new,
-        note=note,
+        attached_now=found.new or found.resumed,
+        resumed=found.resumed,
+        snapshots=count,
+        note="; ".join(notes) or None,
+        policy_problems=policy_problems(ws.root),
     )
 
 
@@ -81,6 +102,7 @@ class StatusResult:
     snapshots: int
     store: StoreInfo
     fidelity: tuple[FidelityInfo, ...] | None
+    policy_problems: tuple[PolicyProblemInfo, ...]
 
 
 def status(ctx: Context, req: StatusRequest) -> StatusResult:
@@ -101,6 +123,7 @@ def status(ctx: Context, req: StatusRequest) -> StatusResult:
         snapshots=ws.store.snapshot_count(ws.id),
         store=StoreInfo(path=str(ws.store.home), bytes=ws.store.bytes_on_disk()),
         fidelity=fidelity,
+        policy_problems=policy_problems(ws.root),
     )
 
 
@@ -114,6 +137,8 @@ class ForgetRequest:
 class ForgetResult:
     workspace: str
     purged: bool
+    snapshots: int
+    note: str
 
 
 def forget(ctx: Context, req: ForgetRequest) -> ForgetResult:
@@ -122,9 +147,19 @@ def forget(ctx: Context, req: ForgetRequest) -> ForgetResult:
     from tillage.core.paths import CONTROL_DIR
 
     ws = ctx.workspace
+    count = ws.store.snapshot_count(ws.id)
     ws.store.publish("forget", {"workspace": ws.id, "purge": req.purge})
-    shutil.rmtree(ws.root / CONTROL_DIR, ignore_errors=True)
-    return ForgetResult(workspace=str(ws.root), purged=req.purge)
+    control = ws.root / CONTROL_DIR
+    if control.is_dir() and not control.is_symlink():
+        shutil.rmtree(control, ignore_errors=True)
+    if req.purge:
+        note = f"dropped this folder's timeline ({count} snapshots) from the store"
+    else:
+        note = (
+            f"detached; the timeline ({count} snapshots) stays in the store, and "
+            "`till watch` here picks it up again (`till forget --purge --yes` drops it)"
+        )
+    return ForgetResult(workspace=str(ws.root), purged=req.purge, snapshots=count, note=note)
 
 
 def _purge_needs_yes(req: ForgetRequest) -> bool:
@@ -146,7 +181,13 @@ VERBS = (
             request=WatchRequest,
             result=WatchResult,
             cli="watch",
-            errors=(RefusedRootError, FolderMissingError, UnreadablePathError, BusyError),
+            errors=(
+                RefusedRootError,
+                FolderMissingError,
+                UnreadablePathError,
+                UnsafeControlDirError,
+                BusyError,
+            ),
             event="sealed",
             doc="Attach this folder (if needed) and seal a complete snapshot of it.",
         ),
@@ -179,7 +220,8 @@ VERBS = (
             event="forgotten",
             needs_confirmation=_purge_needs_yes,
             confirmed=_confirmed,
-            doc="Detach this folder; with --purge --yes also drop its timeline from the store.",
+            doc="Detach this folder; its timeline stays in the store and a later `till watch` here "
+            "picks it up again. With --purge --yes the timeline is dropped from the store.",
         ),
         forget,
     ),

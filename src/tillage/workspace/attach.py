@@ -2,23 +2,33 @@
 
 The folder holds only the pointer `.tillage/workspace.json` (and a `.gitignore` that keeps it out
 of `git status`); the store's catalog knows every attached root, so a missing pointer is
-recreated rather than the workspace being lost.
+recreated rather than the workspace being lost. Nothing is ever written through a `.tillage`
+that is a symlink or a file: it could lead into another project.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from tillage.core.paths import CONTROL_DIR
-from tillage.errors import NotAttachedError
-from tillage.platform.fs import atomic_write
+from tillage.errors import NotAttachedError, echo
+from tillage.platform.fs import atomic_write_at
 from tillage.platform.names import random_hex
 from tillage.store.store import Store
-from tillage.workspace.errors import FolderMissingError, RefusedRootError
+from tillage.workspace.errors import (
+    FolderMissingError,
+    RefusedRootError,
+    UnsafeControlDirError,
+)
 
 POINTER = "workspace.json"
+GITIGNORE = b"# tillage's pointer; not project content\n*\n"
 
 
 @dataclass
@@ -30,60 +40,160 @@ class Workspace:
     store: Store
 
 
-def _pointer(root: Path) -> Path:
-    return root / CONTROL_DIR / POINTER
+@dataclass(frozen=True)
+class Attachment:
+    """What attaching found: the workspace, whether it is new, and whether an earlier
+    timeline of the same folder (kept by `till forget`) was picked up again."""
+
+    workspace: Workspace
+    new: bool
+    resumed: bool
+
+
+def _control_state(root: Path) -> str:
+    """Returns "dir", "missing" or "unsafe" for the folder's `.tillage` (never followed)."""
+    try:
+        st = os.lstat(root / CONTROL_DIR)
+    except FileNotFoundError:
+        return "missing"
+    except NotADirectoryError:
+        return "missing"
+    return "dir" if stat.S_ISDIR(st.st_mode) else "unsafe"
+
+
+def _refuse_unsafe(root: Path) -> None:
+    path = root / CONTROL_DIR
+    kind = "a symlink" if path.is_symlink() else "not a folder"
+    raise UnsafeControlDirError(
+        f"{path} is {kind}: tillage will not write through it",
+        details={"path": str(path)},
+    )
 
 
 def write_pointer(root: Path, workspace_id: str) -> None:
-    """Writes `.tillage/` into the folder: the pointer and a .gitignore that hides it from git."""
-    control = root / CONTROL_DIR
-    control.mkdir(exist_ok=True)
-    atomic_write(control / ".gitignore", b"# tillage's pointer; not project content\n*\n")
-    atomic_write(_pointer(root), json.dumps({"workspace": workspace_id}).encode() + b"\n")
+    """Writes `.tillage/` into the folder: the pointer and a .gitignore that hides it from git.
+
+    The control folder is opened without following symlinks, and both files are written
+    through its descriptor, so a `.tillage` swapped for a link never redirects a write.
+    """
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(CONTROL_DIR, 0o755, dir_fd=root_fd)
+        try:
+            control_fd = os.open(
+                CONTROL_DIR,
+                os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                dir_fd=root_fd,
+            )
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                _refuse_unsafe(root)
+            raise
+        try:
+            atomic_write_at(control_fd, ".gitignore", GITIGNORE)
+            atomic_write_at(control_fd, POINTER, json.dumps({"workspace": workspace_id}).encode())
+        finally:
+            os.close(control_fd)
+    finally:
+        os.close(root_fd)
 
 
 def _read_pointer(root: Path) -> str | None:
     try:
-        doc = json.loads(_pointer(root).read_bytes())
-    except (OSError, ValueError):
+        fd = os.open(root / CONTROL_DIR / POINTER, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
         return None
+    try:
+        if _control_state(root) != "dir":
+            return None  # a `.tillage` symlink: its pointer belongs to another folder
+        doc = json.loads(os.read(fd, 4096))
+    except ValueError:
+        return None
+    finally:
+        os.close(fd)
     value = doc.get("workspace") if isinstance(doc, dict) else None
     return value if isinstance(value, str) else None
 
 
-def check_attachable(folder: Path, home_dir: Path | None) -> None:
-    """Refuses `/`, the user's home directory and any ancestor of it."""
+def _within(path: Path, ancestor: Path) -> bool:
+    return path == ancestor or ancestor in path.parents
+
+
+def refusal(folder: Path, home_dir: Path | None, store_home: Path | None) -> str | None:
+    """Says why `folder` may not be attached (`/`, a home directory or an ancestor of one, the
+    store or a folder inside it or holding it); None when it may."""
     resolved = folder.resolve()
     if resolved == Path(resolved.anchor):
-        raise RefusedRootError("refusing to attach the file-system root")
+        return "refusing to attach the file-system root"
     if home_dir is not None:
         home = home_dir.resolve()
         if resolved == home or resolved in home.parents:
-            raise RefusedRootError(f"refusing to attach {resolved}: it holds your home directory")
+            return f"refusing to attach {resolved}: it holds your home directory"
+    if store_home is not None:
+        store = store_home.resolve()
+        if _within(resolved, store):
+            return f"refusing to attach {resolved}: it is inside tillage's store ({store})"
+        if _within(store, resolved):
+            return f"refusing to attach {resolved}: it holds tillage's store ({store})"
+    return None
 
 
-def attach(home: Path, folder: Path, home_dir: Path | None) -> tuple[Workspace, bool]:
-    """Attaches `folder` (or finds it attached); returns the workspace and whether it is new."""
+def check_attachable(folder: Path, home_dir: Path | None, store_home: Path | None = None) -> None:
+    """Refuses `/`, the user's home directory and any ancestor of it, and the store's folder,
+    anything inside it and anything holding it (a rewind there would cut other timelines)."""
+    reason = refusal(folder, home_dir, store_home)
+    if reason is not None:
+        raise RefusedRootError(reason)
+
+
+def require_folder(folder: Path) -> None:
+    """Raises folder_missing when `folder` does not exist or is not a folder."""
     if not folder.is_dir():
-        raise FolderMissingError(f"{folder} is not a folder")
-    check_attachable(folder, home_dir)
+        what = "does not exist" if not folder.exists() else "is not a folder"
+        raise FolderMissingError(f"{echo(str(folder))} {what}")
+
+
+def attach(home: Path, folder: Path, home_dir: Path | None) -> Attachment:
+    """Attaches `folder` (or finds it attached). A folder attached before and forgotten (not
+    purged) gets its earlier timeline back."""
+    require_folder(folder)
+    check_attachable(folder, home_dir, home)
     root = folder.resolve()
+    if _control_state(root) == "unsafe":
+        _refuse_unsafe(root)
     store = Store.open(home)
     found = _find(store, root)
     if found is not None:
-        return found, False
-    workspace_id = random_hex(16)
+        return Attachment(found, new=False, resumed=False)
+    earlier = store.forgotten_workspace_by_root(str(root))
+    workspace_id = earlier.id if earlier is not None else random_hex(16)
     store.publish("attach", {"workspace": workspace_id, "root": str(root)})
     write_pointer(root, workspace_id)
-    return Workspace(workspace_id, root, store), True
+    return Attachment(
+        Workspace(workspace_id, root, store), new=earlier is None, resumed=earlier is not None
+    )
 
 
 def _find(store: Store, start: Path) -> Workspace | None:
     """Finds the attached workspace holding `start`: by pointer walking up, else by catalog."""
     for folder in (start, *start.parents):
-        workspace_id = _read_pointer(folder)
-        if workspace_id is not None and store.workspace(workspace_id) is not None:
-            return Workspace(workspace_id, folder, store)
+        state = _control_state(folder)
+        if state == "unsafe":
+            if folder == start or store.workspace_by_root(str(folder)) is not None:
+                _refuse_unsafe(folder)
+            continue
+        workspace_id = _read_pointer(folder) if state == "dir" else None
+        if workspace_id is not None:
+            row = store.workspace(workspace_id)
+            if row is not None and row.root == str(folder):
+                return Workspace(workspace_id, folder, store)
+            if row is not None and not _holds_pointer(Path(row.root), workspace_id):
+                # The folder was moved (its old root no longer holds this pointer): follow it.
+                store.publish("attach", {"workspace": workspace_id, "root": str(folder)})
+                return Workspace(workspace_id, folder, store)
+            # Otherwise a copy of another workspace, or a pointer the store does not know:
+            # fall through to the catalog, which knows the folders really attached.
         row = store.workspace_by_root(str(folder))
         if row is not None:
             # The pointer was removed (e.g. `git clean -fdx`): put it back.
@@ -92,8 +202,15 @@ def _find(store: Store, start: Path) -> Workspace | None:
     return None
 
 
+def _holds_pointer(root: Path, workspace_id: str) -> bool:
+    return root.is_dir() and _read_pointer(root) == workspace_id
+
+
 def find_workspace(home: Path, folder: Path) -> Workspace | None:
-    """Returns the attached workspace holding `folder`, or None (opens no store if none exists)."""
+    """Returns the attached workspace holding `folder`, or None (opens no store if none exists).
+
+    An interrupted rewind of the workspace is finished first (INV-7).
+    """
     if not Store.exists(home) or not folder.is_dir():
         return None
     root = folder.resolve()
@@ -108,12 +225,18 @@ def find_workspace(home: Path, folder: Path) -> Workspace | None:
     return found
 
 
-def require_workspace(home: Path, folder: Path) -> Workspace:
-    """Returns the attached workspace holding `folder`; workspace.not_attached otherwise."""
+def require_workspace(home: Path, folder: Path, home_dir: Path | None = None) -> Workspace:
+    """Returns the attached workspace holding `folder`; folder_missing when the folder is gone,
+    workspace.not_attached otherwise."""
+    require_folder(folder)
     found = find_workspace(home, folder)
     if found is None:
+        reason = refusal(folder, home_dir, home)
+        if reason is not None:
+            next_step = "change into a project folder and run `till watch` there"
+        else:
+            next_step = f"run `till watch` in {echo(str(folder))} to attach it"
         raise NotAttachedError(
-            f"{folder} is not attached to tillage",
-            next_step=f"run `till watch` in {folder} to attach it",
+            f"{echo(str(folder))} is not attached to tillage", next_step=next_step
         )
     return found

@@ -29,3 +29,32 @@ class UnreadablePathError(TillageError):
     name = "workspace.unreadable"
     module = "workspace"
     next_step = "fix the file's permissions, or exclude it in .tillagepolicy"
+
+
+class UnsafeControlDirError(InvalidArgumentError):
+    """`.tillage` in the folder is a symlink or a file: writing through it could overwrite
+    another project's files, so nothing is written and nothing is sealed."""
+
+    name = "workspace.unsafe_control_dir"
+    module = "workspace"
+    next_step = "move the `.tillage` symlink or file out of the way, then run the command again"
+
+
+class WorkspaceDiskFullError(TillageError):
+    """The disk holding the workspace folder is full (not the store's)."""
+
+    code = -32082
+    name = "workspace.disk_full"
+    module = "workspace"
+    next_step = "free some space on the disk holding the workspace, then retry; nothing was lost"
+
+
+class CopiedWorkspaceError(InvalidArgumentError):
+    """The folder's pointer names a workspace that lives in another folder: this is a copy."""
+
+    name = "workspace.copied"
+    module = "workspace"
+    next_step = (
+        "this folder is a copy of another workspace: remove its `.tillage/` folder and run "
+        "`till watch` to give it a timeline of its own"
+    )

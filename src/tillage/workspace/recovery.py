@@ -14,9 +14,12 @@ from tillage.errors import BusyError, IntegrityError
 from tillage.workspace.attach import Workspace
 
 
+INTENT_PREFIX = "rewind-"
+
+
 def intent_path(ws: Workspace) -> Path:
     """Where a rewind in progress keeps its intent record (in the store, not the folder)."""
-    return ws.store.intents_dir / f"rewind-{ws.id}.json"
+    return ws.store.intents_dir / f"{INTENT_PREFIX}{ws.id}.json"
 
 
 def recover_if_interrupted(ws: Workspace) -> bool:

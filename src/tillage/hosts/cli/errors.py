@@ -1,14 +1,9 @@
-"""The command-line host's own public errors."""
+"""The command-line host's own public errors (declared in tillage.errors, so the generated
+agent guide lists them)."""
 
 from __future__ import annotations
 
-from tillage.errors import TillageError
+from tillage.errors import CommandInterruptedError
+from tillage.errors import UsageError
 
-
-class UsageError(TillageError):
-    """An unknown flag, a missing argument or an unknown command: exit status 2."""
-
-    code = -32070
-    name = "usage"
-    module = "host"
-    next_step = "see `till --help` or `till COMMAND --help`"
+__all__ = ["CommandInterruptedError", "UsageError"]
