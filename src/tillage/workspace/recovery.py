@@ -13,7 +13,6 @@ from pathlib import Path
 from tillage.errors import BusyError, IntegrityError
 from tillage.workspace.attach import Workspace
 
-
 INTENT_PREFIX = "rewind-"
 
 

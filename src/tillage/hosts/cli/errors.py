@@ -3,7 +3,6 @@ agent guide lists them)."""
 
 from __future__ import annotations
 
-from tillage.errors import CommandInterruptedError
-from tillage.errors import UsageError
+from tillage.errors import CommandInterruptedError, UsageError
 
 __all__ = ["CommandInterruptedError", "UsageError"]
