@@ -324,3 +324,71 @@ def test_a_scoped_rewind_that_recreates_a_parent_folder_also_restores_its_metada
     actions = plan_actions({}, {"a": folder, "a/b": file}, ["a/b"]).actions
     assert Action(Op.MAKE_DIR, "a", folder) in actions
     assert Action(Op.SET_META, "a", folder) in actions
+
+
+# -- hard links ------------------------------------------------------------------------------
+
+
+def _file(name: str, content: bytes, link: str = "") -> Entry:
+    return Entry(
+        name.rsplit("/", 1)[-1].encode(),
+        EntryKind.FILE,
+        0o644,
+        3,
+        1_000,
+        ContentKind.CHUNK,
+        content,
+        flags=EntryFlag.HARDLINK if link else EntryFlag.NONE,
+        link=link.encode(),
+    )
+
+
+X, Y = FILE_CONTENTS[0][0], FILE_CONTENTS[1][0]
+
+
+def test_two_separate_files_and_two_names_of_one_file_are_different_folders() -> None:
+    current = {"a": _file("a", X), "b": _file("b", X)}
+    target = {"a": _file("a", X), "b": _file("b", X, link="a")}
+    planned = plan_actions(current, target)
+    assert [c.path for c in planned.changes] == ["b"]
+    assert planned.actions == (Action(Op.WRITE, "b", target["b"]),)
+    back = plan_actions(target, current)
+    assert back.actions == (Action(Op.WRITE, "b", current["b"]),)
+
+
+def test_links_are_made_after_every_plain_file_is_written() -> None:
+    target = {"z": _file("z", X), "a": _file("a", X, link="z"), "m": _file("m", Y)}
+    ops = [a.path for a in plan_actions({}, target).actions]
+    assert ops == ["m", "z", "a"]
+
+
+def test_a_name_whose_first_name_is_written_again_is_linked_again() -> None:
+    current = {"a": _file("a", X, link="z"), "z": _file("z", X)}
+    target = {
+        "a": _file("a", X, link="z"),
+        "z": replace(_file("z", X), flags=EntryFlag.SQLITE_IMAGE),
+    }
+    paths = [a.path for a in plan_actions(current, target).actions if a.op is Op.WRITE]
+    assert paths == ["z", "a"]
+
+
+def test_a_link_whose_first_name_is_outside_the_scope_is_planned_as_a_plain_file() -> None:
+    target = {"a": _file("a", X), "d": examples_dir("d"), "d/b": _file("d/b", X, link="a")}
+    planned = plan_actions({}, target, ["d"])
+    writes = [a for a in planned.actions if a.op is Op.WRITE]
+    assert planned.unlinked == ("d/b",)
+    assert [a.path for a in writes] == ["d/b"]
+    assert writes[0].entry is not None and not writes[0].entry.flags & EntryFlag.HARDLINK
+
+
+@pytest.mark.parametrize("link", ["../a", "/a", "d/../../a", "nowhere", "d/b", "d"])
+def test_a_link_that_names_no_plain_file_of_the_snapshot_is_planned_as_a_plain_file(
+    link: str,
+) -> None:
+    target = {"a": _file("a", X), "d": examples_dir("d"), "d/b": _file("d/b", X, link=link)}
+    planned = plan_actions({}, target)
+    assert planned.unlinked == ("d/b",)
+
+
+def examples_dir(path: str) -> Entry:
+    return Entry(path.encode(), EntryKind.DIR, 0o755, 0, 1_000, ContentKind.TREE, TREE_IDS[0])

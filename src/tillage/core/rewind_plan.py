@@ -2,19 +2,26 @@
 
 The plan is a value so `--dry-run` can print it and the apply step can execute exactly it.
 Order matters for safety: deletions deepest first, directories shallowest first, then files, then
-directory metadata deepest first (writing a file changes its parent's mtime).
+hard links (their first name is in place by then), then directory metadata deepest first
+(writing a file changes its parent's mtime).
+
+A hard-link entry (format.md, flag 2) names the first name of its inode. It is put back as a
+link only when that first name is a valid workspace path, inside the rewind's scope, and a plain
+file of the same content in the target; otherwise it is written as a plain file and listed in
+`unlinked`, so the result can say so.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tillage.core.errors import PathNotInSnapshotError
-from tillage.core.models import Change, Entry, EntryKind
-from tillage.core.paths import ancestors, covers
-from tillage.core.treediff import Manifest, diff_entry, same_content
+from tillage.core.models import Change, Entry, EntryFlag, EntryKind
+from tillage.core.paths import ancestors, covers, fs_decode, parse
+from tillage.core.treediff import Manifest, diff_entry, same_content, same_link
+from tillage.errors import InvalidArgumentError
 
 
 class Op(enum.StrEnum):
@@ -35,6 +42,9 @@ class Action:
 class RewindActions:
     changes: tuple[Change, ...]
     actions: tuple[Action, ...]
+    # Hard links in the target that come back as plain files: their first name is outside the
+    # rewind's scope (or not a usable first name), so there is nothing in scope to link to.
+    unlinked: tuple[str, ...] = ()
 
 
 def minimal_scopes(scopes: Sequence[str]) -> list[str]:
@@ -54,6 +64,32 @@ def _meta_differs(live: Entry, want: Entry) -> bool:
     return live.mode != want.mode or live.mtime_ns != want.mtime_ns or live.xattrs != want.xattrs
 
 
+def link_source(path: str, want: Entry, target: Manifest) -> str | None:
+    """Returns the workspace path a hard-link entry may be linked to, or None when its `link`
+    is not a usable first name: not a workspace path (never anything outside the root), not in
+    the target, or not a plain file holding the same bytes."""
+    if not want.flags & EntryFlag.HARDLINK or not want.link:
+        return None
+    try:
+        source = parse(fs_decode(want.link))
+    except InvalidArgumentError:
+        return None
+    first = target.get(source)
+    if (
+        source == path
+        or first is None
+        or first.kind is not EntryKind.FILE
+        or first.flags & EntryFlag.HARDLINK
+        or not same_content(first, want)
+    ):
+        return None
+    return source
+
+
+def _as_plain(entry: Entry) -> Entry:
+    return replace(entry, flags=entry.flags & ~EntryFlag.HARDLINK, link=b"")
+
+
 def plan_actions(
     current: Manifest, target: Manifest, scopes: Sequence[str] | None = None
 ) -> RewindActions:
@@ -71,7 +107,9 @@ def plan_actions(
     deletes: list[str] = []
     dirs: list[Action] = []
     writes: list[Action] = []
+    links: list[Action] = []
     metas: list[Action] = []
+    unlinked: list[str] = []
     for path in paths:
         live, want = current.get(path), target.get(path)
         change = diff_entry(path, live, want)
@@ -85,14 +123,41 @@ def plan_actions(
         if live is not None and live.kind != want.kind:
             deletes.append(path)
             live = None
+        if want.flags & EntryFlag.HARDLINK:
+            source = link_source(path, want, target)
+            if source is None or not _in_scope(source, scopes):
+                unlinked.append(path)
+                want = _as_plain(want)
         if want.kind is EntryKind.DIR:
             if live is None:
                 dirs.append(Action(Op.MAKE_DIR, path, want))
             metas.append(Action(Op.SET_META, path, want))
-        elif live is None or not same_content(live, want) or live.flags != want.flags:
-            writes.append(Action(Op.WRITE, path, want))
+        elif (
+            live is None
+            or not same_content(live, want)
+            or live.flags != want.flags
+            or not same_link(live, want)
+        ):
+            (links if want.flags & EntryFlag.HARDLINK else writes).append(
+                Action(Op.WRITE, path, want)
+            )
         elif _meta_differs(live, want):
             metas.append(Action(Op.SET_META, path, want))
+    # A name linked to a first name that is written again must be linked again: the write
+    # gives the first name a new inode.
+    rewritten = {a.path for a in writes}
+    linked = {a.path for a in links}
+    for path in paths:
+        want = target.get(path)
+        if (
+            want is not None
+            and path not in linked
+            and path not in unlinked
+            and want.flags & EntryFlag.HARDLINK
+            and link_source(path, want, target) in rewritten
+        ):
+            links.append(Action(Op.WRITE, path, want))
+            metas[:] = [m for m in metas if m.path != path]
     if scopes is not None:
         # A scoped rewind may need the scope's parent folders back first.
         needed = {a for s in scopes for a in ancestors(s)}
@@ -110,8 +175,9 @@ def plan_actions(
     actions = [Action(Op.DELETE, p, current.get(p)) for p in sorted(deletes, reverse=True)]
     actions += sorted(dirs, key=lambda a: a.path)
     actions += writes
+    actions += links
     file_metas = [a for a in metas if a.entry is not None and a.entry.kind is not EntryKind.DIR]
     dir_metas = [a for a in metas if a.entry is not None and a.entry.kind is EntryKind.DIR]
     actions += file_metas
     actions += sorted(dir_metas, key=lambda a: a.path.count("/"), reverse=True)
-    return RewindActions(changes=tuple(changes), actions=tuple(actions))
+    return RewindActions(changes=tuple(changes), actions=tuple(actions), unlinked=tuple(unlinked))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tillage.core.models import Change, ChangeKind, Entry, EntryKind
+from tillage.core.models import Change, ChangeKind, Entry, EntryFlag, EntryKind
 
 Manifest = Mapping[str, Entry]
 
@@ -25,6 +25,14 @@ def same_content(a: Entry, b: Entry) -> bool:
     return a.content_kind == b.content_kind and a.content == b.content
 
 
+def same_link(a: Entry, b: Entry) -> bool:
+    """Tells whether two entries are the same kind of name: both plain, or both hard links to
+    the same first name. Two separate files and two names of one inode are different folders."""
+    return bool(a.flags & EntryFlag.HARDLINK) == bool(b.flags & EntryFlag.HARDLINK) and (
+        a.link == b.link
+    )
+
+
 def diff_entry(path: str, old: Entry | None, new: Entry | None) -> Change | None:
     """Returns how one path changed, or None when it did not in any reported way."""
     if old is None and new is None:
@@ -35,7 +43,7 @@ def diff_entry(path: str, old: Entry | None, new: Entry | None) -> Change | None
         return Change(path, ChangeKind.DELETED, _size(old), None)
     if old.kind != new.kind:
         return Change(path, ChangeKind.TYPE_CHANGED, _size(old), _size(new))
-    if old.kind is not EntryKind.DIR and not same_content(old, new):
+    if old.kind is not EntryKind.DIR and not (same_content(old, new) and same_link(old, new)):
         return Change(path, ChangeKind.MODIFIED, _size(old), _size(new))
     if old.mode != new.mode:
         return Change(path, ChangeKind.MODE_CHANGED, _size(old), _size(new))
