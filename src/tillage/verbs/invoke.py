@@ -71,6 +71,8 @@ def invoke(
     ctx = resolve_context(verb, settings)
     if on_progress is not None:
         ctx.on_progress = on_progress
+    if contract.validate is not None:
+        contract.validate(ctx, request)
     if contract.needs_confirmation is not None and contract.needs_confirmation(request):
         if confirm is None:
             raise ConfirmationRequiredError(

@@ -31,6 +31,8 @@ class RewindResult:
     undo: str | None
     rescued: tuple[str, ...]
     rescue: str | None
+    # The exact command to run next: to apply a dry run, or to undo an applied rewind.
+    next: str
 
 
 def rewind(ctx: Context, req: RewindRequest) -> RewindResult:
@@ -48,7 +50,34 @@ def rewind(ctx: Context, req: RewindRequest) -> RewindResult:
         undo=outcome.undo,
         rescued=outcome.rescued,
         rescue=outcome.rescue,
+        next=_next_command(outcome.undo or outcome.target.id, req.paths),
     )
+
+
+def _next_command(snapshot: str, paths: tuple[str, ...] | None) -> str:
+    """`till rewind <id> --yes [--paths ...]`: applies a preview (the target), or undoes an
+    applied rewind (its `undo`; only the same paths: the rest of the folder was not touched)."""
+    words = ["till", "rewind", snapshot, "--yes"]
+    if paths:
+        words += ["--paths", *(_quote(p) for p in paths)]
+    return " ".join(words)
+
+
+def _quote(word: str) -> str:
+    """Quotes a path for a POSIX shell (shlex.quote without importing re at start-up)."""
+    safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_"
+    if word and all(ch in safe for ch in word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+def _validate(ctx: Context, req: RewindRequest) -> None:
+    """A bad, unknown or ambiguous ID (or path) is answered before asking for --yes."""
+    from tillage.workspace import rewind as rw
+    from tillage.workspace.timeline import resolve
+
+    rw.normalize_scopes(req.paths)
+    resolve(ctx.workspace, req.id)
 
 
 def _needs_yes(req: RewindRequest) -> bool:
@@ -84,6 +113,7 @@ VERBS = (
                 DiskFullError,
             ),
             event="rewound",
+            validate=_validate,
             needs_confirmation=_needs_yes,
             preview=_as_preview,
             confirmed=_as_confirmed,

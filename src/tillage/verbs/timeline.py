@@ -122,6 +122,9 @@ class DiffRequest:
 @dataclass(frozen=True)
 class DiffResult:
     changes: tuple[ChangeInfo, ...]
+    # The direction: from this snapshot to `to_snapshot`, or to the live folder when it is null.
+    from_snapshot: SnapshotInfo
+    to_snapshot: SnapshotInfo | None
 
 
 def diff(ctx: Context, req: DiffRequest) -> DiffResult:
@@ -131,12 +134,18 @@ def diff(ctx: Context, req: DiffRequest) -> DiffResult:
     from tillage.workspace.trees import flatten
 
     ws = ctx.workspace
-    old = flatten(ws.store, bytes.fromhex(resolve(ws, req.target).tree))
-    if req.to is None:
+    origin = resolve(ws, req.target)
+    dest = resolve(ws, req.to) if req.to is not None else None
+    old = flatten(ws.store, bytes.fromhex(origin.tree))
+    if dest is None:
         new = scan_live(ws).manifest or {}
     else:
-        new = flatten(ws.store, bytes.fromhex(resolve(ws, req.to).tree))
-    return DiffResult(changes=change_infos(diff_manifests(old, new)))
+        new = flatten(ws.store, bytes.fromhex(dest.tree))
+    return DiffResult(
+        changes=change_infos(diff_manifests(old, new)),
+        from_snapshot=snapshot_info(origin),
+        to_snapshot=snapshot_info(dest) if dest is not None else None,
+    )
 
 
 @dataclass(frozen=True)

@@ -1,62 +1,451 @@
-"""Human-readable rendering of result documents, for people at a terminal (stdout)."""
+"""Human-readable rendering of result documents, for people at a terminal (stdout).
+
+The wire document is the input (the same one `--json` prints), so a person and an agent read the
+same facts: sizes become KiB/MiB/GiB, times become "3 min ago", and an answer ends with the next
+command to run (CONTRACT: human output is for people). Verbs with a renderer get their own page;
+any field a renderer does not use, and any verb without one, falls back to a generic indented
+listing, so a field added to a result is never hidden from people.
+
+`now` is passed in (the host reads the clock or `TILLAGE_NOW`), so rendering is a pure function.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+
+from tillage.hosts.cli import units
+from tillage.hosts.cli.colour import PLAIN, Style
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+# A rewind's list of changes stops after this many lines; `diff` always lists them all.
+REWIND_LINES = 40
 
-def _scalar(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)
+_KIND_WORDS = {
+    "added": ("added", "green"),
+    "modified": ("modified", "yellow"),
+    "deleted": ("deleted", "red"),
+    "type_changed": ("type", "cyan"),
+    "mode_changed": ("mode", "cyan"),
+}
 
 
-def _snapshot_line(snap: dict[str, Any]) -> str:
-    label = f"  {snap['label']}" if snap.get("label") else ""
-    pin = " pinned" if snap.get("pinned") else ""
-    return (
-        f"{snap['short']}  {snap['sealed_at']}  {snap['trigger']:<10} "
-        f"{snap['files']:>6} files {snap['bytes']:>12} B  {snap['grade']}{pin}{label}"
+# -- cells and tables ------------------------------------------------------------------------
+
+
+class Cell:
+    """One table cell: its text, how to paint it, and which side it sticks to."""
+
+    __slots__ = ("right", "styles", "text")
+
+    def __init__(self, text: str, *styles: str, right: bool = False) -> None:
+        self.text = text
+        self.styles = styles
+        self.right = right
+
+
+def table(rows: list[list[Cell]], style: Style, indent: str = "") -> list[str]:
+    """Returns rows as aligned columns (two spaces apart); a column empty in every row goes.
+
+    Widths are measured before painting, so colour never breaks the alignment.
+    """
+    if not rows:
+        return []
+    ncols = max(len(r) for r in rows)
+    cells = [r + [Cell("")] * (ncols - len(r)) for r in rows]
+    widths = [max(len(r[i].text) for r in cells) for i in range(ncols)]
+    keep = [i for i in range(ncols) if widths[i] > 0]
+    out = []
+    for row in cells:
+        parts = []
+        for i in keep:
+            cell = row[i]
+            pad = " " * (widths[i] - len(cell.text))
+            painted = style.paint(cell.text, *cell.styles)
+            parts.append(pad + painted if cell.right else painted + pad)
+        out.append((indent + "  ".join(parts)).rstrip())
+    return out
+
+
+def snapshot_cells(snap: dict[str, Any], now: float) -> list[Cell]:
+    """A snapshot as timeline columns: ID, age, trigger, files, size, grade, pin, label."""
+    partial = snap.get("grade") not in (None, "exact")
+    files = int(snap.get("files") or 0)
+    return [
+        Cell(str(snap.get("short") or str(snap.get("id", ""))[:12]), "yellow"),
+        Cell(units.when_text(str(snap.get("sealed_at", "")), now)),
+        Cell(str(snap.get("trigger") or ""), "cyan"),
+        # "1 file " keeps the counts' digits aligned in a right-aligned column.
+        Cell(units.count(files, "file", "files") if files != 1 else "1 file ", right=True),
+        Cell(units.size(int(snap.get("bytes") or 0)), right=True),
+        Cell(str(snap["grade"]) if partial else "", "red"),
+        Cell("pinned" if snap.get("pinned") else "", "magenta"),
+        Cell(str(snap.get("label") or ""), "bold"),
+    ]
+
+
+def snapshot_line(snap: dict[str, Any], now: float, style: Style = PLAIN) -> str:
+    """A snapshot on one line, as in the timeline but without column padding."""
+    cells = [c for c in snapshot_cells(snap, now) if c.text]
+    return "  ".join(style.paint(c.text.strip(), *c.styles) for c in cells)
+
+
+def snapshot_ref(snap: dict[str, Any], now: float, style: Style = PLAIN) -> str:
+    """A snapshot named in a sentence: `28ca487b1971 (3 min ago, initial, "label")`."""
+    facts = [units.when_text(str(snap.get("sealed_at", "")), now), str(snap.get("trigger", ""))]
+    if snap.get("label"):
+        facts.append(f'"{snap["label"]}"')
+    short = str(snap.get("short") or str(snap.get("id", ""))[:12])
+    return f"{style.paint(short, 'yellow')} ({', '.join(f for f in facts if f)})"
+
+
+def change_rows(changes: list[Any], limit: int | None = None) -> tuple[list[list[Cell]], int]:
+    """Changes as rows (kind, size change, path); returns the rows and how many were left off."""
+    rows = []
+    shown = changes if limit is None else changes[:limit]
+    for change in shown:
+        word, colour = _KIND_WORDS.get(str(change.get("kind")), (str(change.get("kind")), ""))
+        delta = units.size_change(change.get("old_size"), change.get("new_size"))
+        rows.append(
+            [
+                Cell(word, *([colour] if colour else [])),
+                Cell(delta, "dim", right=True),
+                Cell(str(change.get("path"))),
+            ]
+        )
+    return rows, len(changes) - len(shown)
+
+
+def change_summary(changes: list[Any]) -> str:
+    """`3 paths: 1 added, 2 modified`."""
+    tally: dict[str, int] = {}
+    for change in changes:
+        word = _KIND_WORDS.get(str(change.get("kind")), (str(change.get("kind")), ""))[0]
+        tally[word] = tally.get(word, 0) + 1
+    parts = ", ".join(f"{n:,} {word}" for word, n in tally.items())
+    return units.count(len(changes), "path") + (f" ({parts})" if parts else "")
+
+
+def command(text: str, style: Style) -> str:
+    """A command for the person to run, set apart on its own indented line."""
+    return "  " + style.paint(text, "bold")
+
+
+# -- one page per verb -----------------------------------------------------------------------
+
+
+class Page:
+    """Builds one verb's text and remembers which fields it used (the rest is listed after)."""
+
+    def __init__(self, doc: dict[str, Any], now: float, style: Style, *, footer: bool) -> None:
+        self.doc = doc
+        self.now = now
+        self.style = style
+        self.footer = footer
+        self.used: set[str] = set()
+        self.lines: list[str] = []
+
+    def take(self, key: str) -> Any:
+        self.used.add(key)
+        return self.doc.get(key)
+
+    def add(self, *lines: str) -> None:
+        self.lines.extend(lines)
+
+    def fields(self, pairs: list[tuple[str, str]]) -> None:
+        """Adds `Label  value` lines with the labels aligned."""
+        width = max((len(k) for k, v in pairs if v), default=0)
+        for key, value in pairs:
+            if value:
+                self.add(f"{self.style.paint(key.ljust(width), 'dim')}  {value}")
+
+    def snap(self, key: str) -> str:
+        value = self.take(key)
+        return snapshot_line(value, self.now, self.style) if isinstance(value, dict) else ""
+
+    def ref(self, value: Any) -> str:
+        return snapshot_ref(value, self.now, self.style) if isinstance(value, dict) else ""
+
+
+def _timeline(page: Page) -> None:
+    snaps = page.take("snapshots") or []
+    if not snaps:
+        page.add("No snapshots match.")
+        return
+    page.add(*table([snapshot_cells(s, page.now) for s in snaps], page.style))
+
+
+def _snap(page: Page) -> None:
+    page.add("Sealed " + page.snap("snapshot"))
+
+
+def _watch(page: Page) -> None:
+    workspace = page.take("workspace")
+    if page.take("attached_now"):
+        page.add(f"Attached {workspace}")
+    page.add("Sealed " + page.snap("head"))
+    if page.take("watching"):
+        page.add("Watching for changes: `till watch --stop` stops it.")
+    note = page.take("note")
+    if note:
+        page.used.update(("resumed", "snapshots"))  # the note tells of a resumed timeline
+        page.add(f"Note: {note}")
+
+
+def _status(page: Page) -> None:
+    page.take("attached")
+    page.take("id")
+    head = page.snap("head")
+    store = page.take("store") or {}
+    count = page.take("snapshots")
+    watching = page.take("watching")
+    page.fields(
+        [
+            ("Workspace", str(page.take("workspace"))),
+            ("Head", head or "no snapshot yet: seal one with `till snap`"),
+            ("Timeline", units.count(int(count or 0), "snapshot") + "  (`till timeline`)"),
+            ("Store", f"{units.size(int(store.get('bytes') or 0))} in {store.get('path')}"),
+            ("Watcher", "on" if watching else "off: seal with `till snap`"),
+        ]
     )
+    fidelity = page.take("fidelity")
+    if fidelity is not None:
+        _fidelity(page, fidelity, "Every path in the head snapshot is captured exactly.")
+
+
+def _fidelity(page: Page, notes: list[Any], exact: str) -> None:
+    if not notes:
+        page.add(exact)
+        return
+    page.add(f"Not captured exactly ({units.count(len(notes), 'path')}):")
+    rows = [[Cell(str(n.get("path"))), Cell(str(n.get("reason")), "dim")] for n in notes]
+    page.add(*table(rows, page.style, indent="  "))
+
+
+def _show(page: Page) -> None:
+    snap = page.take("snapshot") or {}
+    page.take("fidelity")
+    sealed = str(snap.get("sealed_at", ""))
+    changed = page.take("changes_from_parent")
+    pairs = [
+        ("Snapshot", page.style.paint(str(snap.get("id")), "yellow")),
+        ("Sealed", f"{units.when_text(sealed, page.now)} ({units.local_time(sealed)})"),
+        ("Trigger", str(snap.get("trigger") or "")),
+        ("Label", page.style.paint(str(snap.get("label") or ""), "bold")),
+        (
+            "Content",
+            f"{units.count(int(snap.get('files') or 0), 'file')}, "
+            f"{units.size(int(snap.get('bytes') or 0))}",
+        ),
+        ("Grade", str(snap.get("grade") or "")),
+        ("Pinned", "yes: kept exact through any thinning" if snap.get("pinned") else ""),
+        ("Parent", str(snap.get("parent") or "none (the first snapshot)")),
+        ("Merged", str(snap.get("merged_from") or "")),
+        ("Agent", str(snap.get("agent") or "")),
+        ("Turn", str(snap.get("turn") or "")),
+        ("Session", str(snap.get("session") or "")),
+        ("Tree", page.style.paint(str(page.take("tree") or ""), "dim")),
+    ]
+    if changed is not None:
+        pairs.insert(8, ("Changes", units.count(int(changed), "path") + " changed from its parent"))
+    page.fields(pairs)
+    notes = page.doc.get("fidelity")
+    if notes:
+        _fidelity(page, notes, "")
+    parent = snap.get("parent")
+    if page.footer and parent and changed:
+        short = snap.get("short") or str(snap.get("id"))[:12]
+        page.add("See what changed:", command(f"till diff {parent[:12]} --to {short}", page.style))
+
+
+def _diff(page: Page) -> None:
+    changes = page.take("changes") or []
+    origin = page.take("from_snapshot")
+    dest = page.take("to_snapshot")
+    page.used.update(("from_snapshot", "to_snapshot"))
+    source = f"from {page.ref(origin)}" if origin else "from the snapshot"
+    target = f"to {page.ref(dest)}" if dest else "to the live folder"
+    if not changes:
+        page.add(f"No changes {source} {target}.")
+        return
+    page.add(f"{source[0].upper()}{source[1:]} {target}: {change_summary(changes)}")
+    rows, _ = change_rows(changes)
+    page.add(*table(rows, page.style, indent="  "))
+
+
+def _rewind(page: Page) -> None:
+    snap = page.take("snapshot") or {}
+    changes = page.take("changes") or []
+    applied = page.take("applied")
+    undo = page.take("undo")
+    rescued = page.take("rescued") or []
+    rescue = page.take("rescue")
+    nxt = page.take("next")
+    ref = page.ref(snap)
+    rows, more = change_rows(changes, REWIND_LINES)
+    listing = table(rows, page.style, indent="  ")
+    if more:
+        listing.append(f"  … and {more:,} more (`till diff {snap.get('short')}` lists them all)")
+    if not applied:
+        if not changes:
+            page.add(f"The folder already matches {ref}: nothing to rewind.")
+            return
+        page.add(f"Rewinding to {ref} would change {change_summary(changes)}", *listing)
+        if page.footer and nxt:
+            page.add("Nothing was changed. To apply it, run:", command(nxt, page.style))
+        return
+    if changes:
+        page.add(f"Rewound to {ref}: {change_summary(changes)}", *listing)
+    else:
+        page.add(f"Rewound to {ref}: the folder already matched it.")
+    if rescued:
+        short = str(rescue)[:12] if rescue else "?"
+        page.add(
+            f"{units.count(len(rescued), 'file')} changed while rewinding, kept in snapshot "
+            f"{page.style.paint(short, 'yellow')}:",
+            *(f"  {p}" for p in rescued),
+            f"Read one with `till cat {short} PATH`.",
+        )
+    undo_cmd = nxt or (f"till rewind {undo} --yes" if undo else None)
+    if undo_cmd and page.footer:
+        page.add("To undo it, run:", command(undo_cmd, page.style))
+
+
+def _pin(page: Page) -> None:
+    page.add("Pinned " + page.snap("snapshot"))
+
+
+def _unpin(page: Page) -> None:
+    page.add("Unpinned " + page.snap("snapshot"))
+
+
+def _forget(page: Page) -> None:
+    workspace = page.take("workspace")
+    note = page.take("note")
+    if page.take("purged"):
+        page.add(f"Forgot {workspace} and dropped its timeline from the store.")
+    elif note:
+        page.take("snapshots")
+        page.add(f"Forgot {workspace}: {note}.")
+    else:
+        page.add(f"Forgot {workspace}: it is no longer attached; its files are untouched.")
+
+
+def _verify(page: Page) -> None:
+    ok = page.take("ok")
+    objects = int(page.take("objects") or 0)
+    problems = page.take("problems") or []
+    repaired = int(page.take("repaired") or 0)
+    damaged = page.take("damaged_snapshots") or []
+    checked = units.count(objects, "object")
+    if ok:
+        page.add(f"The store is sound: {checked} checked.")
+    else:
+        page.add(f"The store has {units.count(len(problems), 'problem')} ({checked} checked):")
+        rows = [
+            [Cell(str(p.get("object"))[:12], "yellow"), Cell(str(p.get("problem")))]
+            for p in problems
+        ]
+        page.add(*table(rows, page.style, indent="  "))
+    if damaged:
+        page.add(f"Damaged snapshots: {', '.join(str(d)[:12] for d in damaged)}")
+    if repaired:
+        page.add(f"Repaired {units.count(repaired, 'object')}.")
+    elif not ok and page.footer:
+        page.add(
+            "To repair what can be repaired, run:", command("till verify --repair", page.style)
+        )
+
+
+RENDERERS: dict[str, Callable[[Page], None]] = {
+    "timeline.list": _timeline,
+    "timeline.snap": _snap,
+    "timeline.show": _show,
+    "timeline.diff": _diff,
+    "timeline.pin": _pin,
+    "timeline.unpin": _unpin,
+    "workspace.watch": _watch,
+    "workspace.status": _status,
+    "workspace.forget": _forget,
+    "workspace.rewind": _rewind,
+    "store.verify": _verify,
+}
+
+
+# -- the generic fallback --------------------------------------------------------------------
 
 
 def _is_snapshot(value: Any) -> bool:
     return isinstance(value, dict) and "short" in value and "sealed_at" in value
 
 
-def _lines(value: Any, indent: str) -> list[str]:
+def _is_change(value: Any) -> bool:
+    return isinstance(value, dict) and "path" in value and "kind" in value
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value in ([], {})
+
+
+def _scalar(key: str, value: Any, now: float) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) and (key == "bytes" or "bytes_" in key or key.endswith("_bytes")):
+        return units.size(value)
+    if isinstance(value, str) and (key == "at" or key.endswith("_at")):
+        return units.when_text(value, now)
+    return str(value)
+
+
+def generic(value: Any, now: float, style: Style, indent: str = "") -> list[str]:
+    """Lists any document: one line per field, snapshots and changes one line each."""
     out: list[str] = []
     if isinstance(value, dict):
         for key, item in value.items():
+            label = style.paint(key.replace("_", " ") + ":", "dim")
+            if _empty(item):
+                continue
             if _is_snapshot(item):
-                out.append(f"{indent}{key}: {_snapshot_line(item)}")
-            elif isinstance(item, (dict, list)) and item:
-                out.append(f"{indent}{key}:")
-                out.extend(_lines(item, indent + "  "))
+                out.append(f"{indent}{label} {snapshot_line(item, now, style)}")
+            elif isinstance(item, (dict, list)):
+                out.append(f"{indent}{label}")
+                out.extend(generic(item, now, style, indent + "  "))
             else:
-                out.append(f"{indent}{key}: {_scalar(item) if item != [] else '(none)'}")
+                out.append(f"{indent}{label} {_scalar(key, item, now)}")
     elif isinstance(value, list):
+        if value and all(_is_snapshot(v) for v in value):
+            return table([snapshot_cells(v, now) for v in value], style, indent)
+        if value and all(_is_change(v) for v in value):
+            return table(change_rows(value)[0], style, indent)
         for item in value:
-            if _is_snapshot(item):
-                out.append(f"{indent}{_snapshot_line(item)}")
-            elif isinstance(item, dict) and "path" in item and "kind" in item:
-                out.append(f"{indent}{item['kind']:<12} {item['path']}")
-            elif isinstance(item, dict):
-                first, *rest = _lines(item, indent + "  ") or [""]
+            if isinstance(item, dict):
+                first, *rest = generic(item, now, style, indent + "  ") or [""]
                 out.append(indent + "- " + first.strip())
                 out.extend(rest)
             else:
-                out.append(f"{indent}- {_scalar(item)}")
-    else:
-        out.append(indent + _scalar(value))
+                out.append(f"{indent}- {_scalar('', item, now)}")
+    elif not _empty(value):
+        out.append(indent + _scalar("", value, now))
     return out
 
 
-def render(verb: str, document: Any) -> str:
-    """Returns a result document as indented text; snapshots and changes get one line each."""
-    del verb  # one shape for all verbs today; the parameter lets a verb get its own later
-    return "\n".join(_lines(document, "")) + "\n"
+def render(
+    verb: str, document: Any, *, now: float, style: Style = PLAIN, footer: bool = True
+) -> str:
+    """Returns a result document as text for people, ending with a newline.
+
+    `verb` is the contract name ("timeline.list"); `footer=False` leaves off the "run this next"
+    lines (a preview shown before a confirmation prompt asks instead).
+    """
+    renderer = RENDERERS.get(verb)
+    if renderer is None or not isinstance(document, dict):
+        lines = generic(document, now, style)
+    else:
+        page = Page(document, now, style, footer=footer)
+        renderer(page)
+        # Fields the page did not use; a false or zero one there is noise, not news.
+        rest = {k: v for k, v in document.items() if k not in page.used and v not in (False, 0)}
+        lines = page.lines + generic(rest, now, style)
+    return "\n".join(lines) + "\n" if lines else ""

@@ -60,6 +60,12 @@ def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         default=argparse.SUPPRESS if suppress else False,
         help="show tracebacks of internal errors",
     )
+    parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default=argparse.SUPPRESS if suppress else "auto",
+        help="colour human output: auto (a terminal without NO_COLOR), always or never",
+    )
 
 
 def build_parser(only: Any = None) -> Parser:
@@ -84,7 +90,7 @@ def _command_word(argv: list[str]) -> str | None:
     for word in argv:
         if skip:
             skip = False
-        elif word == "--repo":
+        elif word in ("--repo", "--color"):
             skip = True
         elif not word.startswith("-"):
             return word
@@ -212,9 +218,13 @@ def _execute(verb: Any, ns: argparse.Namespace, json_mode: bool) -> int:
     values = {p.name: getattr(ns, p.name) for p in verb.contract.params()}
     request = decode_request(verb.contract, values)
     interactive = not json_mode and sys.stdin.isatty() and sys.stderr.isatty()
-    confirm = _prompt if interactive else None
+    confirm = _prompter(verb.contract.name, env, ns.color) if interactive else None
     progress = _progress_printer() if (not json_mode and sys.stderr.isatty()) else None
-    result = invoke(verb, settings, request, confirm=confirm, on_progress=progress)
+    try:
+        result = invoke(verb, settings, request, confirm=confirm, on_progress=progress)
+    finally:
+        if progress is not None:
+            progress.finish()  # end the progress line before any answer or error is printed
     wire = to_wire(result)
     if json_mode:
         _emit_json(wire)
@@ -226,34 +236,51 @@ def _execute(verb: Any, ns: argparse.Namespace, json_mode: bool) -> int:
             sys.stdout.write(raw)
         sys.stdout.flush()
     else:
+        from tillage.hosts.cli.colour import Style, wanted
         from tillage.hosts.cli.human import render
 
-        sys.stdout.write(render(verb.contract.name, wire))
+        colour = wanted(ns.color, is_tty=sys.stdout.isatty(), env=env, json_mode=json_mode)
+        sys.stdout.write(render(verb.contract.name, wire, now=_now(env), style=Style(colour)))
     status = getattr(result, "exit_status", None)
     return int(status()) if callable(status) else EXIT_OK
 
 
-def _prompt(preview: Any) -> bool:
-    from tillage.hosts.cli.human import render
-    from tillage.verbs.wire import to_wire
+def _now(env: dict[str, str]) -> float:
+    """The time relative times are told against: `TILLAGE_NOW` when set, else the clock."""
+    import time
 
-    if preview is not None:
-        sys.stderr.write(render("preview", to_wire(preview)))
-    sys.stderr.write("Proceed? [y/N] ")
-    sys.stderr.flush()
-    answer = sys.stdin.readline().strip().lower()
-    return answer in ("y", "yes")
+    from tillage.hosts.cli.units import parse_now
+
+    pinned = parse_now(env.get("TILLAGE_NOW", ""))
+    return time.time() if pinned is None else pinned
+
+
+def _prompter(verb_name: str, env: dict[str, str], choice: str) -> Any:
+    """Asks a person at a terminal, after showing the preview as that verb's own page."""
+
+    def prompt(preview: Any) -> bool:
+        from tillage.hosts.cli.colour import Style, wanted
+        from tillage.hosts.cli.human import render
+        from tillage.verbs.wire import to_wire
+
+        if preview is not None:
+            colour = wanted(choice, is_tty=sys.stderr.isatty(), env=env, json_mode=False)
+            page = render(
+                verb_name, to_wire(preview), now=_now(env), style=Style(colour), footer=False
+            )
+            sys.stderr.write(page)
+        sys.stderr.write("Proceed? [y/N] ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline().strip().lower()
+        return answer in ("y", "yes")
+
+    return prompt
 
 
 def _progress_printer() -> Any:
-    def show(p: Any) -> None:
-        done, total = p.files_done, p.files_total
-        sys.stderr.write(f"\r{p.stage}: {done}/{total}" if total else f"\r{p.stage}: {done}")
-        if total and done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+    from tillage.hosts.cli.progress import ProgressPrinter
 
-    return show
+    return ProgressPrinter(sys.stderr)
 
 
 def _usage(message: str, json_mode: bool) -> int:

@@ -1,0 +1,126 @@
+"""Progress of a long seal or rewind, drawn on one stderr line for a person at a terminal.
+
+The engine reports `tillage.core.progress.Progress` values as often as it likes (once per file
+read today); this printer decides what a person sees: nothing for an operation that ends within
+`delay` (a second), then one line redrawn at most every `interval` (a tenth of a second) with the
+stage, files and bytes done, the rate, and an ETA when the totals are known; a new stage or the
+end finishes the line with a newline. The host creates it only when stderr is a terminal and
+`--json` is off (CONTRACT: progress only on stderr, only on a terminal); the clock and stream
+are injected so it is tested without waiting.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tillage.hosts.cli import units
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TextIO
+
+    from tillage.core.progress import Progress
+
+DELAY = 1.0  # seconds of silence before the first line: quick commands show nothing
+INTERVAL = 0.1  # seconds between redraws, so a fast engine never floods the terminal
+_CLEAR = "\x1b[K"  # erase to the end of the line, so a shorter redraw leaves no tail
+
+
+def describe(p: Progress, elapsed: float) -> str:
+    """Returns one progress line: `sealing  1,234 files  250 MiB  48.2 MiB/s`, with totals
+    `applying  1,234/5,000 files  250 MiB/1.2 GiB  48.2 MiB/s  ETA 20 s`."""
+    files = (
+        f"{p.files_done:,}/{p.files_total:,} files"
+        if p.files_total
+        else (units.count(p.files_done, "file"))
+    )
+    data = units.size(p.bytes_done)
+    if p.bytes_total:
+        data += f"/{units.size(p.bytes_total)}"
+    parts = [p.stage, files, data]
+    rate = p.bytes_done / elapsed if elapsed > 0 else 0.0
+    if rate > 0:
+        parts.append(f"{units.size(rate)}/s")
+    eta = _eta(p, elapsed, rate)
+    if eta is not None:
+        parts.append(f"ETA {units.duration(eta)}")
+    return "  ".join(parts)
+
+
+def _eta(p: Progress, elapsed: float, rate: float) -> float | None:
+    """Seconds left, from bytes when their total is known, else from files; None if unknown."""
+    if p.bytes_total and rate > 0:
+        return max(0, p.bytes_total - p.bytes_done) / rate
+    if p.files_total and p.files_done and elapsed > 0:
+        return max(0, p.files_total - p.files_done) * elapsed / p.files_done
+    return None
+
+
+class ProgressPrinter:
+    """A `ProgressFn` that draws at most ~10 lines a second, and only after the first second."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        delay: float = DELAY,
+        interval: float = INTERVAL,
+        width: int | None = None,
+    ) -> None:
+        self.stream = stream
+        self.clock = clock
+        self.delay = delay
+        self.interval = interval
+        self.width = width if width is not None else _width(stream)
+        self.started = clock()
+        self.stage_started = self.started
+        self.last: Progress | None = None
+        self.last_at = self.started  # when the last report came
+        self.drawn_at: float | None = None  # when the current line was last drawn
+        self.lines = 0  # lines finished with a newline
+
+    def __call__(self, p: Progress) -> None:
+        now = self.clock()
+        last = self.last
+        if last is not None and p.stage != last.stage:
+            if self.drawn_at is not None:
+                self._draw(last, self.last_at)
+                self._newline()
+            self.stage_started = self.last_at  # the new stage began when the old one ended
+        self.last = p
+        self.last_at = now
+        if now - self.started < self.delay:
+            return
+        if self.drawn_at is None or now - self.drawn_at >= self.interval:
+            self._draw(p, now)
+
+    def finish(self) -> None:
+        """Draws the final numbers and ends the line; nothing if nothing was ever drawn."""
+        if self.drawn_at is not None and self.last is not None:
+            self._draw(self.last, self.clock())
+            self._newline()
+
+    def _draw(self, p: Progress, now: float) -> None:
+        line = describe(p, now - self.stage_started)
+        if self.width > 1:
+            line = line[: self.width - 1]
+        self.stream.write("\r" + line + _CLEAR)
+        self.stream.flush()
+        self.drawn_at = now
+
+    def _newline(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()
+        self.drawn_at = None
+        self.lines += 1
+
+
+def _width(stream: TextIO) -> int:
+    import os
+
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 80
