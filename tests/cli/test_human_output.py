@@ -192,3 +192,34 @@ def test_no_progress_on_a_pipe_or_under_json(till: Till, folder: Path) -> None:
     (folder / "f000.txt").write_text("again")
     shown = on_a_terminal(till, [sys.executable, "-c", SLOW, "--json", "snap"])
     assert "sealing" not in shown and shown == ""
+
+
+def test_a_rewind_at_a_terminal_shows_the_plan_then_asks(till: Till, folder: Path) -> None:
+    first = attach(till, folder)
+    (folder / "a.txt").write_text("changed")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tillage", "rewind", first[:8]],
+        cwd=till.cwd,
+        env={**till.env(), "TERM": "xterm", "NO_COLOR": "1"},
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+    )
+    os.close(slave)
+    shown = b""
+    while b"Proceed? [y/N]" not in shown:
+        shown += os.read(master, 65536)
+    os.write(master, b"n\n")
+    try:
+        while chunk := os.read(master, 65536):
+            shown += chunk
+    except OSError:  # EIO: the other side closed
+        pass
+    os.close(master)
+    assert proc.wait(timeout=120) == 1
+    text = shown.decode()
+    assert f"Rewinding to {first[:12]}" in text and "modified" in text
+    assert "till rewind" not in text.split("Proceed?")[0]  # the prompt asks instead
+    assert "not confirmed" in text
+    assert (folder / "a.txt").read_text() == "changed"

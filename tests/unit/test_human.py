@@ -349,3 +349,28 @@ def test_a_progress_line_never_wraps_the_terminal() -> None:
 def test_the_rate_and_eta_come_from_the_stage_so_far() -> None:
     assert describe(Progress("sealing", 3, 0, 0, 0), 0.0) == "sealing  3 files  0 B"
     assert "ETA 1 s" in describe(Progress("applying", 5, 10, 0, 0), 1.0)
+
+
+def test_skipped_policy_lines_are_named_by_file_and_line() -> None:
+    problem = {"file": ".tillagepolicy", "line": 3, "text": "[z-a]", "problem": "bad range"}
+    doc = {"snapshot": snap(), "policy_problems": [problem]}
+    assert ".tillagepolicy:3: `[z-a]`: bad range" in render("timeline.snap", doc, now=NOW)
+    status = render("workspace.status", {"workspace": "/w", "policy_problems": [problem]}, now=NOW)
+    assert "Skipped 1 policy line (the others still apply):" in status
+
+
+def test_verify_says_what_it_reclaimed_and_finished() -> None:
+    doc = {
+        "ok": True,
+        "objects": 3,
+        "problems": [],
+        "repaired": 0,
+        "damaged_snapshots": [],
+        "fixed": [],
+        "reclaimed_packs": 4,
+        "reclaimed_bytes": 95 * 1024 * 1024,
+        "finished_rewinds": ["r"],
+    }
+    text = render("store.verify", doc, now=NOW)
+    assert "Reclaimed 4 packs (95.0 MiB)" in text and "Finished 1 interrupted rewind." in text
+    assert "reclaimed bytes" not in text

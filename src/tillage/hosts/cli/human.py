@@ -169,6 +169,20 @@ class Page:
         return snapshot_ref(value, self.now, self.style) if isinstance(value, dict) else ""
 
 
+def _policy(page: Page) -> None:
+    """`.tillagepolicy` lines that were skipped, one line each, where a result reports them."""
+    problems = page.take("policy_problems") or []
+    if problems:
+        page.add(f"Skipped {units.count(len(problems), 'policy line')} (the others still apply):")
+        page.add(*(policy_line(p, page.style) for p in problems))
+
+
+def policy_line(problem: dict[str, Any], style: Style) -> str:
+    """`  .tillagepolicy:3: `[z-a]`: bad character range` for one skipped policy line."""
+    where = f"{problem.get('file')}:{problem.get('line')}"
+    return f"  {style.paint(where, 'yellow')}: `{problem.get('text')}`: {problem.get('problem')}"
+
+
 def _timeline(page: Page) -> None:
     snaps = page.take("snapshots") or []
     if not snaps:
@@ -192,6 +206,7 @@ def _watch(page: Page) -> None:
     if note:
         page.used.update(("resumed", "snapshots"))  # the note tells of a resumed timeline
         page.add(f"Note: {note}")
+    _policy(page)
 
 
 def _status(page: Page) -> None:
@@ -213,6 +228,7 @@ def _status(page: Page) -> None:
     fidelity = page.take("fidelity")
     if fidelity is not None:
         _fidelity(page, fidelity, "Every path in the head snapshot is captured exactly.")
+    _policy(page)
 
 
 def _fidelity(page: Page, notes: list[Any], exact: str) -> None:
@@ -351,6 +367,26 @@ def _verify(page: Page) -> None:
         page.add(*table(rows, page.style, indent="  "))
     if damaged:
         page.add(f"Damaged snapshots: {', '.join(str(d)[:12] for d in damaged)}")
+    fixed = page.take("fixed") or []
+    if fixed:
+        page.add(f"Fixed {units.count(len(fixed), 'problem')}:")
+        page.add(
+            *table(
+                [
+                    [Cell(str(p.get("object"))[:12], "yellow"), Cell(str(p.get("problem")))]
+                    for p in fixed
+                ],
+                page.style,
+                indent="  ",
+            )
+        )
+    packs = int(page.take("reclaimed_packs") or 0)
+    if packs:
+        freed = units.size(int(page.take("reclaimed_bytes") or 0))
+        page.add(f"Reclaimed {units.count(packs, 'pack')} ({freed}) that killed seals left behind.")
+    finished = page.take("finished_rewinds") or []
+    if finished:
+        page.add(f"Finished {units.count(len(finished), 'interrupted rewind')}.")
     if repaired:
         page.add(f"Repaired {units.count(repaired, 'object')}.")
     elif not ok and page.footer:
@@ -379,6 +415,10 @@ RENDERERS: dict[str, Callable[[Page], None]] = {
 
 def _is_snapshot(value: Any) -> bool:
     return isinstance(value, dict) and "short" in value and "sealed_at" in value
+
+
+def _is_policy_problem(value: Any) -> bool:
+    return isinstance(value, dict) and {"file", "line", "text", "problem"} <= value.keys()
 
 
 def _is_change(value: Any) -> bool:
@@ -419,6 +459,8 @@ def generic(value: Any, now: float, style: Style, indent: str = "") -> list[str]
             return table([snapshot_cells(v, now) for v in value], style, indent)
         if value and all(_is_change(v) for v in value):
             return table(change_rows(value)[0], style, indent)
+        if value and all(_is_policy_problem(v) for v in value):
+            return [indent + policy_line(v, style).strip() for v in value]
         for item in value:
             if isinstance(item, dict):
                 first, *rest = generic(item, now, style, indent + "  ") or [""]
