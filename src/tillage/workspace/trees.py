@@ -1,13 +1,14 @@
-"""Reading trees back into flat manifests, and writing a manifest as trees."""
+"""Reading trees back into flat manifests, file contents back as bytes, and writing trees."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 
 from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.ids import tree_id
-from tillage.core.models import ChunkRef, ContentKind, Entry, EntryKind
+from tillage.core.models import HOLE_ID, ChunkRef, ContentKind, Entry, EntryKind
 from tillage.core.paths import fs_decode, join
 from tillage.store.store import ObjectWriter, Store
 
@@ -36,9 +37,29 @@ def chunks_of(store: Store, entry: Entry) -> list[ChunkRef]:
     return []
 
 
+# Zeros handed out for a hole at a time: a reader of a sparse 1 TiB file holds at most this much.
+HOLE_PIECE = 1 << 20
+_ZEROS = bytes(HOLE_PIECE)
+
+
+def iter_file_chunks(store: Store, entry: Entry) -> Iterator[bytes]:
+    """Yields a file entry's bytes in order, one stored chunk at a time (each verified as it is
+    read), and a hole (format.md: a zero chunk ID) as zeros in pieces of at most HOLE_PIECE, so
+    a streaming reader's memory is bounded by the largest chunk, never by the file."""
+    for ref in chunks_of(store, entry):
+        if ref.id == HOLE_ID:
+            left = ref.length
+            while left:
+                piece = min(left, HOLE_PIECE)
+                yield _ZEROS if piece == HOLE_PIECE else bytes(piece)
+                left -= piece
+        else:
+            yield store.read(ref.id)
+
+
 def read_file_bytes(store: Store, entry: Entry) -> bytes:
-    """Returns a (small enough to hold) file entry's whole content."""
-    return b"".join(store.read(ref.id) for ref in chunks_of(store, entry))
+    """Returns a (small enough to hold) file entry's whole content, holes as zeros."""
+    return b"".join(iter_file_chunks(store, entry))
 
 
 def write_manifest(writer: ObjectWriter, manifest: dict[str, Entry]) -> bytes:
