@@ -7,8 +7,9 @@ nothing is ever coloured: the document is for programs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 CHOICES = ("auto", "always", "never")
 
@@ -33,11 +34,16 @@ def wanted(choice: str, *, is_tty: bool, env: Mapping[str, str], json_mode: bool
     return is_tty and not env.get("NO_COLOR") and env.get("TERM") != "dumb"
 
 
-@dataclass(frozen=True)
 class Style:
-    """Paints text when colour is on; returns it unchanged when it is off."""
+    """Paints text when colour is on; returns it unchanged when it is off.
 
-    colour: bool = False
+    A plain class, not a dataclass: building one costs nothing at start-up.
+    """
+
+    __slots__ = ("colour",)
+
+    def __init__(self, colour: bool = False) -> None:
+        self.colour = colour
 
     def paint(self, text: str, *styles: str) -> str:
         if not self.colour or not text or not styles:
