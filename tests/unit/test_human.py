@@ -374,3 +374,30 @@ def test_verify_says_what_it_reclaimed_and_finished() -> None:
     text = render("store.verify", doc, now=NOW)
     assert "Reclaimed 4 packs (95.0 MiB)" in text and "Finished 1 interrupted rewind." in text
     assert "reclaimed bytes" not in text
+
+
+def test_hard_links_put_back_as_files_are_named() -> None:
+    doc = rewind_doc(applied=True, undo=ID_B, unlinked=["d/x"], next=f"till rewind {ID_B} --yes")
+    text = render("workspace.rewind", doc, now=NOW)
+    assert "1 hard link came back as separate files" in text and "  d/x" in text
+
+
+def test_reports_from_several_threads_draw_whole_lines() -> None:
+    import threading
+
+    out, clock = io.StringIO(), Clock()
+    printer = ProgressPrinter(out, clock=clock, width=200, interval=0)
+    clock.t = 2
+
+    def report() -> None:
+        for i in range(200):
+            printer(sealing(i, i))
+
+    threads = [threading.Thread(target=report) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    printer.finish()
+    drawn = out.getvalue().rstrip("\n").split("\r")[1:]
+    assert all(d.startswith("sealing  ") and d.endswith("\x1b[K") for d in drawn)

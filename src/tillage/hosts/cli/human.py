@@ -316,6 +316,13 @@ def _rewind(page: Page) -> None:
         page.add(f"Rewound to {ref}: {change_summary(changes)}", *listing)
     else:
         page.add(f"Rewound to {ref}: the folder already matched it.")
+    unlinked = page.take("unlinked") or []
+    if unlinked:
+        page.add(
+            f"{units.count(len(unlinked), 'hard link')} came back as separate files (the other "
+            "name is outside the rewound paths):",
+            *(f"  {p}" for p in unlinked),
+        )
     if rescued:
         short = str(rescue)[:12] if rescue else "?"
         page.add(

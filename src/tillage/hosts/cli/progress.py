@@ -11,6 +11,7 @@ are injected so it is tested without waiting.
 
 from __future__ import annotations
 
+import _thread
 import time
 
 from tillage.hosts.cli import units
@@ -80,8 +81,14 @@ class ProgressPrinter:
         self.last_at = self.started  # when the last report came
         self.drawn_at: float | None = None  # when the current line was last drawn
         self.lines = 0  # lines finished with a newline
+        # Engines may report from worker threads; one report at a time draws.
+        self._lock = _thread.allocate_lock()
 
     def __call__(self, p: Progress) -> None:
+        with self._lock:
+            self._report(p)
+
+    def _report(self, p: Progress) -> None:
         now = self.clock()
         last = self.last
         if last is not None and p.stage != last.stage:
@@ -98,9 +105,10 @@ class ProgressPrinter:
 
     def finish(self) -> None:
         """Draws the final numbers and ends the line; nothing if nothing was ever drawn."""
-        if self.drawn_at is not None and self.last is not None:
-            self._draw(self.last, self.clock())
-            self._newline()
+        with self._lock:
+            if self.drawn_at is not None and self.last is not None:
+                self._draw(self.last, self.clock())
+                self._newline()
 
     def _draw(self, p: Progress, now: float) -> None:
         line = describe(p, now - self.stage_started)
