@@ -401,3 +401,20 @@ def test_reports_from_several_threads_draw_whole_lines() -> None:
     printer.finish()
     drawn = out.getvalue().rstrip("\n").split("\r")[1:]
     assert all(d.startswith("sealing  ") and d.endswith("\x1b[K") for d in drawn)
+
+
+def test_watch_says_it_attached_and_sealed_and_nothing_else() -> None:
+    doc = {
+        "workspace": "/w",
+        "head": snap(trigger="initial"),
+        "watching": False,
+        "attached_now": True,
+        "resumed": False,
+        "snapshots": 1,
+        "note": None,
+        "policy_problems": [],
+    }
+    lines = render("workspace.watch", doc, now=NOW).splitlines()
+    assert lines[0] == "Attached /w"
+    assert lines[1].startswith(f"Sealed {ID_A[:12]}  3 min ago  initial  2 files  251 MiB")
+    assert len(lines) == 2

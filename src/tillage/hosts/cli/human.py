@@ -202,9 +202,9 @@ def _watch(page: Page) -> None:
     page.add("Sealed " + page.snap("head"))
     if page.take("watching"):
         page.add("Watching for changes: `till watch --stop` stops it.")
+    page.used.update(("resumed", "snapshots"))  # a resumed timeline is told by the note
     note = page.take("note")
     if note:
-        page.used.update(("resumed", "snapshots"))  # the note tells of a resumed timeline
         page.add(f"Note: {note}")
     _policy(page)
 
