@@ -119,7 +119,7 @@ def change_rows(changes: list[Any], limit: int | None = None) -> tuple[list[list
 
 
 def change_summary(changes: list[Any]) -> str:
-    """`3 paths: 1 added, 2 modified`."""
+    """`3 paths (1 added, 2 modified)`."""
     tally: dict[str, int] = {}
     for change in changes:
         word = _KIND_WORDS.get(str(change.get("kind")), (str(change.get("kind")), ""))[0]
@@ -265,7 +265,8 @@ def _show(page: Page) -> None:
         ("Tree", page.style.paint(str(page.take("tree") or ""), "dim")),
     ]
     if changed is not None:
-        pairs.insert(8, ("Changes", units.count(int(changed), "path") + " changed from its parent"))
+        since = " changed from its parent" if snap.get("parent") else " (the first: all new)"
+        pairs.insert(8, ("Changes", units.count(int(changed), "path") + since))
     page.fields(pairs)
     notes = page.doc.get("fidelity")
     if notes:
@@ -280,7 +281,6 @@ def _diff(page: Page) -> None:
     changes = page.take("changes") or []
     origin = page.take("from_snapshot")
     dest = page.take("to_snapshot")
-    page.used.update(("from_snapshot", "to_snapshot"))
     source = f"from {page.ref(origin)}" if origin else "from the snapshot"
     target = f"to {page.ref(dest)}" if dest else "to the live folder"
     if not changes:
