@@ -171,6 +171,12 @@ def test_diff_says_its_direction_and_the_size_of_each_change() -> None:
     assert f"to {ID_B[:12]} (3 min ago, manual)" in between
 
 
+def test_a_mode_change_shows_no_size() -> None:
+    change = {"path": "run.sh", "kind": "mode_changed", "old_size": 5, "new_size": 5}
+    doc = {"changes": [change], "from_snapshot": snap(), "to_snapshot": None}
+    assert render("timeline.diff", doc, now=NOW).splitlines()[1].split() == ["mode", "run.sh"]
+
+
 def test_a_diff_with_no_changes_says_so() -> None:
     doc = {"changes": [], "from_snapshot": snap(), "to_snapshot": None}
     assert render("timeline.diff", doc, now=NOW).startswith("No changes from ")

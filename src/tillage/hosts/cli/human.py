@@ -108,6 +108,8 @@ def change_rows(changes: list[Any], limit: int | None = None) -> tuple[list[list
     for change in shown:
         word, colour = _KIND_WORDS.get(str(change.get("kind")), (str(change.get("kind")), ""))
         delta = units.size_change(change.get("old_size"), change.get("new_size"))
+        if change.get("kind") == "mode_changed":
+            delta = ""  # only the permissions changed: a size would say nothing
         rows.append(
             [
                 Cell(word, *([colour] if colour else [])),
