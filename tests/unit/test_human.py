@@ -424,3 +424,15 @@ def test_watch_says_it_attached_and_sealed_and_nothing_else() -> None:
     assert lines[0] == "Attached /w"
     assert lines[1].startswith(f"Sealed {ID_A[:12]}  3 min ago  initial  2 files  251 MiB")
     assert len(lines) == 2
+
+
+def test_a_file_name_cannot_drive_the_terminal() -> None:
+    evil = "a\x1b[2J\nadded  +1 B  fake\x07"
+    change = {"path": evil, "kind": "added", "old_size": None, "new_size": 1}
+    doc = {"changes": [change], "from_snapshot": snap(label="x\x1b]0;t\x07"), "to_snapshot": None}
+    text = render("timeline.diff", doc, now=NOW, style=Style(True))
+    assert "\x1b[2J" not in text and "\x07" not in text and "\x1b]" not in text
+    assert len(text.splitlines()) == 2
+    assert "a\\x1b[2J\\nadded  +1 B  fake\\x07" in text
+    note = render("workspace.forget", {"workspace": "/w", "note": "one\ntwo"}, now=NOW)
+    assert "one\ntwo" in note  # free text keeps its lines

@@ -82,7 +82,7 @@ def snapshot_cells(snap: dict[str, Any], now: float) -> list[Cell]:
         Cell(units.size(int(snap.get("bytes") or 0)), right=True),
         Cell(str(snap["grade"]) if partial else "", "red"),
         Cell("pinned" if snap.get("pinned") else "", "magenta"),
-        Cell(str(snap.get("label") or ""), "bold"),
+        Cell(units.printable(str(snap.get("label") or "")), "bold"),
     ]
 
 
@@ -114,7 +114,7 @@ def change_rows(changes: list[Any], limit: int | None = None) -> tuple[list[list
             [
                 Cell(word, *([colour] if colour else [])),
                 Cell(delta, "dim", right=True),
-                Cell(str(change.get("path"))),
+                Cell(units.printable(str(change.get("path")))),
             ]
         )
     return rows, len(changes) - len(shown)
@@ -238,7 +238,10 @@ def _fidelity(page: Page, notes: list[Any], exact: str) -> None:
         page.add(exact)
         return
     page.add(f"Not captured exactly ({units.count(len(notes), 'path')}):")
-    rows = [[Cell(str(n.get("path"))), Cell(str(n.get("reason")), "dim")] for n in notes]
+    rows = [
+        [Cell(units.printable(str(n.get("path")))), Cell(str(n.get("reason")), "dim")]
+        for n in notes
+    ]
     page.add(*table(rows, page.style, indent="  "))
 
 
@@ -323,14 +326,14 @@ def _rewind(page: Page) -> None:
         page.add(
             f"{units.count(len(unlinked), 'hard link')} came back as separate files (the other "
             "name is outside the rewound paths):",
-            *(f"  {p}" for p in unlinked),
+            *(f"  {units.printable(p)}" for p in unlinked),
         )
     if rescued:
         short = str(rescue)[:12] if rescue else "?"
         page.add(
             f"{units.count(len(rescued), 'file')} changed while rewinding, kept in snapshot "
             f"{page.style.paint(short, 'yellow')}:",
-            *(f"  {p}" for p in rescued),
+            *(f"  {units.printable(p)}" for p in rescued),
             f"Read one with `till cat {short} PATH`.",
         )
     undo_cmd = nxt or (f"till rewind {undo} --yes" if undo else None)
@@ -482,6 +485,17 @@ def generic(value: Any, now: float, style: Style, indent: str = "") -> list[str]
     return out
 
 
+def _printable(value: Any) -> Any:
+    """The document with every string made safe to print on a terminal (units.printable)."""
+    if isinstance(value, str):
+        return units.printable(value, lines=True)
+    if isinstance(value, dict):
+        return {units.printable(str(k)): _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value
+
+
 def render(
     verb: str, document: Any, *, now: float, style: Style = PLAIN, footer: bool = True
 ) -> str:
@@ -490,6 +504,7 @@ def render(
     `verb` is the contract name ("timeline.list"); `footer=False` leaves off the "run this next"
     lines (a preview shown before a confirmation prompt asks instead).
     """
+    document = _printable(document)
     renderer = RENDERERS.get(verb)
     if renderer is None or not isinstance(document, dict):
         lines = generic(document, now, style)

@@ -155,3 +155,23 @@ def duration(seconds: float) -> str:
         return f"{m} min {rest} s" if rest and m < 10 else f"{m} min"
     h, rest = divmod(s, HOUR)
     return f"{h} h {rest // MINUTE} min"
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """Returns `text` with control characters shown as escapes (`\\x1b`, `\\n`), so a file
+    name or label can never move the cursor, clear the screen or fake a line of output.
+
+    `lines=True` keeps newlines and tabs (for free text, such as a command's output).
+    """
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if lines and ch in "\n\t":
+            out.append(ch)
+        elif code < 0x20 or 0x7F <= code < 0xA0:
+            out.append(repr(ch)[1:-1] if ch in "\t\n\r" else f"\\x{code:02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
