@@ -436,3 +436,15 @@ def test_a_file_name_cannot_drive_the_terminal() -> None:
     assert "a\\x1b[2J\\nadded  +1 B  fake\\x07" in text
     note = render("workspace.forget", {"workspace": "/w", "note": "one\ntwo"}, now=NOW)
     assert "one\ntwo" in note  # free text keeps its lines
+
+
+def test_a_long_rewind_lists_the_first_changes_and_how_to_see_the_rest() -> None:
+    many = [
+        {"path": f"f{i:03}", "kind": "added", "old_size": None, "new_size": 1} for i in range(50)
+    ]
+    applied = rewind_doc(applied=True, undo=ID_B, changes=many, next="till rewind x --yes")
+    text = render("workspace.rewind", applied, now=NOW)
+    assert "f019" in text and "f020" not in text
+    assert f"… and 30 more (`till diff {ID_B[:12]} --to {ID_A[:12]}`" in text
+    dry = render("workspace.rewind", rewind_doc(changes=many), now=NOW)
+    assert f"… and 30 more (`till diff {ID_A[:12]}`" in dry

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # A rewind's list of changes stops after this many lines; `diff` always lists them all.
-REWIND_LINES = 40
+REWIND_LINES = 20
 
 _KIND_WORDS = {
     "added": ("added", "green"),
@@ -308,7 +308,11 @@ def _rewind(page: Page) -> None:
     rows, more = change_rows(changes, REWIND_LINES)
     listing = table(rows, page.style, indent="  ")
     if more:
-        listing.append(f"  … and {more:,} more (`till diff {snap.get('short')}` lists them all)")
+        # After applying, the changes are those from the undo snapshot to the target.
+        full = (
+            f"{str(undo)[:12]} --to {snap.get('short')}" if applied and undo else snap.get("short")
+        )
+        listing.append(f"  … and {more:,} more (`till diff {full}` lists every difference)")
     if not applied:
         if not changes:
             page.add(f"The folder already matches {ref}: nothing to rewind.")
