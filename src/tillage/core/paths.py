@@ -7,7 +7,7 @@ never names the workspace's own `.tillage/` folder.
 
 from __future__ import annotations
 
-from tillage.errors import InvalidArgumentError
+from tillage.errors import InvalidArgumentError, echo
 
 CONTROL_DIR = ".tillage"
 
@@ -31,22 +31,22 @@ def parse(raw: str) -> str:
     """Returns `raw` as a normalized workspace path; raises invalid_argument when it could
     escape the root (absolute, '..', NUL) or is empty."""
     if not raw or "\0" in raw:
-        raise InvalidArgumentError(f"not a workspace path: {raw!r}")
+        raise InvalidArgumentError(f"not a workspace path: {echo(raw)}")
     if raw.startswith("/"):
         raise InvalidArgumentError(
-            f"absolute paths are refused: {raw!r}",
+            f"absolute paths are refused: {echo(raw)}",
             next_step="give the path relative to the workspace root",
         )
     parts = [p for p in raw.split("/") if p not in ("", ".")]
     if any(p == ".." for p in parts):
         raise InvalidArgumentError(
-            f"'..' is refused in workspace paths: {raw!r}",
+            f"'..' is refused in workspace paths: {echo(raw)}",
             next_step="give the path relative to the workspace root, without '..'",
         )
     if not parts:
-        raise InvalidArgumentError(f"not a workspace path: {raw!r}")
+        raise InvalidArgumentError(f"not a workspace path: {echo(raw)}")
     if parts[0] == CONTROL_DIR:
-        raise InvalidArgumentError(f"{CONTROL_DIR}/ is tillage's own folder: {raw!r}")
+        raise InvalidArgumentError(f"{CONTROL_DIR}/ is tillage's own folder: {echo(raw)}")
     return "/".join(parts)
 
 

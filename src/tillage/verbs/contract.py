@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tillage.errors import SHARED_ERRORS, TillageError
@@ -211,7 +211,7 @@ class Contract(Generic[Req, Res]):
     preview: Callable[[Req], Req] | None = None
     confirmed: Callable[[Req], Req] | None = None
     # A verb whose human output is raw content on stdout (`cat`) says how to get it.
-    raw_output: Callable[[Res], bytes | str] | None = None
+    raw_output: Callable[[Res], bytes | str | Iterable[bytes]] | None = None
 
     def params(self) -> list[Param]:
         """Returns the params derived from the request dataclass."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tillage.errors import ConfirmationRequiredError
+from tillage.platform.errors import DiskFullError
 from tillage.verbs.contract import Scope, Verb
 
 TYPE_CHECKING = False
@@ -50,11 +51,101 @@ def resolve_context(verb: Verb[Any, Any], settings: Settings) -> Context:
     if verb.contract.scope is Scope.WORKSPACE:
         from tillage.workspace.attach import require_workspace
 
-        ctx.workspace = require_workspace(settings.home, settings.folder)
+        ctx.workspace = require_workspace(settings.home, settings.folder, settings.user_home)
     return ctx
 
 
 def invoke(
+    verb: Verb[Any, Any],
+    settings: Settings,
+    request: Any,
+    *,
+    confirm: Callable[[Any], bool] | None = None,
+    on_progress: ProgressFn | None = None,
+) -> Any:
+    """Runs `verb` on `request`; a file-system failure the caller can act on (a read-only
+    store, a full disk) leaves as the public error that names it."""
+    try:
+        return _invoke(verb, settings, request, confirm=confirm, on_progress=on_progress)
+    except OSError as exc:
+        public = _file_system_error(exc, settings)
+        if public is None:
+            raise
+        raise public from exc
+    except DiskFullError as exc:
+        raise _which_disk(exc, settings) from None
+    except Exception as exc:
+        if type(exc).__module__ == "sqlite3" and "readonly" in str(exc):
+            raise _read_only(settings) from exc
+        raise
+
+
+def _file_system_error(exc: OSError, settings: Settings) -> Exception | None:
+    import errno
+
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and _under(
+        exc.filename, settings.home
+    ):
+        return _read_only(settings)
+    return None
+
+
+def _under(filename: Any, folder: Path) -> bool:
+    if isinstance(filename, bytes):
+        filename = filename.decode("utf-8", "surrogateescape")
+    if not isinstance(filename, str) or not filename:
+        return False
+    path = Path(filename)
+    return path == folder or folder in path.parents
+
+
+def _read_only(settings: Settings) -> Exception:
+    from tillage.store.errors import StoreReadOnlyError
+
+    return StoreReadOnlyError(
+        f"the store at {settings.home} is read-only: this command needs to write to it"
+    )
+
+
+def _disk(path: Path) -> tuple[int, int] | None:
+    """(device, free bytes) of the file system holding `path` (or its nearest ancestor)."""
+    import os
+
+    for candidate in (path, *path.parents):
+        try:
+            st = os.statvfs(candidate)
+            return os.stat(candidate).st_dev, st.f_bavail * st.f_frsize
+        except OSError:
+            continue
+    return None
+
+
+def _which_disk(exc: DiskFullError, settings: Settings) -> Exception:
+    """Names the disk that is full: the workspace's, the store's, or the one holding both."""
+    store, folder = _disk(settings.home), _disk(settings.folder)
+    if store is not None and folder is not None and store[0] == folder[0]:
+        exc.message = (
+            f"no space left on the disk holding both the workspace {settings.folder} "
+            f"and the store {settings.home}"
+        )
+        exc.details["disk"] = "workspace_and_store"
+        return exc
+    if folder is not None and folder[1] < FULL_BELOW:
+        from tillage.workspace.errors import WorkspaceDiskFullError
+
+        return WorkspaceDiskFullError(
+            f"no space left on the disk holding the workspace {settings.folder}",
+            details={"disk": "workspace"},
+        )
+    exc.message = f"no space left on the disk holding the store {settings.home}"
+    exc.details["disk"] = "store"
+    return exc
+
+
+FULL_BELOW = 1 << 20  # a file system with less free space than this is the full one
+
+
+def _invoke(
     verb: Verb[Any, Any],
     settings: Settings,
     request: Any,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from tillage.errors import BusyError, InvalidArgumentError, NotFoundError, TillageError
@@ -10,6 +10,7 @@ from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, Sna
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import ChangeInfo, SnapshotInfo, change_infos, snapshot_info
+from tillage.verbs.wire import ByteStream
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,12 +62,13 @@ class TimelineResult:
 
 def timeline(ctx: Context, req: TimelineRequest) -> TimelineResult:
     from tillage.core.models import TRIGGERS
+    from tillage.errors import echo
 
     if req.limit < 1:
         raise InvalidArgumentError("-n must be at least 1")
     if req.trigger is not None and req.trigger not in TRIGGERS:
         raise InvalidArgumentError(
-            f"unknown trigger {req.trigger!r}", next_step="use one of: " + ", ".join(TRIGGERS)
+            f"unknown trigger {echo(req.trigger)}", next_step="use one of: " + ", ".join(TRIGGERS)
         )
     rows = ctx.workspace.store.snapshots(
         ctx.workspace.id, limit=req.limit, trigger=req.trigger, session=req.session
@@ -158,7 +160,7 @@ class CatRequest:
 class CatResult:
     path: str
     size: int
-    content_base64: str
+    content_base64: ByteStream
 
 
 class PathNotInSnapshotError(NotFoundError):
@@ -167,27 +169,47 @@ class PathNotInSnapshotError(NotFoundError):
     next_step = "list the snapshot's files with `till diff ID` or check the path's spelling"
 
 
-def cat(ctx: Context, req: CatRequest) -> CatResult:
-    import base64
+class NotAFileError(InvalidArgumentError):
+    """The path names a symlink, a folder or a special file in the snapshot, not a file."""
 
+    name = "snapshot.not_a_file"
+    module = "store"
+    next_step = "`till cat` prints files; for a symlink, cat the path it points to"
+
+
+def cat(ctx: Context, req: CatRequest) -> CatResult:
     from tillage.core.models import EntryKind
-    from tillage.core.paths import parse
+    from tillage.core.paths import fs_decode, parse
+    from tillage.errors import echo
     from tillage.workspace.timeline import resolve
-    from tillage.workspace.trees import flatten, read_file_bytes
+    from tillage.workspace.trees import check_file, flatten, iter_file_chunks
 
     ws = ctx.workspace
     path = parse(req.path)
     row = resolve(ws, req.id)
     entry = flatten(ws.store, bytes.fromhex(row.tree)).get(path)
     if entry is None:
-        raise PathNotInSnapshotError(f"{path!r} is not in snapshot {row.id[:12]}")
+        raise PathNotInSnapshotError(f"{echo(path)} is not in snapshot {row.id[:12]}")
     if entry.kind is EntryKind.SYMLINK:
-        data = entry.content
-    elif entry.kind is EntryKind.FILE:
-        data = read_file_bytes(ws.store, entry)
-    else:
-        raise InvalidArgumentError(f"{path!r} is a {entry.kind.name.lower()}, not a file")
-    return CatResult(path=path, size=len(data), content_base64=base64.b64encode(data).decode())
+        target = fs_decode(entry.content)
+        raise NotAFileError(
+            f"{echo(path)} is a symlink to {echo(target)} in snapshot {row.id[:12]}, not a file",
+            details={"kind": "symlink", "target": target},
+        )
+    if entry.kind is not EntryKind.FILE:
+        kind = "folder" if entry.kind is EntryKind.DIR else "special file"
+        raise NotAFileError(
+            f"{echo(path)} is a {kind} in snapshot {row.id[:12]}, not a file",
+            details={"kind": "directory" if entry.kind is EntryKind.DIR else "special"},
+        )
+    store = ws.store
+    return CatResult(
+        path=path,
+        size=entry.size,
+        content_base64=ByteStream(
+            entry.size, lambda: iter_file_chunks(store, entry), lambda: check_file(store, entry)
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -228,7 +250,7 @@ def _contract(
     doc: str,
     errors: tuple[type[TillageError], ...] = ID_ERRORS,
     event: str | None = None,
-    raw_output: Callable[[Any], bytes | str] | None = None,
+    raw_output: Callable[[Any], bytes | str | Iterable[bytes]] | None = None,
 ) -> Contract[Any, Any]:
     return Contract(
         name=name,
@@ -246,10 +268,8 @@ def _contract(
     )
 
 
-def _cat_bytes(result: CatResult) -> bytes:
-    import base64
-
-    return base64.b64decode(result.content_base64)
+def _cat_bytes(result: CatResult) -> ByteStream:
+    return result.content_base64
 
 
 VERBS = (
@@ -309,7 +329,7 @@ VERBS = (
             CatResult,
             Effect.READ,
             "A file's bytes as they were in a snapshot.",
-            errors=(*ID_ERRORS, PathNotInSnapshotError),
+            errors=(*ID_ERRORS, PathNotInSnapshotError, NotAFileError),
             raw_output=_cat_bytes,
         ),
         cat,

@@ -8,7 +8,55 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from typing import Any
+
+
+class ByteStream:
+    """File content read on demand, a piece at a time, so a 1 GiB file is never held whole.
+
+    Doors that can stream (the command line) iterate it; on the wire as a value it is base64.
+    """
+
+    def __init__(
+        self,
+        size: int,
+        pieces: Callable[[], Iterator[bytes]],
+        check: Callable[[], None] | None = None,
+    ) -> None:
+        self.size = size
+        self._pieces = pieces
+        self._check = check
+
+    def check(self) -> None:
+        """Raises the store's public error now if the content cannot be read whole, so a door
+        that streams can refuse before it has printed anything."""
+        if self._check is not None:
+            self._check()
+
+    def __str__(self) -> str:
+        return "".join(self.base64_pieces())
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._pieces()
+
+    def read(self) -> bytes:
+        """The whole content (for callers that want it in memory)."""
+        return b"".join(self._pieces())
+
+    def base64_pieces(self) -> Iterator[str]:
+        """The content as base64 text, in pieces that concatenate to one valid encoding."""
+        import base64
+
+        carry = b""
+        for piece in self._pieces():
+            data = carry + piece
+            cut = len(data) - len(data) % 3
+            carry = data[cut:]
+            if cut:
+                yield base64.b64encode(data[:cut]).decode()
+        if carry:
+            yield base64.b64encode(carry).decode()
 
 
 def to_wire(value: Any) -> Any:
@@ -19,6 +67,8 @@ def to_wire(value: Any) -> Any:
     """
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, ByteStream):
+        return str(value)
     if isinstance(value, enum.Enum):
         return to_wire(value.value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

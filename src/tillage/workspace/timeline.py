@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import string
 
+from tillage.errors import echo
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
 from tillage.store.store import SnapshotRow
 from tillage.workspace.attach import Workspace
@@ -17,13 +18,13 @@ def resolve(ws: Workspace, ref: str) -> SnapshotRow:
     prefix = ref.strip().lower()
     if len(prefix) < MIN_PREFIX or len(prefix) > 64 or not set(prefix) <= _HEX:
         raise BadSnapshotIdError(
-            f"{ref!r} is not a snapshot ID (64 hex characters, or a prefix of at least 6)"
+            f"{echo(ref)} is not a snapshot ID (64 hex characters, or a prefix of at least 6)"
         )
     matches = ws.store.snapshots_with_prefix(ws.id, prefix)
     if not matches:
-        raise SnapshotNotFoundError(f"no snapshot matches {ref!r}")
+        raise SnapshotNotFoundError(f"no snapshot matches {echo(ref)}")
     if len(matches) > 1:
-        raise SnapshotAmbiguousError(f"{ref!r} matches more than one snapshot")
+        raise SnapshotAmbiguousError(f"{echo(ref)} matches more than one snapshot")
     row = ws.store.snapshot(matches[0])
     assert row is not None
     return row

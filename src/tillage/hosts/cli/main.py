@@ -107,6 +107,7 @@ def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
         kwargs["action"] = "store_true"
     elif is_list:
         kwargs["nargs"] = "+"
+        kwargs["action"] = "extend"  # `--paths a --paths b` means both
     elif "int" in prm.type.split(" | "):
         kwargs["type"] = int
     if spec.metavar:
@@ -141,6 +142,42 @@ def _user_home() -> Path | None:
         return None
 
 
+def _streams(result: Any) -> bool:
+    from tillage.verbs.wire import ByteStream
+
+    return any(isinstance(v, ByteStream) for v in getattr(result, "__dict__", {}).values())
+
+
+def _emit_json_streaming(result: Any) -> None:
+    """Prints a result that holds file content as one JSON document, the content's base64
+    written a piece at a time, so `till --json cat` of a 1 GiB file holds no copy of it."""
+    import dataclasses
+    import json
+
+    from tillage.verbs.wire import ByteStream, to_wire
+
+    head = {}
+    streams = []
+    for f in dataclasses.fields(result):
+        value = getattr(result, f.name)
+        if isinstance(value, ByteStream):
+            value.check()  # refuse before printing: half a document is no document
+            streams.append((f.name, value))
+        else:
+            head[f.name] = to_wire(value)
+    text = json.dumps(head, ensure_ascii=True, separators=(",", ":"))
+    out = sys.stdout
+    out.write(text[:-1])
+    for n, (name, stream) in enumerate(streams):
+        comma = "," if head or n else ""
+        out.write(f'{comma}{json.dumps(name)}:"')
+        for piece in stream.base64_pieces():
+            out.write(piece)
+        out.write('"')
+    out.write("}\n")
+    out.flush()
+
+
 def _emit_json(doc: Any) -> None:
     import json
 
@@ -160,16 +197,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     json_mode = "--json" in args_list
     debug = "--debug" in args_list
+    previous = _terminate_as_interrupt()
     try:
         code = _run(args_list, json_mode)
-    except KeyboardInterrupt:
-        sys.stderr.write("till: interrupted\n")
-        code = 130
+    except KeyboardInterrupt as exc:
+        code = _interrupted(json_mode, terminated=isinstance(exc, _Terminated))
     except BaseException as exc:  # the last line of defence: no traceback without --debug
         if isinstance(exc, SystemExit):
             raise
         code = _internal(exc, json_mode=json_mode, debug=debug)
+    finally:
+        _restore_signal(previous)
     return code
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so the same clean-up runs and the same envelope prints."""
+
+
+def _terminate_as_interrupt() -> Any:
+    import signal
+
+    def handler(_signum: int, _frame: Any) -> None:
+        raise _Terminated
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (the library calling main): leave signals alone
+        return None
+
+
+def _restore_signal(previous: Any) -> None:
+    if previous is not None:
+        import signal
+
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(json_mode: bool, *, terminated: bool) -> int:
+    """Prints the `interrupted` envelope (CONTRACT: an interrupted command still prints one
+    error document) and returns 130 for Ctrl-C, 143 for SIGTERM, as shells do."""
+    from tillage.errors import CommandInterruptedError
+
+    what = "terminated (SIGTERM)" if terminated else "interrupted (Ctrl-C)"
+    err = CommandInterruptedError(f"the command was {what}")
+    try:
+        if json_mode:
+            _emit_json({"error": err.envelope()})
+        sys.stderr.write(f"till: {err.message} ({err.next})\n")
+    except (OSError, ValueError):
+        pass
+    return 143 if terminated else 130
 
 
 def _run(argv: list[str], json_mode: bool) -> int:
@@ -207,7 +285,7 @@ def _execute(verb: Any, ns: argparse.Namespace, json_mode: bool) -> int:
     from tillage.verbs.wire import to_wire
 
     env = dict(os.environ)
-    folder = Path(ns.repo).expanduser() if ns.repo else Path.cwd()
+    folder = Path(ns.repo).expanduser() if ns.repo else _current_folder()
     settings = Settings(
         home=_home(env),
         folder=folder.absolute(),
@@ -225,16 +303,25 @@ def _execute(verb: Any, ns: argparse.Namespace, json_mode: bool) -> int:
     finally:
         if progress is not None:
             progress.finish()  # end the progress line before any answer or error is printed
+    if json_mode and _streams(result):
+        _emit_json_streaming(result)
+        return EXIT_OK
+    if not json_mode and verb.contract.raw_output:
+        raw = verb.contract.raw_output(result)
+        if hasattr(raw, "check"):
+            raw.check()  # a damaged store is refused before a byte is printed
+        if isinstance(raw, bytes):
+            sys.stdout.buffer.write(raw)
+        elif isinstance(raw, str):
+            sys.stdout.write(raw)
+        else:
+            for piece in raw:  # a file's content, a piece at a time: memory stays bounded
+                sys.stdout.buffer.write(piece)
+        sys.stdout.flush()
+        return EXIT_OK
     wire = to_wire(result)
     if json_mode:
         _emit_json(wire)
-    elif verb.contract.raw_output:
-        raw = verb.contract.raw_output(result)
-        if isinstance(raw, bytes):
-            sys.stdout.buffer.write(raw)
-        else:
-            sys.stdout.write(raw)
-        sys.stdout.flush()
     else:
         from tillage.hosts.cli.colour import Style, wanted
         from tillage.hosts.cli.human import render
@@ -243,6 +330,19 @@ def _execute(verb: Any, ns: argparse.Namespace, json_mode: bool) -> int:
         sys.stdout.write(render(verb.contract.name, wire, now=_now(env), style=Style(colour)))
     status = getattr(result, "exit_status", None)
     return int(status()) if callable(status) else EXIT_OK
+
+
+def _current_folder() -> Path:
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        from tillage.workspace.errors import FolderMissingError
+
+        raise FolderMissingError(
+            "the current folder no longer exists (it was deleted or moved)",
+            next_step="cd into an existing folder, or give --repo; a deleted workspace's "
+            "timeline is still in the store: recreate the folder and run `till watch` there",
+        ) from None
 
 
 def _now(env: dict[str, str]) -> float:
