@@ -448,3 +448,11 @@ def test_a_long_rewind_lists_the_first_changes_and_how_to_see_the_rest() -> None
     assert f"… and 30 more (`till diff {ID_B[:12]} --to {ID_A[:12]}`" in text
     dry = render("workspace.rewind", rewind_doc(changes=many), now=NOW)
     assert f"… and 30 more (`till diff {ID_A[:12]}`" in dry
+
+
+def test_the_command_to_run_next_stays_last_whatever_fields_a_result_gains() -> None:
+    doc = rewind_doc(unlinked=["d/x"], some_new_field=["value"])
+    lines = render("workspace.rewind", doc, now=NOW).splitlines()
+    assert lines[-1].strip() == f"till rewind {ID_A} --yes"
+    assert "  value" in lines or any("value" in line for line in lines[:-2])
+    assert any("would come back as separate files" in line for line in lines)

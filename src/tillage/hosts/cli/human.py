@@ -148,6 +148,7 @@ class Page:
         self.footer = footer
         self.used: set[str] = set()
         self.lines: list[str] = []
+        self.tail: list[str] = []  # the "run this next" lines: always last, after any extras
 
     def take(self, key: str) -> Any:
         self.used.add(key)
@@ -155,6 +156,11 @@ class Page:
 
     def add(self, *lines: str) -> None:
         self.lines.extend(lines)
+
+    def next(self, intro: str, cmd: str) -> None:
+        """Ends the page with the command to run next (unless a prompt asks instead)."""
+        if self.footer:
+            self.tail = [intro, command(cmd, self.style)]
 
     def fields(self, pairs: list[tuple[str, str]]) -> None:
         """Adds `Label  value` lines with the labels aligned."""
@@ -277,9 +283,9 @@ def _show(page: Page) -> None:
     if notes:
         _fidelity(page, notes, "")
     parent = snap.get("parent")
-    if page.footer and parent and changed:
+    if parent and changed:
         short = snap.get("short") or str(snap.get("id"))[:12]
-        page.add("See what changed:", command(f"till diff {parent[:12]} --to {short}", page.style))
+        page.next("See what changed:", f"till diff {parent[:12]} --to {short}")
 
 
 def _diff(page: Page) -> None:
@@ -313,25 +319,21 @@ def _rewind(page: Page) -> None:
             f"{str(undo)[:12]} --to {snap.get('short')}" if applied and undo else snap.get("short")
         )
         listing.append(f"  … and {more:,} more (`till diff {full}` lists every difference)")
+    unlinked = page.take("unlinked") or []
     if not applied:
         if not changes:
             page.add(f"The folder already matches {ref}: nothing to rewind.")
             return
         page.add(f"Rewinding to {ref} would change {change_summary(changes)}", *listing)
-        if page.footer and nxt:
-            page.add("Nothing was changed. To apply it, run:", command(nxt, page.style))
+        _unlinked(page, unlinked, "would come")
+        if nxt:
+            page.next("Nothing was changed. To apply it, run:", nxt)
         return
     if changes:
         page.add(f"Rewound to {ref}: {change_summary(changes)}", *listing)
     else:
         page.add(f"Rewound to {ref}: the folder already matched it.")
-    unlinked = page.take("unlinked") or []
-    if unlinked:
-        page.add(
-            f"{units.count(len(unlinked), 'hard link')} came back as separate files (the other "
-            "name is outside the rewound paths):",
-            *(f"  {units.printable(p)}" for p in unlinked),
-        )
+    _unlinked(page, unlinked, "came")
     if rescued:
         short = str(rescue)[:12] if rescue else "?"
         page.add(
@@ -341,8 +343,17 @@ def _rewind(page: Page) -> None:
             f"Read one with `till cat {short} PATH`.",
         )
     undo_cmd = nxt or (f"till rewind {undo} --yes" if undo else None)
-    if undo_cmd and page.footer:
-        page.add("To undo it, run:", command(undo_cmd, page.style))
+    if undo_cmd:
+        page.next("To undo it, run:", undo_cmd)
+
+
+def _unlinked(page: Page, unlinked: list[str], verb: str) -> None:
+    if unlinked:
+        page.add(
+            f"{units.count(len(unlinked), 'hard link')} {verb} back as separate files (the "
+            "other name is outside the rewound paths):",
+            *(f"  {units.printable(p)}" for p in unlinked),
+        )
 
 
 def _pin(page: Page) -> None:
@@ -405,10 +416,8 @@ def _verify(page: Page) -> None:
         page.add(f"Finished {units.count(len(finished), 'interrupted rewind')}.")
     if repaired:
         page.add(f"Repaired {units.count(repaired, 'object')}.")
-    elif not ok and page.footer:
-        page.add(
-            "To repair what can be repaired, run:", command("till verify --repair", page.style)
-        )
+    elif not ok:
+        page.next("To repair what can be repaired, run:", "till verify --repair")
 
 
 RENDERERS: dict[str, Callable[[Page], None]] = {
@@ -517,5 +526,5 @@ def render(
         renderer(page)
         # Fields the page did not use; a false or zero one there is noise, not news.
         rest = {k: v for k, v in document.items() if k not in page.used and v not in (False, 0)}
-        lines = page.lines + generic(rest, now, style)
+        lines = page.lines + generic(rest, now, style) + page.tail
     return "\n".join(lines) + "\n" if lines else ""
