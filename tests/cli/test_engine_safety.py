@@ -138,6 +138,7 @@ def test_a_bad_policy_line_is_skipped_and_reported_and_nothing_is_blocked(
     (folder / "keep.txt").write_text("changed\n")
     snap = till.json("snap")
     assert snap["snapshot"]["files"] == 2
+    assert snap["policy_problems"] == [problem]
     assert [c["path"] for c in till.json("diff", first)["changes"]] == ["keep.txt"]
     assert till.json("rewind", first, "--dry-run")["applied"] is False
     assert till.json("rewind", first, "--dry-run", "--paths", "keep.txt")["applied"] is False
@@ -402,3 +403,35 @@ def test_the_agent_guide_lists_the_usage_and_interrupted_codes() -> None:
     guide = (Path(__file__).parents[2] / "docs" / "agents.md").read_text()
     assert "| -32070 | `usage` |" in guide
     assert "| -32071 | `interrupted` |" in guide
+
+
+# -- a copied or moved folder ----------------------------------------------------------------
+
+
+def test_a_copy_of_a_workspace_is_not_mistaken_for_it(
+    till: Till, folder: Path, user_home: Path
+) -> None:
+    (folder / "a.txt").write_text("original\n")
+    first = till.json("watch", "--no-daemon")["head"]["id"]
+    copy = user_home / "copy"
+    subprocess.run(["cp", "-a", str(folder), str(copy)], check=True)
+    run = till("--json", "status", cwd=copy)
+    assert run.code == 1 and run.error["name"] == "workspace.not_attached"
+    attached = till.json("watch", "--no-daemon", cwd=copy)
+    assert attached["workspace"] == str(copy) and attached["attached_now"] is True
+    assert first not in [s["id"] for s in till.json("timeline", cwd=copy)["snapshots"]]
+    assert till.json("status")["workspace"] == str(folder)
+    assert first in snapshot_ids(till)
+
+
+def test_a_moved_workspace_keeps_its_timeline(till: Till, folder: Path, user_home: Path) -> None:
+    (folder / "a.txt").write_text("v1\n")
+    first = till.json("watch", "--no-daemon")["head"]["id"]
+    moved = user_home / "renamed"
+    folder.rename(moved)
+    status = till.json("status", cwd=moved)
+    assert status["workspace"] == str(moved)
+    assert status["head"]["id"] == first
+    (moved / "a.txt").write_text("v2\n")
+    till.json("rewind", first, "--yes", cwd=moved)
+    assert (moved / "a.txt").read_text() == "v1\n"

@@ -9,7 +9,14 @@ from tillage.errors import BusyError, InvalidArgumentError, NotFoundError, Tilla
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context
-from tillage.verbs.views import ChangeInfo, SnapshotInfo, change_infos, snapshot_info
+from tillage.verbs.views import (
+    ChangeInfo,
+    PolicyProblemInfo,
+    SnapshotInfo,
+    change_infos,
+    policy_problems,
+    snapshot_info,
+)
 from tillage.verbs.wire import ByteStream
 
 TYPE_CHECKING = False
@@ -35,6 +42,7 @@ class SnapRequest:
 @dataclass(frozen=True)
 class SnapResult:
     snapshot: SnapshotInfo
+    policy_problems: tuple[PolicyProblemInfo, ...]
 
 
 def snap(ctx: Context, req: SnapRequest) -> SnapResult:
@@ -45,7 +53,9 @@ def snap(ctx: Context, req: SnapRequest) -> SnapResult:
         SealOptions(trigger="manual", label=req.label, agent=ctx.settings.agent),
         on_progress=ctx.on_progress,
     )
-    return SnapResult(snapshot=snapshot_info(row))
+    return SnapResult(
+        snapshot=snapshot_info(row), policy_problems=policy_problems(ctx.workspace.root)
+    )
 
 
 @dataclass(frozen=True)
