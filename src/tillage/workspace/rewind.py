@@ -1,25 +1,32 @@
-"""Rewinding a folder to a snapshot: plan, then apply (seal first, intent, atomic writes).
+"""Rewinding a folder to a snapshot: plan, then apply (seal first, verify, intent, writes, sync).
 
 Apply is the crash-safety argument for the folder (INV-7): the present is sealed first (its ID is
-returned as `undo`); every file to put back is written into a staging folder under `.tillage/`
-first, each object verified as it is read, so a damaged store fails before the folder is
-touched; then an intent record is written, files are renamed into place, and the intent is
-removed last. A rewind killed half-way is rolled forward by the next command (recovery.py).
+returned as `undo`); every object the rewind will write is read and verified first (staging), so
+a damaged store fails before the folder is touched; then an intent record is written and the
+folder is changed: a path that existed is replaced by a rename from a temporary sibling (INV-1),
+a new path is written as an anonymous file and linked in whole, several files at a time. One
+sync of the workspace's file system makes it all durable before the intent is removed, last.
+A rewind killed half-way is rolled forward by the next command (recovery.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import shutil
 import stat
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from tillage.core.models import Change, ContentKind, Entry, EntryFlag, EntryKind
-from tillage.core.paths import CONTROL_DIR, parse
+from tillage.core.models import HOLE_ID, Change, ChunkRef, ContentKind, Entry, EntryFlag, EntryKind
+from tillage.core.paths import CONTROL_DIR, fs_decode, parse
+from tillage.core.progress import Progress, ProgressFn
 from tillage.core.rewind_plan import Action, Op, plan_actions
 from tillage.errors import TillageError
 from tillage.platform import clock, failpoints
@@ -29,13 +36,15 @@ from tillage.platform.fs import (
     raise_if_disk_full,
     temp_name,
 )
-from tillage.platform.names import random_hex
+from tillage.store.errors import StoreDamagedError
+from tillage.store.packs import Location, decode_record
 from tillage.store.store import SnapshotRow
 from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import is_racy, store_content
 from tillage.workspace.errors import RewindStoppedError
 from tillage.workspace.pathindex import Row
+from tillage.workspace.policy import outside_policy, snapshot_policy
 from tillage.workspace.recovery import intent_path
 from tillage.workspace.seal import (
     SealOptions,
@@ -56,6 +65,8 @@ class RewindOutcome:
     undo: str | None
     rescued: tuple[str, ...] = ()
     rescue: str | None = None
+    # Hard links of the target put back as plain files: their first name is outside the scope.
+    unlinked: tuple[str, ...] = ()
 
 
 def normalize_scopes(paths: tuple[str, ...] | None) -> list[str] | None:
@@ -69,11 +80,19 @@ def preview(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rew
     """Returns what a rewind would change, touching nothing (`--dry-run`)."""
     live = scan_live(ws).manifest or {}
     want = flatten(ws.store, bytes.fromhex(target.tree))
+    live = outside_policy(live, snapshot_policy(ws.store, want))
     planned = plan_actions(live, want, scopes)
-    return RewindOutcome(target, planned.changes, applied=False, undo=None)
+    return RewindOutcome(
+        target, planned.changes, applied=False, undo=None, unlinked=planned.unlinked
+    )
 
 
-def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> RewindOutcome:
+def apply(
+    ws: Workspace,
+    target: SnapshotRow,
+    scopes: list[str] | None,
+    on_progress: ProgressFn | None = None,
+) -> RewindOutcome:
     """Rewinds the folder to `target` within `scopes`, sealing the present first."""
     with workspace_lock(ws):
         _remove_staging(ws.root)  # left by a rewind killed before its intent: never applied
@@ -84,8 +103,10 @@ def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rewin
             manifest_out=current,
         )
         want = flatten(ws.store, bytes.fromhex(target.tree))
+        # What the target's own policy excluded, it knows nothing about: leave it alone.
+        current = outside_policy(current, snapshot_policy(ws.store, want))
         planned = plan_actions(current, want, scopes)
-        applier = Applier(ws, current)
+        applier = Applier(ws, current, on_progress)
         applier.stage(planned.actions)  # a damaged store fails here, the folder untouched
         intent = {
             "op": "rewind",
@@ -122,6 +143,7 @@ def apply(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rewin
         undo=undo.id,
         rescued=tuple(sorted(applier.rescued)),
         rescue=rescue,
+        unlinked=planned.unlinked,
     )
 
 
@@ -175,6 +197,7 @@ def finish_interrupted(
             manifest_out=live,
         )
         want = flatten(ws.store, bytes.fromhex(target.tree))
+        live = outside_policy(live, snapshot_policy(ws.store, want))
         planned = plan_actions(live, want, scopes)
         applier = Applier(ws, live)
         applier.stage(planned.actions)
@@ -189,6 +212,7 @@ def finish_interrupted(
 
 
 def _remove_staging(root: Path) -> None:
+    """Removes staging folders a rewind of an earlier version left in `.tillage/`."""
     control = root / CONTROL_DIR
     if control.is_dir() and not control.is_symlink():
         for leftover in control.glob(f"{STAGING_PREFIX}*"):
@@ -196,57 +220,195 @@ def _remove_staging(root: Path) -> None:
 
 
 def _remove_temp_files(root: Path) -> None:
-    """Removes temporary siblings and staging folders an interrupted rewind left behind."""
+    """Removes temporary siblings and staging folders an interrupted rewind left behind.
+
+    Walks by directory descriptor, never by path, so a tree deeper than the OS path limit is
+    cleaned too, and a symlinked folder is never entered."""
     _remove_staging(root)
-    for dirpath, dirnames, filenames in os.walk(root):
-        if dirpath == str(root) and ".tillage" in dirnames:
-            dirnames.remove(".tillage")
-        for name in filenames:
-            if ".tillage-tmp-" in name:
+    try:
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    pending = [top]
+    while pending:
+        fd = pending.pop()
+        try:
+            with os.scandir(fd) as entries:
+                for item in entries:
+                    if fd == top and item.name == CONTROL_DIR:
+                        continue
+                    if item.is_dir(follow_symlinks=False):
+                        with contextlib.suppress(OSError):
+                            pending.append(open_subdir_nofollow(fd, item.name, create=False))
+                    elif TEMP_MARK in item.name:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(item.name, dir_fd=fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _remove_tree(parent_fd: int, name: str) -> None:
+    """Removes the folder `name` below `parent_fd` and everything in it, by descriptor (depth
+    does not matter, no symlink is followed), lending write permission to read-only folders
+    inside it the way `rm -rf` by their owner would."""
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        if mode & 0o700 != 0o700:
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, mode | 0o700)
+        with os.scandir(fd) as entries:
+            children = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+        for child, is_dir in children:
+            if is_dir:
+                _remove_tree(fd, child)
+            else:
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(dirpath, name))
+                    os.unlink(child, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
+
+
+@functools.cache
+def _syncfs_call() -> Callable[[int], int] | None:
+    import ctypes
+
+    try:
+        fn: Callable[[int], int] = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    return fn
+
+
+def _syncfs(fd: int) -> None:
+    """Makes everything written to the file system holding `fd` durable, in one call: one
+    journal commit for the whole rewind instead of an fsync per file."""
+    call = _syncfs_call()
+    if call is None or call(fd) != 0:
+        os.sync()
 
 
 STAGING_PREFIX = "staging-"
+TEMP_MARK = ".tillage-tmp-"
+# Threads that create and write files. File creation, writes, zstd and BLAKE3 all release the
+# GIL, so on two cores four threads keep both busy while others wait on the kernel.
+WORKERS = 4
+_NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT, errno.EXDEV)
+
+
+class _DamagedError(Exception):
+    """An object failed verification in a worker thread; the main thread forgets it (INV-4)."""
+
+    def __init__(self, object_id: bytes, error: TillageError) -> None:
+        super().__init__(str(error))
+        self.object_id = object_id
+        self.error = error
+
+
+class _RetryError(Exception):
+    """Something is in the way of a write (a folder a concurrent writer made): the main thread
+    retries it on its own, where the directory cache may change."""
 
 
 class Applier:
-    """Executes rewind actions below the root without ever following a symlinked parent."""
+    """Executes rewind actions below the root without ever following a symlinked parent.
 
-    def __init__(self, ws: Workspace, expected: dict[str, Entry] | None) -> None:
+    `stage` reads and verifies every object the rewind will write before anything in the folder
+    changes (INV-7); `run` applies the actions, files in WORKERS threads, and makes the result
+    durable with one sync of the workspace's file system before it returns.
+    """
+
+    def __init__(
+        self,
+        ws: Workspace,
+        expected: dict[str, Entry] | None,
+        on_progress: ProgressFn | None = None,
+    ) -> None:
         self.ws = ws
         self.expected = expected
+        self.on_progress = on_progress
         self.rescued: dict[str, Entry] = {}
         self._root_fd = os.open(ws.root, os.O_RDONLY | os.O_DIRECTORY)
         self._dir_cache: dict[str, int] = {}
         self._writer = ws.store.writer()
-        self._control_fd = -1
-        self._staging_name = ""
-        self._staging_fd = -1
-        self._staged: dict[str, str] = {}
+        self._lock = threading.Lock()  # guards the writer and the rescued map across threads
+        self._refs: dict[str, list[ChunkRef]] = {}
+        self._locations: dict[bytes, Location] = {}
+        self._pack_fds: dict[str, int] = {}
+        self._umask = _current_umask()
+        # Folders whose mode tillage knows (created or checked), and those lent u+rwx.
+        self._dir_modes: dict[str, int] = {}
+        self._lent: dict[str, int] = {}
+        self._meta_done: set[str] = set()
+        self._deleted: set[str] = set()
         # What was written, as path-index rows, so the next seal need not read it again.
         self.written: dict[str, Row] = {}
 
-    def stage(self, actions: tuple[Action, ...]) -> None:
-        """Writes every file the actions put back into `.tillage/staging-*`, with its metadata.
+    # -- staging: read and verify before touching ------------------------------------------
 
-        Each object is verified as it is read (INV-4), so a damaged store raises here, before
-        anything in the folder changes; on any failure the staging folder is removed.
+    def stage(self, actions: tuple[Action, ...]) -> None:
+        """Reads and verifies every object the actions will write (INV-4, INV-7).
+
+        A missing or damaged object raises here, before anything in the folder changes. The
+        chunk lists and object locations are kept, so the writes need no index lookups.
         """
         try:
-            self._control_fd = open_subdir_nofollow(self._root_fd, CONTROL_DIR, create=True)
-            self._staging_name = f"{STAGING_PREFIX}{random_hex(6)}"
-            os.mkdir(self._staging_name, 0o700, dir_fd=self._control_fd)
-            self._staging_fd = os.open(
-                self._staging_name,
-                os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                dir_fd=self._control_fd,
-            )
-            for n, action in enumerate(actions):
-                entry = action.entry
-                if action.op is Op.WRITE and entry is not None and entry.kind is EntryKind.FILE:
-                    self._write_content(self._staging_fd, str(n), entry)
-                    self._staged[action.path] = str(n)
+            files = [
+                a
+                for a in actions
+                if a.op is Op.WRITE
+                and a.entry is not None
+                and a.entry.kind is EntryKind.FILE
+                and not a.entry.flags & EntryFlag.HARDLINK
+            ]
+            seen: set[bytes] = set()
+            work: list[tuple[int, list[bytes]]] = []
+            for action in files:
+                assert action.entry is not None
+                refs = chunks_of(self.ws.store, action.entry)
+                self._refs[action.path] = refs
+                fresh = [r.id for r in refs if r.id != HOLE_ID and r.id not in seen]
+                seen.update(fresh)
+                work.append((action.entry.size, fresh))
+            self._locations = self.ws.store.locations(list(seen))
+            for object_id in seen:
+                if object_id not in self._locations:
+                    raise StoreDamagedError(
+                        f"object {object_id.hex()[:12]} is missing from the store"
+                    )
+            for loc in self._locations.values():
+                if loc.pack not in self._pack_fds:
+                    try:
+                        self._pack_fds[loc.pack] = os.open(
+                            self.ws.store.packs_dir / loc.pack, os.O_RDONLY
+                        )
+                    except FileNotFoundError as exc:
+                        raise StoreDamagedError(
+                            f"pack {loc.pack} is missing from the store"
+                        ) from exc
+            total = sum(size for size, _ids in work)
+            self._report("staging", 0, len(work), 0, total)
+            done = done_bytes = 0
+            with ThreadPoolExecutor(WORKERS) as pool:
+                futures = {pool.submit(self._verify, ids): size for size, ids in work}
+                try:
+                    for future in as_completed(futures):
+                        future.result()
+                        done += 1
+                        done_bytes += futures[future]
+                        self._report("staging", done, len(work), done_bytes, total)
+                except _DamagedError as bad:
+                    pool.shutdown(cancel_futures=True)
+                    loc = self._locations[bad.object_id]
+                    if (self.ws.store.packs_dir / loc.pack).exists():
+                        self.ws.store.forget_damaged(bad.object_id)
+                    raise bad.error from None
+                except BaseException:
+                    pool.shutdown(cancel_futures=True)
+                    raise
             failpoints.hit("rewind.after_staging")
         except BaseException as exc:
             self._close()
@@ -254,84 +416,116 @@ class Applier:
                 raise_if_disk_full(exc)
             raise
 
-    def run(self, actions: tuple[Action, ...]) -> None:
+    def _verify(self, ids: list[bytes]) -> None:
+        for object_id in ids:
+            self._read(object_id)
+
+    def _read(self, object_id: bytes) -> bytes:
+        """Returns an object's bytes, verified against its ID (any thread)."""
+        loc = self._locations[object_id]
+        data = os.pread(self._pack_fds[loc.pack], loc.length, loc.offset)
         try:
-            for n, action in enumerate(actions):
-                self._do(action)
-                if n == 0:
-                    failpoints.hit("rewind.after_first_action")
+            _kind, _id, raw = decode_record(data, object_id)
+        except TillageError as exc:
+            raise _DamagedError(object_id, exc) from exc
+        return raw
+
+    def _report(self, stage: str, files: int, files_total: int, done: int, total: int) -> None:
+        if self.on_progress is not None:
+            self.on_progress(Progress(stage, files, files_total, done, total))
+
+    # -- applying -------------------------------------------------------------------------
+
+    def run(self, actions: tuple[Action, ...]) -> None:
+        """Applies the actions in order; the folder's data is durable when it returns."""
+        try:
+            self._run(actions)
+            self._restore_lent()
+            _syncfs(self._root_fd)
         finally:
             try:
+                self._restore_lent()
                 self._writer.commit()  # rescued bytes are durable however the run ended
             finally:
                 self._close()
+
+    def _run(self, actions: tuple[Action, ...]) -> None:
+        parallel = [
+            a
+            for a in actions
+            if a.op is Op.WRITE and a.entry is not None and not a.entry.flags & EntryFlag.HARDLINK
+        ]
+        files_total = len(parallel)
+        bytes_total = sum(a.entry.size for a in parallel if a.entry is not None)
+        progress = [0, 0]
+
+        def count(action: Action) -> None:
+            if action.entry is not None and action in batch_set:
+                progress[0] += 1
+                progress[1] += action.entry.size
+                self._report("applying", progress[0], files_total, progress[1], bytes_total)
+
+        batch_set = set(parallel)
+        first = True
+        pending: list[Action] = []
+        for action in actions:
+            if first:
+                self._do(action)
+                count(action)
+                failpoints.hit("rewind.after_first_action")
+                first = False
+                continue
+            if action in batch_set:
+                pending.append(action)
+                continue
+            if pending:
+                self._write_many(pending, count)
+                pending = []
+            self._do(action)
+        if pending:
+            self._write_many(pending, count)
+
+    def _write_many(self, batch: list[Action], count: Callable[[Action], None]) -> None:
+        """Writes files and symlinks in WORKERS threads; folders are opened here first, so the
+        directory cache is only ever touched by this thread."""
+        jobs: list[tuple[Action, int, str]] = []
+        for action in batch:
+            dir_fd, name = self._parent_fd(action.path, create=True)
+            jobs.append((action, dir_fd, name))
+        retry: list[Action] = []
+        with ThreadPoolExecutor(WORKERS) as pool:
+            futures = {pool.submit(self._put, a, fd, n): a for a, fd, n in jobs}
+            try:
+                for future in as_completed(futures):
+                    try:
+                        future.result()
+                    except _RetryError:
+                        retry.append(futures[future])
+                        continue
+                    count(futures[future])
+            except BaseException:
+                pool.shutdown(cancel_futures=True)
+                raise
+        for action in retry:
+            self._do(action)
+            count(action)
 
     def _close(self) -> None:
         for fd in self._dir_cache.values():
             os.close(fd)
         self._dir_cache.clear()
-        if self._staging_fd >= 0:
-            os.close(self._staging_fd)
-            self._staging_fd = -1
-        if self._control_fd >= 0:
-            if self._staging_name:
-                with contextlib.suppress(OSError):
-                    shutil.rmtree(self._staging_name, dir_fd=self._control_fd)
-            os.close(self._control_fd)
-            self._control_fd = -1
+        for fd in self._pack_fds.values():
+            os.close(fd)
+        self._pack_fds.clear()
         if self._root_fd >= 0:
             os.close(self._root_fd)
             self._root_fd = -1
         self._writer.close()
 
-    def _write_content(self, dir_fd: int, name: str, entry: Entry) -> None:
-        """Creates `name` below `dir_fd` with the entry's bytes, mode, xattrs and mtime."""
-        fd = os.open(
-            name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd
-        )
-        try:
-            for ref in chunks_of(self.ws.store, entry):
-                data = memoryview(self.ws.store.read(ref.id))
-                while data:
-                    data = data[os.write(fd, data) :]
-            os.fchmod(fd, entry.mode)
-            for key, value in entry.xattrs:
-                with contextlib.suppress(OSError):
-                    os.setxattr(fd, key, value)
-            os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(name, dir_fd=dir_fd)
-            raise
-        os.close(fd)
-
-    def _copy_staged(self, staged: str, dir_fd: int, tmp: str) -> None:
-        """Copies a staged file next to its final name, when a rename cannot cross file systems."""
-        src = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self._staging_fd)
-        try:
-            st = os.fstat(src)
-            dst = os.open(
-                tmp,
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                stat.S_IMODE(st.st_mode),
-                dir_fd=dir_fd,
-            )
-            try:
-                while os.sendfile(dst, src, None, 1 << 30):
-                    pass
-                for key in os.listxattr(src):
-                    with contextlib.suppress(OSError):
-                        os.setxattr(dst, key, os.getxattr(src, key))
-                os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
-            finally:
-                os.close(dst)
-        finally:
-            os.close(src)
-
     def _dir(self, path: str, *, create: bool) -> int:
         """Returns the fd of workspace folder `path` ('' is the root), opened one level at a
-        time from its parent's fd so no symlink is ever followed; fds are cached."""
+        time from its parent's fd so no symlink is ever followed and depth never matters;
+        fds are cached."""
         if not path:
             return self._root_fd
         fd = self._dir_cache.get(path)
@@ -342,12 +536,39 @@ class Applier:
         return fd
 
     def _parent_fd(self, path: str, *, create: bool) -> tuple[int, str]:
+        """Returns the fd of `path`'s folder, made writable for the rewind, and its name."""
         parent, _, name = path.rpartition("/")
-        return self._dir(parent, create=create), name
+        fd = self._dir(parent, create=create)
+        if parent not in self._dir_modes:
+            self._lend(parent, fd)
+        return fd, name
+
+    def _lend(self, path: str, fd: int) -> None:
+        """Lends u+rwx to a folder the rewind writes into (a read-only folder can be rewound);
+        its recorded mode comes back at the end (the plan's folder metadata, or the old one)."""
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        self._dir_modes[path] = mode
+        if mode & 0o700 != 0o700:
+            with contextlib.suppress(OSError):  # not ours: the write itself will say so
+                os.fchmod(fd, mode | 0o700)
+                self._dir_modes[path] = mode | 0o700
+                self._lent[path] = mode
+
+    def _restore_lent(self) -> None:
+        lent, self._lent = self._lent, {}
+        for path, mode in lent.items():
+            if path in self._meta_done or path in self._deleted:
+                continue
+            fd = self._root_fd if not path else self._dir_cache.get(path)
+            if fd is not None and fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.fchmod(fd, mode)
 
     def _invalidate(self, path: str) -> None:
         for key in [k for k in self._dir_cache if k == path or k.startswith(path + "/")]:
             os.close(self._dir_cache.pop(key))
+            self._dir_modes.pop(key, None)
+            self._lent.pop(key, None)
 
     def _do(self, action: Action) -> None:
         try:
@@ -366,7 +587,7 @@ class Applier:
     # -- guarding a concurrent writer -------------------------------------------------------
 
     def _guard(self, dir_fd: int, name: str, path: str) -> None:
-        """Rescues a file a concurrent writer changed since the pre-rewind seal."""
+        """Rescues a file a concurrent writer changed since the pre-rewind seal (INV-9)."""
         if self.expected is None:
             return
         try:
@@ -386,10 +607,11 @@ class Applier:
             return
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
         try:
-            kind, content, size = store_content(fd, self._writer)
+            with self._lock:
+                kind, content, size = store_content(fd, self._writer)
         finally:
             os.close(fd)
-        self.rescued[path] = Entry(
+        rescued = Entry(
             path.rsplit("/", 1)[-1].encode("utf-8", "surrogateescape"),
             EntryKind.FILE,
             stat.S_IMODE(st.st_mode),
@@ -398,6 +620,8 @@ class Applier:
             ContentKind(kind),
             content,
         )
+        with self._lock:
+            self.rescued[path] = rescued
 
     def publish_rescue(self, undo: SnapshotRow) -> str:
         """Seals the pre-rewind state with the rescued bytes in place; returns its ID."""
@@ -436,99 +660,207 @@ class Applier:
         except FileNotFoundError:
             return
         self._guard(dir_fd, name, path)
+        self._deleted.add(path)
         if stat.S_ISDIR(st.st_mode):
             self._invalidate(path)
-            shutil.rmtree(name, dir_fd=dir_fd)
+            _remove_tree(dir_fd, name)
         else:
             os.unlink(name, dir_fd=dir_fd)
 
     def _make_dir(self, path: str, entry: Entry | None) -> None:
         assert entry is not None
         dir_fd, name = self._parent_fd(path, create=True)
+        # Created with its own mode plus u+rwx (the rewind writes into it); the exact mode is
+        # set with the folder's metadata at the end, deepest first.
+        mode = (entry.mode | 0o700) & 0o7777
         try:
-            os.mkdir(name, 0o700, dir_fd=dir_fd)
+            os.mkdir(name, mode, dir_fd=dir_fd)
         except FileExistsError:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if not stat.S_ISDIR(st.st_mode):
-                os.unlink(name, dir_fd=dir_fd)
-                os.mkdir(name, 0o700, dir_fd=dir_fd)
+            if stat.S_ISDIR(st.st_mode):
+                return
+            os.unlink(name, dir_fd=dir_fd)
+            os.mkdir(name, mode, dir_fd=dir_fd)
+        self._dir_modes[path] = mode & ~self._umask
+        self._deleted.discard(path)
+
+    def _existed(self, path: str) -> bool:
+        """Whether `path` was in the folder when the rewind began (a guess that only picks the
+        faster safe way to write it: a wrong guess falls back to the other way)."""
+        return self.expected is not None and path in self.expected and path not in self._deleted
 
     def _write(self, path: str, entry: Entry | None) -> None:
+        """Writes one file, symlink or hard link in this thread (the serial path)."""
         assert entry is not None
         dir_fd, name = self._parent_fd(path, create=True)
-        self._guard(dir_fd, name, path)
-        staged = self._staged.get(path)
         try:
-            if staged is not None:
-                self._replace_with_staged(staged, dir_fd, name)
-            else:
-                self._replace_with_new(entry, dir_fd, name)
-        except OSError as exc:
-            if exc.errno not in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
-                raise
+            self._put(Action(Op.WRITE, path, entry), dir_fd, name)
+        except _RetryError:
             self._invalidate(path)  # a folder is in the way: it was sealed, so remove it
-            shutil.rmtree(name, dir_fd=dir_fd)
-            return self._write(path, entry)
-        self._staged.pop(path, None)
+            _remove_tree(dir_fd, name)
+            self._put(Action(Op.WRITE, path, entry), dir_fd, name)
+
+    def _put(self, action: Action, dir_fd: int, name: str) -> None:
+        """Puts one file, symlink or hard link in place (any thread).
+
+        A path that was in the folder is replaced by a rename from a temporary sibling (INV-1),
+        after its live bytes are checked against the pre-rewind seal (INV-9). A new path is
+        written as an anonymous file (O_TMPFILE) and linked in whole, so it appears complete or
+        not at all, and a killed rewind leaves nothing behind.
+        """
+        entry, path = action.entry, action.path
+        assert entry is not None
+        try:
+            if entry.kind is EntryKind.SYMLINK:
+                self._put_symlink(path, entry, dir_fd, name)
+            elif entry.flags & EntryFlag.HARDLINK:
+                self._put_link(path, entry, dir_fd, name)
+            else:
+                self._put_file(path, entry, dir_fd, name)
+        except OSError as exc:
+            if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+                raise _RetryError() from exc
+            raise_if_disk_full(exc)
+            raise
         if entry.flags & EntryFlag.SQLITE_IMAGE:
             for suffix in SIDECAR_SUFFIXES:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(name + suffix, dir_fd=dir_fd)
-        if entry.kind is EntryKind.FILE and not entry.xattrs:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            self.written[path] = (
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ctime_ns,
-                st.st_ino,
-                st.st_dev,
-                st.st_mode,
-                "",
-                int(entry.content_kind),
-                entry.content,
-                int(entry.flags),
-                entry.size,
-                (),
+
+    def _put_symlink(self, path: str, entry: Entry, dir_fd: int, name: str) -> None:
+        if not self._existed(path):
+            try:
+                os.symlink(entry.content, name, dir_fd=dir_fd)  # appears whole: atomic
+            except FileExistsError:
+                pass
+            else:
+                _set_link_mtime(name, dir_fd, entry)
+                return
+        self._guard(dir_fd, name, path)
+        tmp = temp_name(name)
+        os.symlink(entry.content, tmp, dir_fd=dir_fd)
+        _set_link_mtime(tmp, dir_fd, entry)
+        _replace_tmp(tmp, dir_fd, name)
+
+    def _put_link(self, path: str, entry: Entry, dir_fd: int, name: str) -> None:
+        """Makes `path` a second name of its first name's inode (the plan validated `link`:
+        a workspace path, in scope, a plain file of the same content)."""
+        source = parse(fs_decode(entry.link))
+        src_parent, _, src_name = source.rpartition("/")
+        src_fd = self._dir(src_parent, create=False)
+        if not self._existed(path):
+            try:
+                os.link(src_name, name, src_dir_fd=src_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                return
+            except FileExistsError:
+                pass
+        self._guard(dir_fd, name, path)
+        tmp = temp_name(name)
+        os.link(src_name, tmp, src_dir_fd=src_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        _replace_tmp(tmp, dir_fd, name)
+
+    def _put_file(self, path: str, entry: Entry, dir_fd: int, name: str) -> None:
+        refs = self._refs.get(path)
+        if refs is None:  # not staged (a retry on the main thread): read through the store
+            refs = chunks_of(self.ws.store, entry)
+        mode = entry.mode & 0o7777
+        anonymous = not self._existed(path)
+        fd = -1
+        tmp = ""
+        if anonymous:
+            try:
+                fd = os.open(".", os.O_WRONLY | os.O_TMPFILE, mode, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno not in _NOT_SUPPORTED:
+                    raise
+                anonymous = False
+        if not anonymous:
+            self._guard(dir_fd, name, path)
+            tmp = temp_name(name)
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=dir_fd
             )
-        return None
-
-    def _replace_with_staged(self, staged: str, dir_fd: int, name: str) -> None:
-        """Renames the staged file over `name` in one step (INV-1), or copies it when the
-        workspace spans file systems."""
         try:
-            os.replace(staged, name, src_dir_fd=self._staging_fd, dst_dir_fd=dir_fd)
-            return
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise
-        tmp = temp_name(name)
-        self._copy_staged(staged, dir_fd, tmp)
-        self._replace_tmp(tmp, dir_fd, name)
+            self._fill(fd, refs, entry)
+            if mode & ~self._umask != mode:
+                os.fchmod(fd, mode)
+            for key, value in entry.xattrs:
+                with contextlib.suppress(OSError):
+                    os.setxattr(fd, key, value)
+            os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+            if anonymous:
+                try:
+                    os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dir_fd, follow_symlinks=True)
+                except OSError as exc:
+                    if exc.errno not in (errno.EEXIST, *_NOT_SUPPORTED):
+                        raise
+                    # Someone made the name meanwhile (or /proc is missing): go by a sibling.
+                    self._guard(dir_fd, name, path)
+                    tmp = temp_name(name)
+                    os.link(f"/proc/self/fd/{fd}", tmp, dst_dir_fd=dir_fd, follow_symlinks=True)
+                    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                    tmp = ""
+            else:
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                tmp = ""
+            if not entry.xattrs:
+                st = os.fstat(fd)
+                self.written[path] = (
+                    st.st_size,
+                    st.st_mtime_ns,
+                    st.st_ctime_ns,
+                    st.st_ino,
+                    st.st_dev,
+                    st.st_mode,
+                    "",
+                    int(entry.content_kind),
+                    entry.content,
+                    int(entry.flags),
+                    entry.size,
+                    (),
+                )
+        finally:
+            os.close(fd)
+            if tmp:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dir_fd)
 
-    def _replace_with_new(self, entry: Entry, dir_fd: int, name: str) -> None:
-        tmp = temp_name(name)
-        if entry.kind is EntryKind.SYMLINK:
-            os.symlink(entry.content, tmp, dir_fd=dir_fd)
-            os.utime(tmp, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
-        else:
-            self._write_content(dir_fd, tmp, entry)
-        self._replace_tmp(tmp, dir_fd, name)
+    def _fill(self, fd: int, refs: list[ChunkRef], entry: Entry) -> None:
+        """Writes a file's chunks at their offsets; a hole is skipped (the file stays sparse)
+        and the size is set at the end, so trailing holes are not written either."""
+        offset = 0
+        for ref in refs:
+            if ref.id != HOLE_ID:
+                data = memoryview(self._read_any(ref.id))
+                at = offset
+                while data:
+                    n = os.pwrite(fd, data, at)
+                    data, at = data[n:], at + n
+            offset += ref.length
+        if offset != entry.size or (refs and refs[-1].id == HOLE_ID):
+            os.ftruncate(fd, entry.size)
 
-    def _replace_tmp(self, tmp: str, dir_fd: int, name: str) -> None:
-        try:
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            raise
+    def _read_any(self, object_id: bytes) -> bytes:
+        if object_id in self._locations:
+            try:
+                return self._read(object_id)
+            except _DamagedError as bad:
+                raise bad.error from None
+        return self.ws.store.read(object_id)
 
     def _set_meta(self, path: str, entry: Entry | None) -> None:
         assert entry is not None
+        self._meta_done.add(path)
+        if entry.kind is EntryKind.DIR and path in self._dir_cache:
+            fd = self._dir_cache[path]
+            if self._dir_modes.get(path) != entry.mode:
+                os.fchmod(fd, entry.mode)
+                self._dir_modes[path] = entry.mode
+            os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+            return
         dir_fd, name = self._parent_fd(path, create=False)
         if entry.kind is EntryKind.SYMLINK:
-            os.utime(
-                name, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False
-            )
+            _set_link_mtime(name, dir_fd, entry)
             return
         flags = os.O_RDONLY | os.O_NOFOLLOW
         if entry.kind is EntryKind.DIR:
@@ -549,3 +881,22 @@ class Applier:
             os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
         finally:
             os.close(fd)
+
+
+def _set_link_mtime(name: str, dir_fd: int, entry: Entry) -> None:
+    os.utime(name, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+
+
+def _replace_tmp(tmp: str, dir_fd: int, name: str) -> None:
+    try:
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
