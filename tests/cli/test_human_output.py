@@ -223,3 +223,30 @@ def test_a_rewind_at_a_terminal_shows_the_plan_then_asks(till: Till, folder: Pat
     assert "till rewind" not in text.split("Proceed?")[0]  # the prompt asks instead
     assert "not confirmed" in text
     assert (folder / "a.txt").read_text() == "changed"
+
+
+def test_every_verb_answers_people_in_sentences_not_raw_fields(till: Till, folder: Path) -> None:
+    first = attach(till, folder)
+    (folder / "big.bin").write_bytes(os.urandom(200_000))
+    pages = {
+        "snap": run(till, "snap", "-m", "second"),
+        "status": run(till, "status"),
+        "status --fidelity": run(till, "status", "--fidelity"),
+        "show": run(till, "show", first[:8]),
+        "pin": run(till, "pin", first[:8]),
+        "unpin": run(till, "unpin", first[:8]),
+        "verify": run(till, "verify"),
+        "watch": run(till, "watch", "--no-daemon"),
+        "forget": run(till, "forget"),
+    }
+    for name, page in pages.items():
+        assert page.code == 0, (name, page.stderr)
+        text = page.stdout
+        assert text.strip(), name
+        assert not re.search(r": -$|\(none\)|: no$", text, re.MULTILINE), (name, text)
+        without_ids = re.sub(r"\b[0-9a-f]{12,64}\b", "ID", text)
+        assert not re.search(r"\b\d{5,}\b|\d{4}-\d\d-\d\dT", without_ids), (name, text)
+    assert pages["status"].stdout.startswith("Workspace  ")
+    assert "198 KiB" in pages["snap"].stdout  # 200,000 + 3,001 bytes
+    assert pages["verify"].stdout.startswith("The store is sound")
+    assert pages["forget"].stdout.startswith("Forgot ")
