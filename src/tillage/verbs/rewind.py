@@ -31,6 +31,8 @@ class RewindResult:
     undo: str | None
     rescued: tuple[str, ...]
     rescue: str | None
+    # Hard links put back as plain files: the other name of the inode is outside --paths.
+    unlinked: tuple[str, ...]
     # The exact command to run next: to apply a dry run, or to undo an applied rewind.
     next: str
 
@@ -50,6 +52,7 @@ def rewind(ctx: Context, req: RewindRequest) -> RewindResult:
         undo=outcome.undo,
         rescued=outcome.rescued,
         rescue=outcome.rescue,
+        unlinked=outcome.unlinked,
         next=_next_command(outcome.undo or outcome.target.id, req.paths),
     )
 
