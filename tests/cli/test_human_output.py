@@ -250,3 +250,15 @@ def test_every_verb_answers_people_in_sentences_not_raw_fields(till: Till, folde
     assert "198 KiB" in pages["snap"].stdout  # 200,000 + 3,001 bytes
     assert pages["verify"].stdout.startswith("The store is sound")
     assert pages["forget"].stdout.startswith("Forgot ")
+
+
+def test_a_slow_rewind_shows_its_stages_on_a_terminal(till: Till, folder: Path) -> None:
+    make_files(folder, 40)
+    first = attach(till, folder)
+    for i in range(40):
+        (folder / f"f{i:03}.txt").unlink()
+    shown = on_a_terminal(till, [sys.executable, "-c", SLOW, "rewind", first, "--yes"])
+    assert "\rapplying  " in shown and "/40 files" in shown
+    assert "ETA " in shown
+    assert shown.endswith("\n")
+    assert (folder / "f000.txt").exists()

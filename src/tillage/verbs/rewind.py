@@ -44,7 +44,10 @@ def rewind(ctx: Context, req: RewindRequest) -> RewindResult:
     ws = ctx.workspace
     scopes = rw.normalize_scopes(req.paths)
     target = resolve(ws, req.id)
-    outcome = rw.preview(ws, target, scopes) if req.dry_run else rw.apply(ws, target, scopes)
+    if req.dry_run:
+        outcome = rw.preview(ws, target, scopes)
+    else:
+        outcome = rw.apply(ws, target, scopes, on_progress=ctx.on_progress)
     return RewindResult(
         snapshot=snapshot_info(outcome.target),
         changes=change_infos(outcome.changes),
