@@ -12,7 +12,11 @@ fresh store per repeat, and goes through the same steps:
 7. peak RSS      the largest ru_maxrss of any child process of that tool
 
 Each command is timed as a whole process (perf_counter around Popen + wait4)
-and its peak RSS comes from wait4's rusage.  After every restore the folder is
+plus an `os.sync()` after it, inside the timing, so every tool is timed until
+its data is durable; its peak RSS comes from wait4's rusage.  Beside the full
+restore, the physical limit is measured on the same tree: `cp -a` of it and a
+`tar` extract of it, also timed until durable.  `till status` is timed against
+a bare `python -c pass` start-up.  After every restore the folder is
 compared file by file (sha256, exec bit, symlink target, directories) with what
 was sealed; a tool that restores wrong bytes fails the run loudly.
 
@@ -28,8 +32,10 @@ import platform
 import shlex
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,7 +43,16 @@ from typing import Any
 
 # Sibling modules: `python bench/run.py` puts bench/ first on sys.path.
 import workload
-from measure import BenchError, ToolMissingError, manifest, tree_bytes, verify, wipe
+from measure import (
+    BenchError,
+    Proc,
+    ToolMissingError,
+    manifest,
+    run_measured,
+    tree_bytes,
+    verify,
+    wipe,
+)
 from runners import TOOL_CLASSES, TOOLS, Tillage, Tool
 
 MIB = 1024 * 1024
@@ -45,15 +60,23 @@ BUSY_LOAD = 0.5  # 1-minute load average above which the machine was not quiet
 CLOBBER = b"clobbered by the benchmark before the one-path rewind\n"
 
 
+STATUS_RUNS = 7  # paired `till status` / `python -c pass` runs per repeat
+STATUS_TARGET = 3.0  # `till status` at most this many bare interpreter start-ups
+
+
 @dataclass
 class Step:
-    """One timed step: summed wall and CPU time, and peak RSS, of its processes."""
+    """One timed step: summed wall and CPU time, and peak RSS, of its processes.
+
+    `seconds` is the processes' wall time plus `sync_s`, the `os.sync()` after them: every
+    step is timed until its data is durable, whichever tool leaves dirty pages behind."""
 
     seconds: float
     user_s: float
     sys_s: float
     max_rss_kib: int
     processes: list[dict[str, Any]]
+    sync_s: float = 0.0
 
 
 @dataclass
@@ -66,16 +89,29 @@ class RunResult:
     store_cold: tuple[int, int] = (0, 0)
     store_delta: tuple[int, int] = (0, 0)
     aux_bytes: int = 0
+    # tillage only: median wall seconds of `till status` and of `python -c pass`, paired.
+    status_s: float = 0.0
+    bare_python_s: float = 0.0
+
+
+def durable_sync() -> float:
+    """`os.sync()`, timed: the write-back a step left behind is part of that step's cost."""
+    started = time.perf_counter()
+    os.sync()
+    return time.perf_counter() - started
 
 
 def timed_step(tool: Tool, action: Callable[[], None]) -> Step:
-    """Run one step after flushing dirty pages, so no tool pays for earlier writes."""
+    """Run one step after flushing dirty pages (so no tool pays for earlier writes) and time
+    it until durable: its processes' wall time plus the `os.sync()` after them."""
     os.sync()
     tool.procs = []
     action()
+    sync_s = durable_sync()
     procs = tool.procs
     return Step(
-        seconds=sum(p.seconds for p in procs),
+        seconds=sum(p.seconds for p in procs) + sync_s,
+        sync_s=sync_s,
         user_s=sum(p.user_s for p in procs),
         sys_s=sum(p.sys_s for p in procs),
         max_rss_kib=max((p.max_rss_kib for p in procs), default=0),
@@ -118,12 +154,65 @@ def run_once(tool: Tool, master: Path, mutate_seed: int, log: Callable[[str], No
     (tool.ws / target).write_bytes(CLOBBER)
     result.steps["path_rewind"] = timed_step(tool, lambda: tool.path_restore(target))
     verify(tool.ws, expected, tool.excluded, f"{tool.name} one-path rewind of {target}")
+    if isinstance(tool, Tillage):
+        result.status_s, result.bare_python_s = status_vs_bare(tool)
     log(
         " ".join(f"{name}={step.seconds:.2f}s" for name, step in result.steps.items())
         + f" store={result.store_cold[0] / MIB:.1f}+"
         f"{(result.store_delta[0] - result.store_cold[0]) / MIB:.1f}MiB"
     )
     return result
+
+
+def status_vs_bare(tool: Tillage) -> tuple[float, float]:
+    """Median wall seconds of `till status` on the benchmark's workspace and of a bare
+    `python -c pass`, run in turn (A B A B ...) so drift hits both; one warm-up each."""
+    status = [*tool.command, "--repo", str(tool.ws), "--json", "status"]
+    bare = [tool.command[0], "-c", "pass"]
+    samples: dict[str, list[float]] = {"status": [], "bare": []}
+    for n in range(STATUS_RUNS + 1):
+        for key, argv in (("status", status), ("bare", bare)):
+            proc = run_measured(argv, cwd=tool.ws, env=tool.env())
+            if proc.returncode != 0:
+                raise BenchError(f"`{shlex.join(argv)}` exited {proc.returncode}: {proc.stderr}")
+            if n:
+                samples[key].append(proc.seconds)
+    return statistics.median(samples["status"]), statistics.median(samples["bare"])
+
+
+@dataclass
+class Limits:
+    """The physical limit of a full restore on this machine: the same tree copied by `cp -a`
+    and extracted by `tar`, each timed until durable like every step."""
+
+    cp_s: float
+    tar_s: float
+
+
+def physical_limits(master: Path, scratch: Path, mutate_seed: int) -> Limits:
+    """Times `cp -a` and `tar -x` of the tree a full restore puts back (the mutated workload)."""
+    tree = scratch / "tree"
+    shutil.copytree(master, tree, symlinks=True)
+    workload.mutate(tree, seed=mutate_seed)
+    archive = scratch / "tree.tar"
+    subprocess.run(["tar", "-cf", str(archive), "-C", str(tree), "."], check=True)
+    env = dict(os.environ)
+
+    def timed(argv: list[str], dest: Path) -> float:
+        os.sync()
+        proc: Proc = run_measured(argv, cwd=scratch, env=env)
+        if proc.returncode != 0:
+            raise BenchError(f"`{shlex.join(argv)}` exited {proc.returncode}: {proc.stderr}")
+        seconds = proc.seconds + durable_sync()
+        shutil.rmtree(dest)
+        return seconds
+
+    cp_s = timed(["cp", "-a", str(tree), str(scratch / "cp")], scratch / "cp")
+    (scratch / "untar").mkdir()
+    tar_s = timed(["tar", "-xf", str(archive), "-C", str(scratch / "untar")], scratch / "untar")
+    shutil.rmtree(tree)
+    archive.unlink()
+    return Limits(cp_s, tar_s)
 
 
 @dataclass
@@ -140,6 +229,8 @@ class Summary:
     path_rewind_s: float
     peak_rss_mib: float
     aux_mib: float
+    status_s: float
+    bare_python_s: float
 
 
 def summarize(runs: list[RunResult]) -> Summary:
@@ -159,6 +250,8 @@ def summarize(runs: list[RunResult]) -> Summary:
         path_rewind_s=med(r.steps["path_rewind"].seconds for r in runs),
         peak_rss_mib=max(s.max_rss_kib for r in runs for s in r.steps.values()) / 1024,
         aux_mib=med(r.aux_bytes / MIB for r in runs),
+        status_s=med(r.status_s for r in runs),
+        bare_python_s=med(r.bare_python_s for r in runs),
     )
 
 
@@ -281,6 +374,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--workdir", type=Path, help="parent of the scratch dir (default: the system temp dir)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir")
+    parser.add_argument(
+        "--no-limits", action="store_true", help="skip the cp -a / tar -x physical-limit rows"
+    )
     parser.add_argument("--out", type=Path, help="write the full results as JSON here")
     parser.add_argument(
         "--fail-on-target",
@@ -331,6 +427,7 @@ def benchmark(
     log(f"workload: {stats.files} files, {stats.bytes / MIB:.1f} MiB in {stats.seconds:.1f} s")
     runs: dict[str, list[RunResult]] = {name: [] for name in ready}
     failed: dict[str, str] = {}
+    limits: list[Limits] = []
     for repeat in range(1, args.repeat + 1):
         for name in ready:
             if name in failed:
@@ -353,6 +450,12 @@ def benchmark(
             finally:
                 if not args.keep:
                     shutil.rmtree(run_dir, ignore_errors=True)
+        if not args.no_limits:
+            limit_dir = workdir / f"limits-{repeat}"
+            limit_dir.mkdir()
+            limits.append(physical_limits(master, limit_dir, args.seed + 1))
+            log(f"[limits #{repeat}] cp -a={limits[-1].cp_s:.2f}s tar -x={limits[-1].tar_s:.2f}s")
+            shutil.rmtree(limit_dir, ignore_errors=True)
     summaries = {name: summarize(r) for name, r in runs.items() if name not in failed and r}
     return {
         "command": "python bench/run.py " + shlex.join(sys.argv[1:]),
@@ -364,8 +467,52 @@ def benchmark(
         "failed": failed,
         "summary": {name: asdict(s) for name, s in summaries.items()},
         "table": table_rows(summaries),
+        "limits": limit_rows(limits, summaries),
         "runs": {name: [asdict(r) for r in rs] for name, rs in runs.items()},
     }
+
+
+def limit_rows(limits: list[Limits], summaries: dict[str, Summary]) -> dict[str, Any]:
+    """Medians of the physical limits, and the full restores and `till status` beside them."""
+    out: dict[str, Any] = {"runs": [asdict(x) for x in limits]}
+    if limits:
+        out["cp_s"] = statistics.median(x.cp_s for x in limits)
+        out["tar_s"] = statistics.median(x.tar_s for x in limits)
+    out["full_rewind_s"] = {name: s.full_rewind_s for name, s in summaries.items()}
+    till = summaries.get("tillage")
+    if till is not None and till.bare_python_s:
+        out["status_s"] = till.status_s
+        out["bare_python_s"] = till.bare_python_s
+        out["status_ratio"] = till.status_s / till.bare_python_s
+    return out
+
+
+def limits_report(limits: dict[str, Any]) -> list[str]:
+    """The physical-limit table and the start-up row, as Markdown lines."""
+    out: list[str] = []
+    if "cp_s" in limits:
+        restores = limits["full_rewind_s"]
+        out += [
+            "",
+            "Full restore beside the physical limit (same tree, timed until durable):",
+            "",
+            "| restore of the delta tree | s | " + " | ".join(f"{t} / it" for t in restores) + " |",
+            "|---|---|" + "---|" * len(restores),
+        ]
+        for label, key in (("`cp -a` of the tree", "cp_s"), ("`tar -x` of the tree", "tar_s")):
+            base = limits[key]
+            ratios = " | ".join(f"{v / base:.2f}x" for v in restores.values())
+            out.append(f"| {label} | {base:.2f} | {ratios} |")
+    if "status_ratio" in limits:
+        ratio = limits["status_ratio"]
+        verdict = "PASS" if ratio <= STATUS_TARGET else "FAIL"
+        out += [
+            "",
+            f"`till status` {limits['status_s'] * 1000:.0f} ms against `python -c pass` "
+            f"{limits['bare_python_s'] * 1000:.0f} ms (medians of {STATUS_RUNS} paired runs per "
+            f"repeat): {ratio:.2f}x, target <= {STATUS_TARGET:.0f}x: {verdict}",
+        ]
+    return out
 
 
 def report(results: dict[str, Any]) -> str:
@@ -393,6 +540,7 @@ def report(results: dict[str, Any]) -> str:
     absent = {name: "skipped" for name in results["skipped"]}
     absent.update({name: "FAILED" for name in results["failed"]})
     out += ["", markdown_table(results["table"], absent)]
+    out += limits_report(results.get("limits", {}))
     return "\n".join(out)
 
 
@@ -420,7 +568,11 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
     if results["failed"]:
         return 1
-    if args.fail_on_target and any(r["verdict"] != "PASS" for r in rows if r["target"]):
+    status_ratio = results["limits"].get("status_ratio")
+    if args.fail_on_target and (
+        any(r["verdict"] != "PASS" for r in rows if r["target"])
+        or (status_ratio is not None and status_ratio > STATUS_TARGET)
+    ):
         return 3
     return 0
 
