@@ -4,6 +4,7 @@ sparse files as their data and holes (without reading or storing the zeros)."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -320,3 +321,34 @@ def test_an_unchanged_sparse_file_is_not_read_again(tmp_path: Path) -> None:
     assert first.read_files == 1 and second.read_files == 0
     assert first.read_bytes < MIB
     assert second.root == first.root
+
+
+def test_a_database_deeper_than_the_path_limit_is_sealed_not_refused(tmp_path: Path) -> None:
+    home, folder = tmp_path / "store", tmp_path / "ws"
+    folder.mkdir()
+    _make_deep(folder)
+    made = tmp_path / "made.db"
+    with sqlite3.connect(made) as db:
+        db.execute("CREATE TABLE t(x)")
+        db.execute("INSERT INTO t VALUES (42)")
+    db.close()
+    fd = _open_bottom(folder)
+    try:
+        os.rename(made, "app.db", dst_dir_fd=fd)
+    finally:
+        os.close(fd)
+
+    capture = _walk(folder, home)
+
+    store = Store.open(home)
+    try:
+        bottom = capture.dirs["/".join(_deep_names())]
+        entry = {e.name: e for e in codec.decode_tree(store.read(bottom))}[b"app.db"]
+        data = b"".join(store.read(r.id) for r in _refs(store, entry))
+    finally:
+        store.close()
+    assert data[:16] == b"SQLite format 3\x00" and len(data) == entry.size
+    # SQLite opens by path (at most 512 bytes, resolved): its bytes are kept, said raw.
+    assert [n.reason.split(":")[0] for n in capture.notes] == [
+        "SQLite database copied raw, not as a consistent image"
+    ]
