@@ -19,6 +19,7 @@ import os
 import shutil
 import stat
 import threading
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -37,7 +38,13 @@ from tillage.platform.fs import (
     temp_name,
 )
 from tillage.store.errors import StoreDamagedError
-from tillage.store.packs import Location, decode_record
+from tillage.store.packs import (
+    HEADER_SIZE,
+    RECORD_MAGIC,
+    TRAILER_SIZE,
+    Location,
+    decode_record,
+)
 from tillage.store.store import SnapshotRow
 from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace
@@ -350,7 +357,7 @@ class Applier:
     # -- staging: read and verify before touching ------------------------------------------
 
     def stage(self, actions: tuple[Action, ...]) -> None:
-        """Reads and verifies every object the actions will write (INV-4, INV-7).
+        """Reads and checks every record the actions will write (INV-3, INV-7).
 
         A missing or damaged object raises here, before anything in the folder changes. The
         chunk lists and object locations are kept, so the writes need no index lookups.
@@ -417,8 +424,25 @@ class Applier:
             raise
 
     def _verify(self, ids: list[bytes]) -> None:
+        """Proves each record is there and whole: its header names the object and its CRC-32
+        over header and payload holds (INV-3). That is what damage breaks (a flipped byte, a
+        torn or missing pack); the BLAKE3 proof of the bytes themselves is made again as each
+        object is written, so nothing unproven reaches the folder (INV-4)."""
         for object_id in ids:
-            self._read(object_id)
+            loc = self._locations[object_id]
+            data = os.pread(self._pack_fds[loc.pack], loc.length, loc.offset)
+            if (
+                len(data) != loc.length
+                or len(data) < HEADER_SIZE + TRAILER_SIZE
+                or data[:4] != RECORD_MAGIC
+                or data[8:40] != object_id
+                or zlib.crc32(memoryview(data)[:-TRAILER_SIZE])
+                != int.from_bytes(data[-TRAILER_SIZE:], "little")
+            ):
+                raise _DamagedError(
+                    object_id,
+                    StoreDamagedError(f"object {object_id.hex()[:12]} is damaged in the store"),
+                )
 
     def _read(self, object_id: bytes) -> bytes:
         """Returns an object's bytes, verified against its ID (any thread)."""

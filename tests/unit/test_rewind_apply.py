@@ -1,0 +1,67 @@
+"""How a rewind applies: durable before its intent goes, progress from both of its stages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tillage import call
+from tillage.core.progress import Progress
+from tillage.workspace import rewind as rw
+from tillage.workspace.attach import find_workspace
+from tillage.workspace.recovery import intent_path
+
+
+def _wrecked(tmp_path: Path) -> tuple[Path, Path, str]:
+    home, folder = tmp_path / "store", tmp_path / "ws"
+    (folder / "sub").mkdir(parents=True)
+    for n in range(20):
+        (folder / "sub" / f"f{n}.txt").write_bytes(b"v1 %d\n" % n * 100)
+    (folder / "big.bin").write_bytes(bytes(range(256)) * 8192)  # 2 MiB: several chunks
+    first = call("workspace.watch", home=home, folder=folder, no_daemon=True).head.id
+    for n in range(20):
+        (folder / "sub" / f"f{n}.txt").unlink()
+    (folder / "big.bin").write_bytes(b"wrecked")
+    return home, folder, first
+
+
+def test_the_folder_is_made_durable_before_the_intent_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, folder, first = _wrecked(tmp_path)
+    ws = find_workspace(home, folder)
+    assert ws is not None
+    seen: list[bool] = []
+    real = rw._syncfs
+
+    def syncfs(fd: int) -> None:
+        seen.append(intent_path(ws).exists())
+        real(fd)
+
+    monkeypatch.setattr(rw, "_syncfs", syncfs)
+    try:
+        target = ws.store.snapshot(first)
+        assert target is not None
+        rw.apply(ws, target, None)
+    finally:
+        ws.store.close()
+    assert seen == [True]
+    assert (folder / "sub" / "f3.txt").read_bytes() == b"v1 3\n" * 100
+
+
+def test_a_rewind_reports_progress_while_staging_and_applying(tmp_path: Path) -> None:
+    home, folder, first = _wrecked(tmp_path)
+    ws = find_workspace(home, folder)
+    assert ws is not None
+    reports: list[Progress] = []
+    try:
+        target = ws.store.snapshot(first)
+        assert target is not None
+        rw.apply(ws, target, None, on_progress=reports.append)
+    finally:
+        ws.store.close()
+    for stage in ("staging", "applying"):
+        last = [p for p in reports if p.stage == stage][-1]
+        assert last.files_done == last.files_total == 21
+        assert last.bytes_done == last.bytes_total == 10 * 500 + 10 * 600 + 2 * 1024 * 1024
