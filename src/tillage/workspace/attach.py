@@ -235,8 +235,6 @@ def require_workspace(home: Path, folder: Path, home_dir: Path | None = None) ->
         if reason is not None:
             next_step = "change into a project folder and run `till watch` there"
         else:
-            next_step = f"run `till watch` in {echo(str(folder))} to attach it"
-        raise NotAttachedError(
-            f"{echo(str(folder))} is not attached to tillage", next_step=next_step
-        )
+            next_step = f"run `till watch` in {folder} to attach it"
+        raise NotAttachedError(f"{folder} is not attached to tillage", next_step=next_step)
     return found

@@ -275,7 +275,10 @@ def _run(argv: list[str], json_mode: bool) -> int:
             _emit_json({"error": err.envelope()})
         else:
             hint = f" ({err.next})" if err.next else ""
-            sys.stderr.write(f"till: {err.message}{hint} [{err.name} {err.code}]\n")
+            from tillage.hosts.cli.units import printable
+
+            line = f"till: {err.message}{hint} [{err.name} {err.code}]"
+            sys.stderr.write(printable(line) + "\n")  # an echoed name cannot drive the terminal
         return EXIT_ERROR
 
 
