@@ -455,3 +455,31 @@ def test_a_sealed_folder_with_hard_links_and_a_sparse_file_round_trips(
         assert f.read(5) == b"start"
         f.seek(32 * MIB)
         assert f.read() == b"end"
+
+
+def test_a_sealed_tree_deeper_than_the_path_limit_round_trips(till: Till, folder: Path) -> None:
+    from tillage.workspace.rewind import _remove_tree
+
+    shallow = till.json("watch", "--no-daemon")["head"]["id"]
+    names = _deep_names()
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    for name in names:
+        os.mkdir(name, dir_fd=fd)
+        nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    leaf = os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+    os.write(leaf, b"deep\n")
+    os.close(leaf)
+    os.close(fd)
+    deep = till.json("snap")["snapshot"]["id"]
+
+    till.json("rewind", shallow, "--yes")
+    assert [p.name for p in folder.iterdir()] == [".tillage"]
+    till.json("rewind", deep, "--yes")
+    assert _read_deep(folder, names, "leaf.txt") == b"deep\n"
+    root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _remove_tree(root, names[0])
+    finally:
+        os.close(root)
