@@ -27,6 +27,8 @@ import json
 import os
 import random
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -625,3 +627,63 @@ def test_a_seal_killed_at_a_random_moment_loses_nothing_and_its_bytes_are_given_
         f"bytes: the killed seals' {leaked / MiB:.1f} MiB were not given back",
     )
     found.done()
+
+
+# -- reclaiming killed seals' packs never takes a live seal's -----------------------------------
+
+# Runs `till` (argv[3:]) with 4 MiB packs, as a seal of more than 256 MiB rotates its packs, and
+# stops at the second pack's fsync -- the first pack is closed but its objects are not indexed
+# yet -- reporting on the pipe argv[1] and waiting for a byte on the pipe argv[2].
+ROTATING_SEAL_SCRIPT = (
+    "import os, sys\n"
+    "import tillage.store.store as store\n"
+    "store.PACK_TARGET_BYTES = 4 << 20\n"
+    "from tillage.platform import failpoints\n"
+    "fsyncs = []\n"
+    "def pause():\n"
+    "    fsyncs.append(1)\n"
+    "    if len(fsyncs) == 2:\n"
+    "        os.write(int(sys.argv[1]), b'between packs\\n')\n"
+    "        os.read(int(sys.argv[2]), 1)\n"
+    "failpoints.arm('pack.after_fsync', pause)\n"
+    "from tillage.hosts.cli.main import main\n"
+    "sys.exit(main(sys.argv[3:]))\n"
+)
+
+
+def test_a_verify_while_a_seal_rotates_its_packs_does_not_reclaim_the_seals_first_pack(
+    till: Till, folder: Path
+) -> None:
+    """`verify` reclaims packs nobody indexes and no writer holds; a seal closes a full pack
+    before its objects are indexed, so that pack must not look abandoned."""
+    (folder / "a.txt").write_bytes(b"a\n")
+    till.json("watch", "--no-daemon")
+    big = noise(77, 12 * MiB)
+    (folder / "big.bin").write_bytes(big)
+    report_r, report_w = os.pipe()
+    ack_r, ack_w = os.pipe()
+    seal = subprocess.Popen(
+        [sys.executable, "-c", ROTATING_SEAL_SCRIPT, str(report_w), str(ack_r), "--json", "snap"],
+        cwd=folder,
+        env=till.env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=(report_w, ack_r),
+    )
+    os.close(report_w)
+    os.close(ack_r)
+    try:
+        paused = os.read(report_r, 100) == b"between packs\n"
+        during = till.json("verify") if paused else {}
+    finally:
+        os.close(ack_w)  # the seal goes on
+        os.close(report_r)
+        out, err = seal.communicate(timeout=120)
+    assert paused and seal.returncode == 0, (out, err)
+    snapshot = json.loads(out)["snapshot"]["id"]
+
+    assert during["ok"] is True
+    after = till("--json", "verify")
+    assert after.code == 0 and after.doc["ok"] is True, after.stdout[:600]
+    assert cat_bytes(till, snapshot, "big.bin") == big
