@@ -306,6 +306,58 @@ WORKERS = 4
 _NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT, errno.EXDEV)
 
 
+# Files handed to a thread at a time, or fewer when they add up to GROUP_BYTES.
+GROUP_FILES = 16
+GROUP_BYTES = 4 << 20
+
+
+def _parallel_write(action: Action) -> bool:
+    """Whether an action is a file or symlink write that may run in a worker thread (hard
+    links wait for every plain file: their first name must be in place)."""
+    return (
+        action.op is Op.WRITE
+        and action.entry is not None
+        and not action.entry.flags & EntryFlag.HARDLINK
+    )
+
+
+def _batch_kind(action: Action) -> str:
+    if action.op is Op.MAKE_DIR:
+        return "dirs"
+    return "files" if _parallel_write(action) else ""
+
+
+def _size(action: Action) -> int:
+    entry = action.entry
+    return entry.size if entry is not None and entry.kind is EntryKind.FILE else 0
+
+
+class Tally:
+    """Counts files and bytes done in one stage and reports them to a progress sink."""
+
+    def __init__(
+        self,
+        stage: str,
+        files_total: int,
+        bytes_total: int,
+        report: Callable[[str, int, int, int, int], None],
+    ) -> None:
+        self.stage = stage
+        self.files_total = files_total
+        self.bytes_total = bytes_total
+        self.files = 0
+        self.bytes = 0
+        self._report = report
+        report(stage, 0, files_total, 0, bytes_total)
+
+    def add(self, actions: list[Action]) -> None:
+        if not actions:
+            return
+        self.files += len(actions)
+        self.bytes += sum(_size(a) for a in actions)
+        self._report(self.stage, self.files, self.files_total, self.bytes, self.bytes_total)
+
+
 class _DamagedError(Exception):
     """An object failed verification in a worker thread; the main thread forgets it (INV-4)."""
 
@@ -474,65 +526,98 @@ class Applier:
                 self._close()
 
     def _run(self, actions: tuple[Action, ...]) -> None:
-        parallel = [
-            a
-            for a in actions
-            if a.op is Op.WRITE and a.entry is not None and not a.entry.flags & EntryFlag.HARDLINK
-        ]
-        files_total = len(parallel)
-        bytes_total = sum(a.entry.size for a in parallel if a.entry is not None)
-        progress = [0, 0]
-
-        def count(action: Action) -> None:
-            if action.entry is not None and action in batch_set:
-                progress[0] += 1
-                progress[1] += action.entry.size
-                self._report("applying", progress[0], files_total, progress[1], bytes_total)
-
-        batch_set = set(parallel)
-        first = True
-        pending: list[Action] = []
-        for action in actions:
-            if first:
-                self._do(action)
-                count(action)
-                failpoints.hit("rewind.after_first_action")
-                first = False
-                continue
-            if action in batch_set:
-                pending.append(action)
-                continue
+        """Runs the plan in its order; folders of one depth are made together, then files and
+        symlinks in groups, in WORKERS threads; deletions, hard links and metadata here."""
+        files = [a for a in actions if _parallel_write(a)]
+        done = Tally("applying", len(files), sum(_size(a) for a in files), self._report)
+        with ThreadPoolExecutor(WORKERS) as pool:
+            pending: list[Action] = []
+            for n, action in enumerate(actions):
+                if n == 0:
+                    self._do(action)
+                    done.add([action] if _parallel_write(action) else [])
+                    failpoints.hit("rewind.after_first_action")
+                    continue
+                kind = _batch_kind(action)
+                if pending and kind != _batch_kind(pending[0]):
+                    self._flush(pool, pending, done)
+                    pending = []
+                if kind:
+                    pending.append(action)
+                else:
+                    self._do(action)
             if pending:
-                self._write_many(pending, count)
-                pending = []
-            self._do(action)
-        if pending:
-            self._write_many(pending, count)
+                self._flush(pool, pending, done)
 
-    def _write_many(self, batch: list[Action], count: Callable[[Action], None]) -> None:
-        """Writes files and symlinks in WORKERS threads; folders are opened here first, so the
-        directory cache is only ever touched by this thread."""
-        jobs: list[tuple[Action, int, str]] = []
+    def _flush(self, pool: ThreadPoolExecutor, batch: list[Action], done: Tally) -> None:
+        try:
+            if batch[0].op is Op.MAKE_DIR:
+                self._make_dirs(pool, batch)
+            else:
+                self._write_many(pool, batch, done)
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+
+    def _make_dirs(self, pool: ThreadPoolExecutor, batch: list[Action]) -> None:
+        """Makes folders level by level, each level's in parallel; the fds of the new folders
+        come back to this thread's cache, so the cache is only ever touched here."""
+        levels: dict[int, list[Action]] = {}
+        for action in batch:
+            levels.setdefault(action.path.count("/"), []).append(action)
+        for depth in sorted(levels):
+            jobs = []
+            for action in levels[depth]:
+                assert action.entry is not None
+                dir_fd, name = self._parent_fd(action.path, create=True)
+                jobs.append((action, pool.submit(self._mkdir, dir_fd, name, action.entry)))
+            for action, future in jobs:
+                fd, mode = future.result()
+                old = self._dir_cache.pop(action.path, None)
+                if old is not None:
+                    os.close(old)
+                self._dir_cache[action.path] = fd
+                self._dir_modes[action.path] = mode
+                self._deleted.discard(action.path)
+
+    def _mkdir(self, dir_fd: int, name: str, entry: Entry) -> tuple[int, int]:
+        """Makes one folder (any thread) and returns its fd and the mode it was made with."""
+        mode = self._make_dir_at(dir_fd, name, entry)
+        return open_subdir_nofollow(dir_fd, name, create=False), mode
+
+    def _write_many(self, pool: ThreadPoolExecutor, batch: list[Action], done: Tally) -> None:
+        """Writes files and symlinks in groups (fewer hand-offs between threads); their folders
+        are opened here first, so the directory cache is only ever touched by this thread."""
+        groups: list[list[tuple[Action, int, str]]] = [[]]
+        weight = 0
         for action in batch:
             dir_fd, name = self._parent_fd(action.path, create=True)
-            jobs.append((action, dir_fd, name))
+            if len(groups[-1]) >= GROUP_FILES or weight >= GROUP_BYTES:
+                groups.append([])
+                weight = 0
+            groups[-1].append((action, dir_fd, name))
+            weight += _size(action)
         retry: list[Action] = []
-        with ThreadPoolExecutor(WORKERS) as pool:
-            futures = {pool.submit(self._put, a, fd, n): a for a, fd, n in jobs}
-            try:
-                for future in as_completed(futures):
-                    try:
-                        future.result()
-                    except _RetryError:
-                        retry.append(futures[future])
-                        continue
-                    count(futures[future])
-            except BaseException:
-                pool.shutdown(cancel_futures=True)
-                raise
+        futures = [pool.submit(self._put_group, group) for group in groups]
+        for future in as_completed(futures):
+            written, blocked = future.result()
+            retry += blocked
+            done.add(written)
         for action in retry:
             self._do(action)
-            count(action)
+            done.add([action])
+
+    def _put_group(self, group: list[tuple[Action, int, str]]) -> tuple[list[Action], list[Action]]:
+        written: list[Action] = []
+        blocked: list[Action] = []
+        for action, dir_fd, name in group:
+            try:
+                self._put(action, dir_fd, name)
+            except _RetryError:
+                blocked.append(action)
+            else:
+                written.append(action)
+        return written, blocked
 
     def _close(self) -> None:
         for fd in self._dir_cache.values():
@@ -694,19 +779,23 @@ class Applier:
     def _make_dir(self, path: str, entry: Entry | None) -> None:
         assert entry is not None
         dir_fd, name = self._parent_fd(path, create=True)
-        # Created with its own mode plus u+rwx (the rewind writes into it); the exact mode is
-        # set with the folder's metadata at the end, deepest first.
+        self._dir_modes[path] = self._make_dir_at(dir_fd, name, entry)
+        self._deleted.discard(path)
+
+    def _make_dir_at(self, dir_fd: int, name: str, entry: Entry) -> int:
+        """Makes folder `name` (any thread) and returns the mode it now has. It is made with
+        its own mode plus u+rwx (the rewind writes into it); the exact mode is set with the
+        folder's metadata at the end, deepest first."""
         mode = (entry.mode | 0o700) & 0o7777
         try:
             os.mkdir(name, mode, dir_fd=dir_fd)
         except FileExistsError:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
-                return
+                return stat.S_IMODE(st.st_mode)
             os.unlink(name, dir_fd=dir_fd)
             os.mkdir(name, mode, dir_fd=dir_fd)
-        self._dir_modes[path] = mode & ~self._umask
-        self._deleted.discard(path)
+        return mode & ~self._umask
 
     def _existed(self, path: str) -> bool:
         """Whether `path` was in the folder when the rewind began (a guess that only picks the
