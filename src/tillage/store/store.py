@@ -584,13 +584,25 @@ class ObjectWriter:
 
     def _current_pack(self) -> PackWriter:
         if self._pack is not None and self._pack.size >= PACK_TARGET_BYTES:
+            # INV-3: a pack's lock is released only once its objects are indexed (after the
+            # fsync, INV-2): a pack nobody holds and nothing indexes is a dead writer's, and
+            # verify reclaims it. Indexed, it is referenced, so a failed seal keeps it.
             self._pack.sync()
+            self._index_rows()
+            self._uncommitted.remove(self._pack)
             self._pack.close()
             self._pack = None
         if self._pack is None:
             self._pack = PackWriter(self.store.packs_dir)
             self._uncommitted.append(self._pack)
         return self._pack
+
+    def _index_rows(self) -> None:
+        """Records where the objects written so far live; their packs are synced already."""
+        if self._rows:
+            with ix.write_txn(self.store.conn):
+                ix.insert_objects(self.store.conn, self._rows)
+            self._rows.clear()
 
     def commit(self) -> None:
         """Makes every new object durable, then visible in the index (INV-2)."""
@@ -599,10 +611,7 @@ class ObjectWriter:
         if self._pack is not None:
             self._pack.sync()
         failpoints.hit("objects.after_pack_fsync")
-        if self._rows:
-            with ix.write_txn(self.store.conn):
-                ix.insert_objects(self.store.conn, self._rows)
-            self._rows.clear()
+        self._index_rows()
         # Committed packs are referenced now: later objects go to a new pack, so that an
         # abandoned writer only ever deletes packs nothing points at.
         if self._pack is not None:
