@@ -435,3 +435,19 @@ def test_a_moved_workspace_keeps_its_timeline(till: Till, folder: Path, user_hom
     (moved / "a.txt").write_text("v2\n")
     till.json("rewind", first, "--yes", cwd=moved)
     assert (moved / "a.txt").read_text() == "v1\n"
+
+
+def test_verify_removes_temporary_files_killed_writers_left_in_the_store(
+    till: Till, folder: Path
+) -> None:
+    (folder / "a").write_text("a")
+    till.json("watch", "--no-daemon")
+    intents = till.home / "intents"
+    stale = intents / ".rewind-x.json.tillage-tmp-1a2b"
+    fresh = intents / ".rewind-y.json.tillage-tmp-3c4d"
+    stale.write_text("{")
+    fresh.write_text("{")
+    os.utime(stale, (0, 0))
+    assert verify_store(till)["ok"] is True
+    assert not stale.exists(), "a temporary file older than any live write is removed"
+    assert fresh.exists(), "a fresh one may be a live process's intent about to be renamed"

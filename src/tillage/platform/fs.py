@@ -27,6 +27,7 @@ def fsync_dir(path: Path | str) -> None:
 
 
 _TEMP_COUNTER = itertools.count()
+TEMP_MARK = ".tillage-tmp-"  # in every temporary name tillage writes, so leftovers are known
 
 
 @functools.cache
@@ -39,7 +40,7 @@ def temp_name(final: str) -> str:
 
     Unique per process (pid, one random token) and per call (a counter): no entropy per file.
     """
-    return f".{final}.tillage-tmp-{os.getpid():x}{_random_token()}{next(_TEMP_COUNTER):x}"
+    return f".{final}{TEMP_MARK}{os.getpid():x}{_random_token()}{next(_TEMP_COUNTER):x}"
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:

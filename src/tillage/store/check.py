@@ -6,6 +6,8 @@ advisory index (so damaged records are no longer served) (INV-3, INV-4, INV-6).
 
 from __future__ import annotations
 
+import contextlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.models import ContentKind, EntryKind
 from tillage.errors import IntegrityError
-from tillage.platform.fs import fsync_dir
+from tillage.platform.fs import TEMP_MARK, fsync_dir
 from tillage.platform.locks import file_lock
 from tillage.store.packs import (
     NEW_SUFFIX,
@@ -50,6 +52,7 @@ def check_store(store: Store, *, repair: bool) -> CheckReport:
     damage.
     """
     reclaimed_packs, reclaimed_bytes = reclaim_abandoned_packs(store)
+    _remove_stale_temp_files(store)
     report = _check(store, repair=repair)
     if repair:
         after = _check(store, repair=False)
@@ -85,6 +88,27 @@ def reclaim_abandoned_packs(store: Store) -> tuple[int, int]:
     if count:
         fsync_dir(store.packs_dir)
     return count, size
+
+
+STALE_TEMP_SECONDS = 600
+
+
+def _remove_stale_temp_files(store: Store) -> None:
+    """Removes temporary siblings (INV-1) that a killed process left in the store's folders,
+    e.g. an intent killed while being written; one younger than STALE_TEMP_SECONDS may still
+    be about to be renamed into place by a live process, and is kept."""
+    if store.read_only:
+        return
+    now = time.time()
+    for folder in (store.home, store.intents_dir, store.log.path.parent):
+        if not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            if TEMP_MARK not in path.name:
+                continue
+            with contextlib.suppress(OSError):
+                if now - path.lstat().st_mtime > STALE_TEMP_SECONDS:
+                    path.unlink()
 
 
 def _pack_files(directory: Path) -> list[Path]:

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tillage.platform.fs import TEMP_MARK
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -19,7 +21,6 @@ if TYPE_CHECKING:
     from tillage.store.store import Store
 
 POLICY_FILE = ".tillagepolicy"
-TEMP_MARK = ".tillage-tmp-"
 
 
 @dataclass(frozen=True)
