@@ -31,6 +31,7 @@ from tillage.core.progress import Progress, ProgressFn
 from tillage.core.rewind_plan import Action, Op, plan_actions
 from tillage.errors import TillageError
 from tillage.platform import clock, failpoints
+from tillage.platform.errors import DiskFullError
 from tillage.platform.fs import (
     atomic_write,
     open_subdir_nofollow,
@@ -448,6 +449,7 @@ class Applier:
                         raise StoreDamagedError(
                             f"pack {loc.pack} is missing from the store"
                         ) from exc
+            self._check_space(actions)
             total = sum(size for size, _ids in work)
             self._report("staging", 0, len(work), 0, total)
             done = done_bytes = 0
@@ -474,6 +476,31 @@ class Applier:
             if isinstance(exc, OSError):
                 raise_if_disk_full(exc)
             raise
+
+    def _check_space(self, actions: tuple[Action, ...]) -> None:
+        """Refuses, before the folder is touched, a rewind whose files and folders would not
+        fit on the workspace's disk beside what is there now (the space the files it replaces
+        give back is not counted, as when every file was staged first)."""
+        st = os.fstatvfs(self._root_fd)
+        block = st.f_frsize or 4096
+        need_bytes = 0
+        need_inodes = 0
+        for action in actions:
+            if action.op not in (Op.WRITE, Op.MAKE_DIR):
+                continue
+            need_inodes += 1
+            refs = self._refs.get(action.path)
+            data = sum(r.length for r in refs if r.id != HOLE_ID) if refs is not None else 0
+            need_bytes += -(-data // block) * block if data else 0
+            if action.op is Op.MAKE_DIR:
+                need_bytes += block
+        free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * block
+        inodes = st.f_ffree if os.geteuid() == 0 else st.f_favail
+        if need_bytes > free or (st.f_files and need_inodes > inodes):
+            raise DiskFullError(
+                f"no space left for the rewind: it needs {need_bytes} bytes and "
+                f"{need_inodes} files, the disk has {free} bytes and {inodes} files free"
+            )
 
     def _verify(self, ids: list[bytes]) -> None:
         """Proves each record is there and whole: its header names the object and its CRC-32
