@@ -226,6 +226,8 @@ class Summary:
     delta_seal_s: float
     growth_mib: float
     full_rewind_s: float
+    full_rewind_user_s: float
+    full_rewind_sys_s: float
     path_rewind_s: float
     peak_rss_mib: float
     aux_mib: float
@@ -247,6 +249,8 @@ def summarize(runs: list[RunResult]) -> Summary:
         delta_seal_s=med(r.steps["delta_seal"].seconds for r in runs),
         growth_mib=med((r.store_delta[0] - r.store_cold[0]) / MIB for r in runs),
         full_rewind_s=med(r.steps["full_rewind"].seconds for r in runs),
+        full_rewind_user_s=med(r.steps["full_rewind"].user_s for r in runs),
+        full_rewind_sys_s=med(r.steps["full_rewind"].sys_s for r in runs),
         path_rewind_s=med(r.steps["path_rewind"].seconds for r in runs),
         peak_rss_mib=max(s.max_rss_kib for r in runs for s in r.steps.values()) / 1024,
         aux_mib=med(r.aux_bytes / MIB for r in runs),
@@ -264,6 +268,8 @@ ROWS: tuple[tuple[str, str, str, float | None], ...] = (
     ("delta seal (s)", "delta_seal_s", "{:.2f}", 0.15),
     ("store growth (MiB)", "growth_mib", "{:.1f}", None),
     ("full rewind (s)", "full_rewind_s", "{:.2f}", 0.5),
+    ("  user CPU (s)", "full_rewind_user_s", "{:.2f}", None),
+    ("  sys CPU (s)", "full_rewind_sys_s", "{:.2f}", None),
     ("one-path rewind (s)", "path_rewind_s", "{:.2f}", 0.25),
     ("peak RSS (MiB)", "peak_rss_mib", "{:.1f}", 1.25),
     ("caches outside store (MiB)", "aux_mib", "{:.1f}", None),
