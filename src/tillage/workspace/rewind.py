@@ -33,6 +33,7 @@ from tillage.errors import TillageError
 from tillage.platform import clock, failpoints
 from tillage.platform.errors import DiskFullError
 from tillage.platform.fs import (
+    TEMP_MARK,
     atomic_write,
     open_subdir_nofollow,
     raise_if_disk_full,
@@ -300,7 +301,6 @@ def _syncfs(fd: int) -> None:
 
 
 STAGING_PREFIX = "staging-"
-TEMP_MARK = ".tillage-tmp-"
 # Threads that create and write files. File creation, writes, zstd and BLAKE3 all release the
 # GIL, so on two cores four threads keep both busy while others wait on the kernel.
 WORKERS = 4
