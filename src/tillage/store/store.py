@@ -13,11 +13,10 @@ import json
 import os
 import sqlite3
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from tillage.core.format import FORMAT_VERSION, PACK_TARGET_BYTES
 from tillage.errors import IntegrityError
@@ -473,16 +472,11 @@ def _is_read_only_failure(exc: BaseException) -> bool:
     return "readonly" in text or "read-only" in text or "unable to open" in text
 
 
-T = TypeVar("T")
-# kind, id, raw length, and the raw bytes, or the whole record when it was encoded already
-Pending = tuple[int, bytes, int, bytes, bool]
+Pending = tuple[int, bytes, bytes]  # kind, id, raw bytes
 
 
 def _encode_batch(batch: list[Pending]) -> list[bytes]:
-    return [
-        data if encoded else encode_record(kind, object_id, data)
-        for kind, object_id, _n, data, encoded in batch
-    ]
+    return [encode_record(kind, object_id, raw) for kind, object_id, raw in batch]
 
 
 class ObjectWriter:
@@ -490,8 +484,7 @@ class ObjectWriter:
 
     Compression runs on a small thread pool (zstd releases the GIL). Small objects travel in
     batches so dispatch does not cost more than compressing them; batches are appended in
-    submission order, so a pack's layout does not depend on timing. A caller may run its own
-    tasks on the same threads (`run`) and hand over records they encoded (`put_record`).
+    submission order, so a pack's layout does not depend on timing.
     """
 
     WINDOW = 6
@@ -527,35 +520,8 @@ class ObjectWriter:
             return
         self._seen.add(object_id)
         data = bytes(raw)
-        self._add((kind, object_id, len(data), data, False))
-
-    def put_record(self, kind: int, object_id: bytes, raw_len: int, record: bytes) -> None:
-        """Stores a record already encoded by `packs.encode_record` (on a `run` thread) unless
-        the store already holds the object: reading, hashing and compressing a small file in
-        one task saves handing its bytes between threads."""
-        if object_id in self._seen:
-            return
-        self._seen.add(object_id)
-        self._add((kind, object_id, raw_len, record, True))
-
-    def known(self, object_id: bytes) -> bool:
-        """Tells whether this writer has been given the object already (a hint for `run` tasks
-        that need not encode it again)."""
-        return object_id in self._seen
-
-    def run(self, fn: Callable[..., T], *args: object) -> Future[T]:
-        """Runs `fn` on this writer's threads, beside the compression they do: a seal's reads
-        and hashes overlap its walk without more threads than cores."""
-        return self._executor().submit(fn, *args)
-
-    def _executor(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tillage-zstd")
-        return self._pool
-
-    def _add(self, pending: Pending) -> None:
-        self._batch.append(pending)
-        self._batch_bytes += pending[2]
+        self._batch.append((kind, object_id, data))
+        self._batch_bytes += len(data)
         if self._batch_bytes >= self.BATCH_BYTES or len(self._batch) >= self.BATCH_COUNT:
             self._submit()
 
@@ -563,22 +529,22 @@ class ObjectWriter:
         if not self._batch:
             return
         batch, self._batch, self._batch_bytes = self._batch, [], 0
-        stored = self.store.locations([p[1] for p in batch])
+        stored = self.store.locations([object_id for _k, object_id, _d in batch])
         batch = [p for p in batch if p[1] not in stored or not self._intact(p[1], stored[p[1]])]
         if not batch:
             return
-        self._inflight.append((batch, self._executor().submit(_encode_batch, batch)))
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tillage-zstd")
+        self._inflight.append((batch, self._pool.submit(_encode_batch, batch)))
         if len(self._inflight) > self.WINDOW:
             self._drain(1)
 
     def _drain(self, n: int | None = None) -> None:
         while self._inflight and (n is None or n > 0):
             batch, future = self._inflight.popleft()
-            for (kind, object_id, raw_len, _d, _e), record in zip(
-                batch, future.result(), strict=True
-            ):
+            for (kind, object_id, raw), record in zip(batch, future.result(), strict=True):
                 loc = self._current_pack().append(record)
-                self._rows.append((object_id, kind, loc.pack, loc.offset, loc.length, raw_len))
+                self._rows.append((object_id, kind, loc.pack, loc.offset, loc.length, len(raw)))
             if n is not None:
                 n -= 1
 

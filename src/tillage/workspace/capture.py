@@ -11,8 +11,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections import deque
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +31,6 @@ from tillage.core.models import (
 from tillage.core.paths import CONTROL_DIR, fs_encode, join
 from tillage.core.progress import Progress, ProgressFn
 from tillage.errors import TillageError
-from tillage.store.packs import encode_record
 from tillage.store.store import ObjectWriter
 from tillage.workspace.pathindex import FACTS, PathIndex, Row
 from tillage.workspace.policy import Policy
@@ -80,68 +77,12 @@ class Capture:
 
 _CONTENT_KINDS = {int(k): k for k in ContentKind}
 _FLAGS = {int(f): f for f in (EntryFlag.NONE, EntryFlag.SQLITE_IMAGE)}
-
-# How far the walk may run ahead of the reads it handed to the writer's threads: enough to keep
-# them busy, few enough that memory and open descriptors stay small whatever the folder.
-_AHEAD_FILES = 64
-_AHEAD_BYTES = 8 << 20
-_AHEAD_DIRS = 128
-
-
-@dataclass(slots=True)
-class _Dir:
-    """A folder walked but not yet encoded: its descriptor stays open until then, because a
-    file handed to a reader thread, or read again here, is opened relative to it."""
-
-    rel: str
-    fd: int
-    abs_dir: str
-    items: list[Entry | _File | _SubDir]
-    tid: bytes = b""
-
-
-@dataclass(slots=True)
-class _SubDir:
-    """A subfolder's entry, whose tree ID is known once the subfolder is encoded."""
-
-    path: str
-    name: str
-    mtime_ns: int
-    perm: int
-    xattrs: tuple[tuple[bytes, bytes], ...]
-    dir: _Dir
-
-
-@dataclass(slots=True)
-class _File:
-    """A regular file whose entry is settled later: its row comes from the path index, from a
-    reader thread, or from reading it here; a later name of a linked inode waits on the first."""
-
-    path: str
-    name: str
-    st: os.stat_result
-    perm: int
-    aux: str
-    dir: _Dir
-    prior: Row | None
-    first: _File | None = None
-    task: Future[_Read | None] | None = None
-    row: Row | None = None
-    done: bool = False
-
-
-# What a reader thread hands back for a small file: the facts after reading, its chunk ID and
-# size, xattrs, and the encoded record (None when the writer had the chunk already).
-_Read = tuple[os.stat_result, bytes, int, tuple[tuple[bytes, bytes], ...], bytes | None]
+# (st_dev, st_ino) -> the first name of a multiply linked file in this walk, and its row.
+_Links = dict[tuple[int, int], tuple[str, "Row"]]
 
 
 class Walker:
-    """Walks one workspace folder; stores objects through `writer` unless it is None.
-
-    With a writer, small files are read, hashed and compressed on the writer's threads while
-    the walk goes on; folders are encoded in walk order (post-order) once their files are in,
-    so tree IDs do not depend on timing.
-    """
+    """Walks one workspace folder; stores objects through `writer` unless it is None."""
 
     def __init__(
         self,
@@ -167,11 +108,7 @@ class Walker:
         self.on_progress = on_progress
         # Absolute folders never captured: the store itself, when someone keeps it inside.
         self.skip_dirs = skip_dirs
-        # (st_dev, st_ino) -> the first name of a multiply linked file in walk order.
-        self.links: dict[tuple[int, int], _File] = {}
-        self._walked: deque[_Dir] = deque()  # walked, not yet encoded, in post-order
-        self._reading: deque[_File] = deque()  # handed to reader threads, oldest first
-        self._reading_bytes = 0
+        self.links: _Links = {}
 
     # -- the walk -------------------------------------------------------------------------
 
@@ -184,96 +121,38 @@ class Walker:
             self.result.root = self._tree("", [])
             return self.result
         try:
-            top = self._directory("", fd, root)
-            while self._walked:
-                self._encode(self._walked.popleft())
+            self.result.root = self._directory("", fd, root)
         finally:
-            self._abandon_reads()
-            for pending in self._walked:
-                os.close(pending.fd)
-            self._walked.clear()
-        self.result.root = top.tid
+            os.close(fd)
         return self.result
 
-    def _directory(self, rel: str, fd: int, abs_dir: str) -> _Dir:
-        """Walks the open folder `fd` (which it now owns); only the descriptors of the folders
-        above it and of folders waiting to be encoded are open meanwhile."""
-        here = _Dir(rel, fd, abs_dir, [])
+    def _directory(self, rel: str, fd: int, abs_dir: str) -> bytes:
+        """Captures the open folder `fd`; only the descriptors of the folders above it are open
+        meanwhile, so memory and descriptors grow with depth, not with the tree."""
         try:
-            try:
-                with os.scandir(fd) as it:
-                    names = sorted(e.name for e in it)
-            except OSError as exc:
-                self._note(rel or ".", f"directory unreadable: {exc.strerror}")
-                names = []
-            sidecars = {n for n in names if sidecar_base(n) is not None}
-            databases: set[str] = set()
-            for name in names:
-                if name in sidecars:
-                    continue
-                item = self._entry(here, name, sidecars)
-                if item is not None:
-                    here.items.append(item)
-                    # Only a file with sidecars can be a database that folds them in, and such
-                    # a file is read here, not on a reader thread, so its flags are known now.
-                    if isinstance(item, Entry) and item.flags & EntryFlag.SQLITE_IMAGE:
-                        databases.add(name)
-            for name in sorted(sidecars):
-                if sidecar_base(name) in databases:
-                    continue  # folded into the database's consistent image
-                item = self._entry(here, name, set())
-                if item is not None:
-                    here.items.append(item)
-        except BaseException:
-            self._abandon_reads()  # reader threads may still use this descriptor
-            os.close(fd)
-            raise
-        self._walked.append(here)
-        while len(self._walked) > _AHEAD_DIRS:
-            self._encode(self._walked.popleft())
-        return here
-
-    def _abandon_reads(self) -> None:
-        """Stops handing out reads and waits for those running: they use folder descriptors
-        that the walk is about to close."""
-        for file in self._reading:
-            if file.task is not None and not file.task.cancel():
-                file.task.exception()  # waits; the walk is failing already, so no re-raise
-            file.task = None
-        self._reading.clear()
-        self._reading_bytes = 0
-
-    def _encode(self, d: _Dir) -> None:
-        """Settles a walked folder's entries (its subfolders were encoded before it) and
-        stores its tree; then its descriptor is no longer needed."""
-        try:
-            entries: list[Entry] = []
-            for item in d.items:
-                if isinstance(item, _File):
-                    entry = self._settle(item)
-                    if entry is None:
-                        continue
-                elif isinstance(item, _SubDir):
-                    assert item.dir.tid, "a subfolder is encoded before its parent (post-order)"
-                    entry = Entry(
-                        fs_encode(item.name),
-                        EntryKind.DIR,
-                        item.perm,
-                        0,
-                        item.mtime_ns,
-                        ContentKind.TREE,
-                        item.dir.tid,
-                        item.xattrs,
-                    )
-                    if self.result.manifest is not None:
-                        self.result.manifest[item.path] = entry
-                else:
-                    entry = item
+            with os.scandir(fd) as it:
+                names = sorted(e.name for e in it)
+        except OSError as exc:
+            self._note(rel or ".", f"directory unreadable: {exc.strerror}")
+            names = []
+        sidecars = {n for n in names if sidecar_base(n) is not None}
+        entries: list[Entry] = []
+        databases: set[str] = set()
+        for name in names:
+            if name in sidecars:
+                continue
+            entry = self._entry(rel, fd, abs_dir, name, sidecars)
+            if entry is not None:
                 entries.append(entry)
-            d.tid = self._tree(d.rel, entries)
-        finally:
-            os.close(d.fd)
-        d.items = []
+                if entry.flags & EntryFlag.SQLITE_IMAGE:
+                    databases.add(name)
+        for name in sorted(sidecars):
+            if sidecar_base(name) in databases:
+                continue  # folded into the database's consistent image
+            entry = self._entry(rel, fd, abs_dir, name, set())
+            if entry is not None:
+                entries.append(entry)
+        return self._tree(rel, entries)
 
     def _tree(self, rel: str, entries: list[Entry]) -> bytes:
         encoded = codec.encode_tree(entries)
@@ -284,8 +163,9 @@ class Walker:
         self.result.dirs[rel] = tid
         return tid
 
-    def _entry(self, here: _Dir, name: str, sidecars: set[str]) -> Entry | _File | _SubDir | None:
-        rel, dir_fd = here.rel, here.fd
+    def _entry(
+        self, rel: str, dir_fd: int, abs_dir: str, name: str, sidecars: set[str]
+    ) -> Entry | None:
         path = join(rel, name)
         if not rel and name == CONTROL_DIR:
             return None
@@ -299,19 +179,12 @@ class Walker:
             return None
         perm = stat.S_IMODE(mode)
         entry: Entry | None
+        abs_path = os.path.join(abs_dir, name)
+        if is_dir and abs_path in self.skip_dirs:
+            return None
         if is_dir:
-            abs_path = os.path.join(here.abs_dir, name)
-            if abs_path in self.skip_dirs:
-                return None
-            return self._subdirectory(path, here, abs_path, name, st, perm)
-        if stat.S_ISREG(mode):
-            has_sidecars = any(name + suffix in sidecars for suffix in SIDECAR_SUFFIXES)
-            aux = _sidecar_facts(dir_fd, name) if has_sidecars else ""
-            file = self._file(path, here, name, st, perm, aux)
-            if aux:
-                return self._settle(file)  # a database folding its sidecars: known now
-            return file
-        if stat.S_ISLNK(mode):
+            entry = self._subdirectory(path, dir_fd, abs_path, name, st, perm)
+        elif stat.S_ISLNK(mode):
             try:
                 target = os.readlink(fs_encode(name), dir_fd=dir_fd)
             except FileNotFoundError:
@@ -330,6 +203,10 @@ class Walker:
                 target,
                 (),
             )
+        elif stat.S_ISREG(mode):
+            has_sidecars = any(name + suffix in sidecars for suffix in SIDECAR_SUFFIXES)
+            aux = _sidecar_facts(dir_fd, name) if has_sidecars else ""
+            entry = self._file(path, dir_fd, abs_path, name, st, perm, aux)
         else:
             self._note(path, "special file (FIFO, socket or device) is not captured")
             entry = Entry(
@@ -342,135 +219,97 @@ class Walker:
                 b"",
                 (),
             )
-        if self.result.manifest is not None:
+        if self.result.manifest is not None and entry is not None:
             self.result.manifest[path] = entry
         return entry
 
     def _subdirectory(
-        self, path: str, here: _Dir, abs_path: str, name: str, st: os.stat_result, perm: int
-    ) -> Entry | _SubDir | None:
+        self, path: str, dir_fd: int, abs_path: str, name: str, st: os.stat_result, perm: int
+    ) -> Entry | None:
         try:
-            fd = os.open(name, _DIR_OPEN, dir_fd=here.fd)
+            fd = os.open(name, _DIR_OPEN, dir_fd=dir_fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 return None  # replaced by a link or a file since the stat: seen next time
             self._note(path, f"directory unreadable: {exc.strerror}")
-            entry = Entry(
-                fs_encode(name),
-                EntryKind.DIR,
-                perm,
-                0,
-                st.st_mtime_ns,
-                ContentKind.TREE,
-                self._tree(path, []),
-                _user_xattrs(f"/proc/self/fd/{here.fd}/{name}"),
-            )
-            if self.result.manifest is not None:
-                self.result.manifest[path] = entry
-            return entry
-        try:
-            xattrs = _user_xattrs(fd)
-        except BaseException:
-            os.close(fd)
-            raise
-        child = self._directory(path, fd, abs_path)
-        return _SubDir(path, name, st.st_mtime_ns, perm, xattrs, child)
+            xattrs = _user_xattrs(f"/proc/self/fd/{dir_fd}/{name}")
+            tid = self._tree(path, [])
+        else:
+            try:
+                xattrs = _user_xattrs(fd)
+                tid = self._directory(path, fd, abs_path)
+            finally:
+                os.close(fd)
+        return Entry(
+            fs_encode(name),
+            EntryKind.DIR,
+            perm,
+            0,
+            st.st_mtime_ns,
+            ContentKind.TREE,
+            tid,
+            xattrs,
+        )
 
     # -- files ----------------------------------------------------------------------------
 
     def _file(
-        self, path: str, here: _Dir, name: str, st: os.stat_result, perm: int, aux: str
-    ) -> _File:
-        """Decides how a file's row will be had: from the first name of its inode, from the
-        path index (its facts match), from a reader thread, or by reading it when settled."""
-        file = _File(path, name, st, perm, aux, here, self.previous.get(path))
-        if st.st_nlink > 1:
-            key = (st.st_dev, st.st_ino)
-            first = self.links.get(key)
-            if first is not None:
-                file.first = first
-                return file
-            self.links[key] = file
-        facts = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode, aux)
-        if file.prior is not None and file.prior[:FACTS] == facts:
-            # Changing an xattr changes the ctime: unchanged facts mean unchanged xattrs.
-            file.row = file.prior
-        elif (
-            self.writer is not None
-            and not aux
-            and st.st_size <= WHOLE_FILE_MAX
-            and not _maybe_sparse(st)
-        ):
-            file.task = self.writer.run(_read_small, here.fd, name, st, self.writer)
-            self._reading.append(file)
-            self._reading_bytes += st.st_size
-            while self._reading and (
-                len(self._reading) > _AHEAD_FILES or self._reading_bytes > _AHEAD_BYTES
-            ):
-                self._settle(self._reading[0])
-        return file
-
-    def _settle(self, file: _File) -> Entry | None:
-        """Returns a file's entry, once, waiting for its read if it is on a reader thread."""
-        if file.done:
-            return self._file_entry(file)
-        file.done = True
-        if file.task is not None:
-            if self._reading[0] is file:
-                self._reading.popleft()
-            else:
-                self._reading.remove(file)
-            self._reading_bytes -= file.st.st_size
-            read = file.task.result()
-            file.task = None
-            if read is not None:
-                file.row, file.st = self._accept(file, read)
-        st = file.st
-        if file.first is not None:
-            first = file.first
-            self._settle(first)
-            if first.row is not None:
-                file.row = first.row
-            else:  # the first name could not be read: this one stands on its own
-                file.first = None
-        if file.row is None:
-            read_here = self._read_file(file)
-            if read_here is None:
-                return None
-            file.row, st = read_here
-            file.st = st
-        if file.first is None and self._racy(st):
-            # INV-8: a racily-clean file's facts are not trusted next time (an mtime of -1
-            # never matches), but what was read stays a hint for resuming an append.
-            file.row = (file.row[0], -1, *file.row[2:])
-        self.result.rows[file.path] = file.row
-        entry = self._file_entry(file)
-        if entry is not None:
-            self.result.files += 1
-            self.result.total_bytes += entry.size
-            if self.result.manifest is not None:
-                self.result.manifest[file.path] = entry
-        return entry
-
-    def _file_entry(self, file: _File) -> Entry | None:
-        row = file.row
-        if row is None:
-            return None
-        flags = _FLAGS[row[9]]
+        self,
+        path: str,
+        dir_fd: int,
+        abs_path: str,
+        name: str,
+        st: os.stat_result,
+        perm: int,
+        aux: str,
+    ) -> Entry | None:
         link = b""
-        if file.first is not None:
-            # A later name of an inode this walk has captured: the same content, read once;
-            # the entry names the first one so a rewind can link them again.
+        first = self.links.get((st.st_dev, st.st_ino)) if st.st_nlink > 1 else None
+        if first is not None:
+            # A later name of an inode this walk has captured: the same content, never read
+            # twice; the entry names the first one so a rewind can link them again.
+            link_path, row = first
+            link = fs_encode(link_path)
+        else:
+            facts = (
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                st.st_ino,
+                st.st_dev,
+                st.st_mode,
+                aux,
+            )
+            prior = self.previous.get(path)
+            if prior is None or prior[:FACTS] != facts:
+                # Changing an xattr changes the ctime: unchanged facts mean unchanged xattrs.
+                read = self._read_file(path, dir_fd, abs_path, name, aux, st, prior)
+                if read is None:
+                    return None
+                row, st = read
+            else:
+                row = prior
+            if self._racy(st):
+                # INV-8: a racily-clean file's facts are not trusted next time (an mtime of -1
+                # never matches), but what was read stays a hint for resuming an append.
+                row = (row[0], -1, *row[2:])
+            if st.st_nlink > 1:
+                self.links[(st.st_dev, st.st_ino)] = (path, row)
+        self.result.rows[path] = row
+        size = row[10]
+        self.result.files += 1
+        self.result.total_bytes += size
+        flags = _FLAGS[row[9]]
+        if link:
             flags |= EntryFlag.HARDLINK
-            link = fs_encode(file.first.path)
         return Entry(
-            fs_encode(file.name),
+            fs_encode(name),
             EntryKind.FILE,
-            file.perm,
-            row[10],
-            file.st.st_mtime_ns,
+            perm,
+            size,
+            st.st_mtime_ns,
             _CONTENT_KINDS[row[7]],
             row[8],
             row[11],
@@ -478,32 +317,17 @@ class Walker:
             link,
         )
 
-    def _accept(self, file: _File, read: _Read) -> tuple[Row, os.stat_result]:
-        """Takes what a reader thread read of a small file into the writer and the counters."""
-        after, cid, size, xattrs, record = read
-        assert self.writer is not None
-        if record is not None:
-            self.writer.put_record(Kind.CHUNK, cid, size, record)
-        self.result.read_files += 1
-        self.result.read_bytes += size
-        if self.on_progress is not None:
-            self.on_progress(
-                Progress("sealing", self.result.read_files, 0, self.result.read_bytes, 0)
-            )
-        facts = (
-            after.st_size,
-            after.st_mtime_ns,
-            after.st_ctime_ns,
-            after.st_ino,
-            after.st_dev,
-            after.st_mode,
-            file.aux,
-        )
-        return (*facts, int(ContentKind.CHUNK), cid, 0, size, xattrs), after
-
-    def _read_file(self, file: _File) -> tuple[Row, os.stat_result] | None:
+    def _read_file(
+        self,
+        path: str,
+        dir_fd: int,
+        abs_path: str,
+        name: str,
+        aux: str,
+        seen: os.stat_result,
+        previous: Row | None,
+    ) -> tuple[Row, os.stat_result] | None:
         """Reads a file's content into the store; returns its row and the facts it was read at."""
-        path, dir_fd, name, aux, seen = file.path, file.dir.fd, file.name, file.aux, file.st
         self.result.read_files += 1
         if self.on_progress is not None:
             self.on_progress(
@@ -530,10 +354,9 @@ class Walker:
                     else _read_up_to(fd, WHOLE_FILE_MAX + 1, before.st_size)
                 )
                 if is_sqlite_header(head[:16]) and before.st_size >= 512:
-                    where = os.path.join(file.dir.abs_dir, name)
-                    kind, content, size, flags = self._read_sqlite(path, dir_fd, where, name, fd)
+                    kind, content, size, flags = self._read_sqlite(path, dir_fd, abs_path, name, fd)
                 else:
-                    prior = None if sparse else self._appended_to(file.prior, before)
+                    prior = None if sparse else self._appended_to(previous, before)
                     kind, content, size = store_content(
                         fd, self.writer, prior, None if sparse else head, before
                     )
@@ -620,36 +443,6 @@ class Walker:
 
     def _note(self, path: str, reason: str) -> None:
         self.result.notes.append(FidelityNote(path, reason))
-
-
-def _read_small(dir_fd: int, name: str, seen: os.stat_result, writer: ObjectWriter) -> _Read | None:
-    """Reads, hashes and encodes one small file on a writer thread (the GIL is released while
-    it reads, hashes and compresses). Returns None for anything unusual (gone, unreadable,
-    changed since its stat, a SQLite database): the walk then reads it itself, with retries,
-    notes and SQLite's locks."""
-    try:
-        fd = os.open(name, _FILE_OPEN, dir_fd=dir_fd)
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, seen.st_size + 1)
-        if len(data) != seen.st_size or (len(data) >= 512 and is_sqlite_header(data[:16])):
-            return None
-        after = os.fstat(fd)
-        xattrs = _user_xattrs(fd)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if (after.st_size, after.st_mtime_ns, after.st_ino) != (
-        seen.st_size,
-        seen.st_mtime_ns,
-        seen.st_ino,
-    ):
-        return None
-    cid = chunk_id(data)
-    record = None if writer.known(cid) else encode_record(Kind.CHUNK, cid, data)
-    return after, cid, len(data), xattrs, record
 
 
 def is_racy(mtime_ns: int, ctime_ns: int, now_ns: int) -> bool:
@@ -803,19 +596,18 @@ def _starts_with(fd: int, refs: list[ChunkRef]) -> bool:
 def _read_up_to(fd: int, limit: int, size_hint: int) -> bytes:
     """Reads at most `limit` bytes from the start of `fd`, sized by the file's expected size: a
     read buffer of `limit` bytes for every small file would cost more than the reading."""
-    os.lseek(fd, 0, os.SEEK_SET)
     want = min(limit, size_hint + 1)
-    first = os.read(fd, max(want, 1))
+    first = os.pread(fd, max(want, 1), 0)  # by offset: one system call, no seek
     if len(first) < want or len(first) >= limit:
         return first[:limit]
     parts = [first]
-    remaining = limit - len(first)
-    while remaining > 0:  # the file grew while we read it
-        piece = os.read(fd, min(remaining, 1 << 20))
+    done = len(first)
+    while done < limit:  # the file grew while we read it
+        piece = os.pread(fd, min(limit - done, 1 << 20), done)
         if not piece:
             break
         parts.append(piece)
-        remaining -= len(piece)
+        done += len(piece)
     return b"".join(parts)
 
 

@@ -1,5 +1,6 @@
-"""A seal reads small files on the writer's threads while it walks; what it seals must not
-depend on that: the same folder gives the same trees as a plain one-thread scan."""
+"""What a seal stores must not change what it captures: the same folder gives the same trees
+whether the walk stores them (a seal, compressing on the writer's threads) or only computes
+their IDs (a scan for `diff`), and every object the trees reach is in the store."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from tillage.workspace.policy import Policy
 
 
 def _make_tree(root: Path) -> None:
-    """Many folders and files (more than the walk lets its reader threads run ahead by), empty
-    and duplicate files, xattrs, a hard link, a symlink and a small SQLite database."""
+    """Many folders and files (more than one compression batch), empty and duplicate files,
+    xattrs, a hard link, a symlink and a small SQLite database."""
     for d in range(40):
         sub = root / f"pkg{d:02d}" / "lib"
         sub.mkdir(parents=True)
@@ -53,7 +54,7 @@ def _capture(root: Path, home: Path, *, store_it: bool) -> Capture:
         store.close()
 
 
-def test_a_threaded_seal_gives_the_trees_of_a_one_thread_scan(tmp_path: Path) -> None:
+def test_a_seal_gives_the_trees_of_a_scan_that_stores_nothing(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     root.mkdir()
     _make_tree(root)
@@ -67,7 +68,7 @@ def test_a_threaded_seal_gives_the_trees_of_a_one_thread_scan(tmp_path: Path) ->
     assert not sealed.notes
 
 
-def test_a_threaded_seal_stores_every_object_its_trees_reach(tmp_path: Path) -> None:
+def test_a_seal_stores_every_object_its_trees_reach(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     root.mkdir()
     _make_tree(root)
