@@ -483,3 +483,15 @@ def test_a_sealed_tree_deeper_than_the_path_limit_round_trips(till: Till, folder
         _remove_tree(root, names[0])
     finally:
         os.close(root)
+
+
+def test_verify_finds_nothing_wrong_with_a_sealed_sparse_file(till: Till, folder: Path) -> None:
+    with open(folder / "disk.img", "wb") as f:
+        f.write(b"data")
+        f.seek(8 * MIB)
+        f.write(b"more")
+    till.json("watch", "--no-daemon")
+
+    report = till.json("verify")
+
+    assert report["ok"] is True and report["damaged_snapshots"] == []

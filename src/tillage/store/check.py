@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tillage.core import codec
 from tillage.core.codec import Kind
-from tillage.core.models import ContentKind, EntryKind
+from tillage.core.models import ContentKind, EntryKind, is_hole
 from tillage.errors import IntegrityError
 from tillage.platform.fs import TEMP_MARK, fsync_dir
 from tillage.platform.locks import file_lock
@@ -252,6 +252,6 @@ def _first_missing(store: Store, root: bytes, kind: int, good: set[bytes]) -> st
                 _size, refs = codec.decode_blob(store.read(oid))
             except IntegrityError:
                 return oid.hex()
-            stack.extend((r.id, Kind.CHUNK) for r in refs)
+            stack.extend((r.id, Kind.CHUNK) for r in refs if not is_hole(r))  # holes: no object
         good.add(oid)
     return None
