@@ -116,3 +116,27 @@ def test_however_little_space_is_left_a_snap_succeeds_or_answers_disk_full(
         assert "Traceback" not in run.stderr
         assert run.code == 0 or run.error["code"] == DISK_FULL, (leave, run)
         assert verify_store(till)["damaged_snapshots"] == []
+
+
+def test_a_full_workspace_disk_is_named_as_the_workspace_not_the_store(
+    small_fs: Path, tmp_path: Path, user_home: Path
+) -> None:
+    folder = small_fs / "project"
+    folder.mkdir()
+    till = Till(tmp_path / "store", user_home, folder)
+    (folder / "big.bin").write_bytes(noise(9, 600 * 1024))
+    first = till.json("watch", "--no-daemon")["head"]["id"]
+    (folder / "big.bin").unlink()
+    (folder / "note.txt").write_bytes(b"after\n")
+    filler = _fill(small_fs, 64 * 1024)
+    before = manifest(folder)
+
+    run = till("--json", "rewind", first, "--yes")
+
+    assert run.code == 1, run
+    assert run.error["name"] == "workspace.disk_full", run.error
+    assert str(folder) in run.error["message"]
+    assert manifest(folder) == before, "the rewind failed before it touched the folder"
+    filler.unlink()
+    rewind(till, first)
+    assert (folder / "big.bin").read_bytes() == noise(9, 600 * 1024)
