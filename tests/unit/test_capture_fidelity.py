@@ -352,3 +352,24 @@ def test_a_database_deeper_than_the_path_limit_is_sealed_not_refused(tmp_path: P
     assert [n.reason.split(":")[0] for n in capture.notes] == [
         "SQLite database copied raw, not as a consistent image"
     ]
+
+
+# -- access times ----------------------------------------------------------------------------
+
+
+def test_a_seal_leaves_access_times_alone(tmp_path: Path) -> None:
+    """Reading would set each file's atime (relatime updates an atime older than the mtime),
+    dirtying an inode per file that the seal's durability then waits for."""
+    home, folder = tmp_path / "store", tmp_path / "ws"
+    (folder / "sub").mkdir(parents=True)
+    paths = [folder / "a.txt", folder / "sub" / "b.bin"]
+    paths[0].write_text("small\n")
+    paths[1].write_bytes(os.urandom(2 * MIB))
+    old = time.time_ns() - 3600 * 10**9
+    for path in [*paths, folder / "sub"]:
+        st = path.stat()
+        os.utime(path, ns=(old, st.st_mtime_ns))
+
+    _walk(folder, home)
+
+    assert [p.stat().st_atime_ns for p in [*paths, folder / "sub"]] == [old, old, old]

@@ -56,6 +56,22 @@ READ_RETRIES = 3
 # O_NONBLOCK: a name swapped for a FIFO between the stat and the open must not hang the walk.
 _DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# Reading a file or folder would update its access time (relatime: the first read after a
+# change): a seal would dirty an inode per file, which the durability of everything after it
+# then waits for. The owner (or root) may read without; anyone else falls back.
+_NOATIME = getattr(os, "O_NOATIME", 0)
+
+
+def _open(name: str, flags: int, dir_fd: int | None = None) -> int:
+    """Opens without touching the access time when the file system lets us."""
+    if _NOATIME:
+        try:
+            return os.open(name, flags | _NOATIME, dir_fd=dir_fd)
+        except PermissionError:
+            pass  # O_NOATIME is for the owner only: read like anyone else
+    return os.open(name, flags, dir_fd=dir_fd)
+
+
 # Longer absolute paths are handed to SQLite through the folder's descriptor instead.
 _PATH_MAX = 4000
 
@@ -115,7 +131,7 @@ class Walker:
     def run(self) -> Capture:
         root = str(self.root)
         try:
-            fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = _open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             self._note(".", f"directory unreadable: {exc.strerror}")
             self.result.root = self._tree("", [])
@@ -227,7 +243,7 @@ class Walker:
         self, path: str, dir_fd: int, abs_path: str, name: str, st: os.stat_result, perm: int
     ) -> Entry | None:
         try:
-            fd = os.open(name, _DIR_OPEN, dir_fd=dir_fd)
+            fd = _open(name, _DIR_OPEN, dir_fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -335,7 +351,7 @@ class Walker:
             )
         for _attempt in range(READ_RETRIES):
             try:
-                fd = os.open(name, _FILE_OPEN, dir_fd=dir_fd)
+                fd = _open(name, _FILE_OPEN, dir_fd)
             except FileNotFoundError:
                 return None
             except OSError as exc:
