@@ -31,6 +31,7 @@ _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _CHUNK = struct.Struct("<32sI")
 _BLOB_HEAD = struct.Struct("<4sQI")
+_HARDLINK = int(EntryFlag.HARDLINK)
 
 
 class Kind:
@@ -46,9 +47,10 @@ def encode_tree(entries: Sequence[Entry]) -> bytes:
     """Encodes a directory; entries are sorted by name bytes so the encoding is canonical."""
     out = [TREE_MAGIC, _U32.pack(len(entries))]
     for e in sorted(entries, key=lambda x: x.name):
+        flags = int(e.flags)  # plain int arithmetic: IntFlag operators cost a call each
         out.append(_U16.pack(len(e.name)))
         out.append(e.name)
-        out.append(_ENTRY.pack(e.kind, e.flags, e.mode, e.size, e.mtime_ns, e.content_kind))
+        out.append(_ENTRY.pack(e.kind, flags, e.mode, e.size, e.mtime_ns, e.content_kind))
         if e.content_kind is ContentKind.TARGET:
             out.append(_U32.pack(len(e.content)))
             out.append(e.content)
@@ -57,7 +59,7 @@ def encode_tree(entries: Sequence[Entry]) -> bytes:
         out.append(_U16.pack(len(e.xattrs)))
         for key, value in sorted(e.xattrs):
             out += [_U16.pack(len(key)), key, _U32.pack(len(value)), value]
-        if e.flags & EntryFlag.HARDLINK:
+        if flags & _HARDLINK:
             out += [_U32.pack(len(e.link)), e.link]
     return b"".join(out)
 

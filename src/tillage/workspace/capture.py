@@ -160,7 +160,7 @@ class Walker:
             entry = self._entry(rel, fd, abs_dir, name, sidecars)
             if entry is not None:
                 entries.append(entry)
-                if entry.flags & EntryFlag.SQLITE_IMAGE:
+                if entry.flags and entry.flags & EntryFlag.SQLITE_IMAGE:
                     databases.add(name)
         for name in sorted(sidecars):
             if sidecar_base(name) in databases:
