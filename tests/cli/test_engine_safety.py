@@ -451,3 +451,22 @@ def test_verify_removes_temporary_files_killed_writers_left_in_the_store(
     assert verify_store(till)["ok"] is True
     assert not stale.exists(), "a temporary file older than any live write is removed"
     assert fresh.exists(), "a fresh one may be a live process's intent about to be renamed"
+
+
+def test_cat_into_a_reader_that_stops_early_ends_quietly(till: Till, folder: Path) -> None:
+    (folder / "big.bin").write_bytes(os.urandom(8 << 20))
+    head = till.json("watch", "--no-daemon")["head"]["id"]
+    for json_flag in ([], ["--json"]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tillage", *json_flag, "cat", head, "big.bin"],
+            cwd=folder,
+            env=till.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.read(100)
+        proc.stdout.close()  # like `| head -c 100`
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 141
+        assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -202,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = _run(args_list, json_mode)
     except KeyboardInterrupt as exc:
         code = _interrupted(json_mode, terminated=isinstance(exc, _Terminated))
+    except BrokenPipeError:
+        code = _reader_went_away()
     except BaseException as exc:  # the last line of defence: no traceback without --debug
         if isinstance(exc, SystemExit):
             raise
@@ -209,6 +211,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         _restore_signal(previous)
     return code
+
+
+def _reader_went_away() -> int:
+    """stdout's reader closed it (`till cat ... | head`): stop quietly, as `cat` does, with
+    the status a shell gives a command killed by SIGPIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush cannot fail again
+    os.close(devnull)
+    return 141
 
 
 class _Terminated(KeyboardInterrupt):
