@@ -457,16 +457,16 @@ def test_cat_into_a_reader_that_stops_early_ends_quietly(till: Till, folder: Pat
     (folder / "big.bin").write_bytes(os.urandom(8 << 20))
     head = till.json("watch", "--no-daemon")["head"]["id"]
     for json_flag in ([], ["--json"]):
-        proc = subprocess.Popen(
+        with subprocess.Popen(
             [sys.executable, "-m", "tillage", *json_flag, "cat", head, "big.bin"],
             cwd=folder,
             env=till.env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-        )
-        assert proc.stdout is not None and proc.stderr is not None
-        proc.stdout.read(100)
-        proc.stdout.close()  # like `| head -c 100`
-        err = proc.stderr.read().decode()
-        assert proc.wait(timeout=60) == 141
+        ) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            proc.stdout.read(100)
+            proc.stdout.close()  # like `| head -c 100`
+            err = proc.stderr.read().decode()
+            assert proc.wait(timeout=60) == 141
         assert "Traceback" not in err and "BrokenPipe" not in err, err
