@@ -82,3 +82,43 @@ def rows(db: Path) -> int:
         return int(conn.execute("SELECT count(*) FROM users").fetchone()[0])
     finally:
         conn.close()
+
+
+# A tree deeper than PATH_MAX (4096): 30 folders with 200-character names (about 6,000
+# characters of path), reachable only through directory descriptors.
+DEEP_NAMES = [f"{i:02d}" + "d" * 198 for i in range(30)]
+
+
+def open_deep(folder: Path, *, create: bool = False) -> int:
+    """Opens (making it first if asked) the bottom of DEEP_NAMES below `folder`, one level at a
+    time from its parent's descriptor; the caller closes the returned fd."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    for name in DEEP_NAMES:
+        if create:
+            os.mkdir(name, dir_fd=fd)
+        child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    return fd
+
+
+def write_at(dir_fd: int, name: str, data: bytes) -> None:
+    """Writes a whole file `name` below an open folder."""
+    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=dir_fd)
+    try:
+        os.write(out, data)
+    finally:
+        os.close(out)
+
+
+def read_deep(folder: Path, leaf: str) -> bytes:
+    """Reads file `leaf` at the bottom of DEEP_NAMES below `folder`."""
+    fd = open_deep(folder)
+    try:
+        leaf_fd = os.open(leaf, os.O_RDONLY, dir_fd=fd)
+        try:
+            return os.read(leaf_fd, 1 << 16)
+        finally:
+            os.close(leaf_fd)
+    finally:
+        os.close(fd)

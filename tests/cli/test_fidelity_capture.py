@@ -7,29 +7,7 @@ import os
 from pathlib import Path
 
 from tests.conftest import Till
-
-DEPTH = 30
-LONG = 200
-
-
-def _deep_bottom(folder: Path, *, create: bool) -> int:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    for i in range(DEPTH):
-        name = f"{i:02d}" + "d" * (LONG - 2)
-        if create:
-            os.mkdir(name, dir_fd=fd)
-        child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = child
-    return fd
-
-
-def _write(dir_fd: int, name: str, data: bytes) -> None:
-    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=dir_fd)
-    try:
-        os.write(out, data)
-    finally:
-        os.close(out)
+from tests.helpers import open_deep, write_at
 
 
 def test_links_sparse_files_and_deep_trees_seal_exact_and_diff_clean(
@@ -41,9 +19,9 @@ def test_links_sparse_files_and_deep_trees_seal_exact_and_diff_clean(
         f.truncate(512 << 20)
         f.seek(100 << 20)
         f.write(b"data in the middle")
-    fd = _deep_bottom(folder, create=True)
+    fd = open_deep(folder, create=True)
     try:
-        _write(fd, "deep.txt", b"v1\n")
+        write_at(fd, "deep.txt", b"v1\n")
     finally:
         os.close(fd)
 
@@ -55,9 +33,9 @@ def test_links_sparse_files_and_deep_trees_seal_exact_and_diff_clean(
     store_bytes = sum(p.stat().st_size for p in (till.home / "packs").iterdir())
     assert store_bytes < 1 << 20  # the 512 MiB of zeros were neither read into nor kept
 
-    fd = _deep_bottom(folder, create=False)
+    fd = open_deep(folder)
     try:
-        _write(fd, "deep.txt", b"v2, longer\n")
+        write_at(fd, "deep.txt", b"v2, longer\n")
     finally:
         os.close(fd)
     changes = till.json("diff", head["id"])["changes"]

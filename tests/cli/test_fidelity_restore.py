@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import Till
+from tests.helpers import DEEP_NAMES, open_deep, read_deep, write_at
 
 from tillage.core import codec
 from tillage.core.codec import Kind
@@ -359,35 +360,12 @@ def test_a_read_only_folder_is_rewound_and_keeps_its_read_only_mode(
 
 # -- deeper than PATH_MAX --------------------------------------------------------------------
 
-DEPTH, NAME_LEN = 30, 200  # 30 x 201 characters: far past PATH_MAX (4096)
-
-
-def _deep_names() -> list[str]:
-    return [f"{i:02d}" + "d" * (NAME_LEN - 2) for i in range(DEPTH)]
-
-
-def _read_deep(folder: Path, names: list[str], leaf: str) -> bytes:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for name in names:
-            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        leaf_fd = os.open(leaf, os.O_RDONLY, dir_fd=fd)
-        try:
-            return os.read(leaf_fd, 1 << 16)
-        finally:
-            os.close(leaf_fd)
-    finally:
-        os.close(fd)
-
 
 def test_a_tree_deeper_than_the_path_limit_is_rewound(till: Till, folder: Path) -> None:
     _attach(till)
-    names = _deep_names()
     snap = Snap()
     path = ""
-    for name in names:
+    for name in DEEP_NAMES:
         path = f"{path}/{name}" if path else name
         snap.dir(path)
     snap.file(f"{path}/leaf.txt", b"at the bottom\n")
@@ -395,7 +373,7 @@ def test_a_tree_deeper_than_the_path_limit_is_rewound(till: Till, folder: Path) 
 
     till.json("rewind", sid, "--yes")
 
-    assert _read_deep(folder, names, "leaf.txt") == b"at the bottom\n"
+    assert read_deep(folder, "leaf.txt") == b"at the bottom\n"
 
 
 def test_cleaning_up_after_an_interrupted_rewind_reaches_below_the_path_limit(
@@ -403,25 +381,19 @@ def test_cleaning_up_after_an_interrupted_rewind_reaches_below_the_path_limit(
 ) -> None:
     from tillage.workspace.rewind import _remove_temp_files, _remove_tree
 
-    names = _deep_names()
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    for name in names:
-        os.mkdir(name, dir_fd=fd)
-        nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
+    fd = open_deep(folder, create=True)
     for leftover in (".leaf.txt.tillage-tmp-0123", "keep.txt"):
-        os.close(os.open(leftover, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+        write_at(fd, leftover, b"")
     os.close(fd)
 
     _remove_temp_files(folder)
-    assert _read_deep(folder, names, "keep.txt") == b""
+    assert read_deep(folder, "keep.txt") == b""
     with pytest.raises(FileNotFoundError):
-        _read_deep(folder, names, ".leaf.txt.tillage-tmp-0123")
+        read_deep(folder, ".leaf.txt.tillage-tmp-0123")
 
     root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        _remove_tree(root, names[0])
+        _remove_tree(root, DEEP_NAMES[0])
     finally:
         os.close(root)
     assert list(folder.iterdir()) == []
@@ -461,26 +433,18 @@ def test_a_sealed_tree_deeper_than_the_path_limit_round_trips(till: Till, folder
     from tillage.workspace.rewind import _remove_tree
 
     shallow = till.json("watch", "--no-daemon")["head"]["id"]
-    names = _deep_names()
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    for name in names:
-        os.mkdir(name, dir_fd=fd)
-        nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    leaf = os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
-    os.write(leaf, b"deep\n")
-    os.close(leaf)
+    fd = open_deep(folder, create=True)
+    write_at(fd, "leaf.txt", b"deep\n")
     os.close(fd)
     deep = till.json("snap")["snapshot"]["id"]
 
     till.json("rewind", shallow, "--yes")
     assert [p.name for p in folder.iterdir()] == [".tillage"]
     till.json("rewind", deep, "--yes")
-    assert _read_deep(folder, names, "leaf.txt") == b"deep\n"
+    assert read_deep(folder, "leaf.txt") == b"deep\n"
     root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        _remove_tree(root, names[0])
+        _remove_tree(root, DEEP_NAMES[0])
     finally:
         os.close(root)
 

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import DEEP_NAMES, open_deep, write_at
+
 from tillage import call
 from tillage.core import codec
 from tillage.core.models import HOLE_ID, ChunkRef, ContentKind, Entry, EntryFlag, is_hole
@@ -18,8 +20,6 @@ from tillage.workspace.pathindex import PathIndex
 from tillage.workspace.policy import Policy
 from tillage.workspace.trees import flatten
 
-LONG = 200
-DEPTH = 30
 MIB = 1 << 20
 
 
@@ -82,39 +82,14 @@ def _walk(folder: Path, home: Path, previous: Capture | None = None) -> Capture:
 # -- deep trees ------------------------------------------------------------------------------
 
 
-def _deep_names() -> list[str]:
-    return [f"{i:02d}" + "d" * (LONG - 2) for i in range(DEPTH)]
-
-
-def _open_bottom(folder: Path, *, create: bool = False) -> int:
-    """Opens (or makes) the bottom of DEPTH nested LONG-named folders through descriptors: no
-    path could reach it, since the whole path is longer than PATH_MAX."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    for name in _deep_names():
-        if create:
-            os.mkdir(name, dir_fd=fd)
-        child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = child
-    return fd
-
-
-def _write_at(dir_fd: int, name: str, data: bytes) -> None:
-    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=dir_fd)
-    try:
-        os.write(out, data)
-    finally:
-        os.close(out)
-
-
 def _make_deep(folder: Path) -> str:
-    fd = _open_bottom(folder, create=True)
+    fd = open_deep(folder, create=True)
     try:
-        _write_at(fd, "bottom.txt", b"at the bottom\n")
+        write_at(fd, "bottom.txt", b"at the bottom\n")
         os.symlink("bottom.txt", "link", dir_fd=fd)
     finally:
         os.close(fd)
-    return "/".join(_deep_names())
+    return "/".join(DEEP_NAMES)
 
 
 def test_a_tree_deeper_than_the_path_limit_seals_whole_and_exact(tmp_path: Path) -> None:
@@ -143,9 +118,9 @@ def test_a_tree_deeper_than_the_path_limit_diffs_against_the_live_folder(
     unchanged = call("timeline.diff", home=home, folder=folder, target=head.id)
     assert unchanged.changes == ()
 
-    fd = _open_bottom(folder)
+    fd = open_deep(folder)
     try:
-        _write_at(fd, "bottom.txt", b"changed at the bottom\n")
+        write_at(fd, "bottom.txt", b"changed at the bottom\n")
     finally:
         os.close(fd)
     changed = call("timeline.diff", home=home, folder=folder, target=head.id)
@@ -332,7 +307,7 @@ def test_a_database_deeper_than_the_path_limit_is_sealed_not_refused(tmp_path: P
         db.execute("CREATE TABLE t(x)")
         db.execute("INSERT INTO t VALUES (42)")
     db.close()
-    fd = _open_bottom(folder)
+    fd = open_deep(folder)
     try:
         os.rename(made, "app.db", dst_dir_fd=fd)
     finally:
@@ -342,7 +317,7 @@ def test_a_database_deeper_than_the_path_limit_is_sealed_not_refused(tmp_path: P
 
     store = Store.open(home)
     try:
-        bottom = capture.dirs["/".join(_deep_names())]
+        bottom = capture.dirs["/".join(DEEP_NAMES)]
         entry = {e.name: e for e in codec.decode_tree(store.read(bottom))}[b"app.db"]
         data = b"".join(store.read(r.id) for r in _refs(store, entry))
     finally:

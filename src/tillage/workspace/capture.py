@@ -32,7 +32,7 @@ from tillage.core.paths import CONTROL_DIR, fs_encode, join
 from tillage.core.progress import Progress, ProgressFn
 from tillage.errors import TillageError
 from tillage.store.store import ObjectWriter
-from tillage.workspace.pathindex import FACTS, PathIndex, Row
+from tillage.workspace.pathindex import FACTS, PathIndex, Row, stat_facts
 from tillage.workspace.policy import Policy
 from tillage.workspace.sqlite_image import (
     SIDECAR_SUFFIXES,
@@ -289,15 +289,7 @@ class Walker:
             link_path, row = first
             link = fs_encode(link_path)
         else:
-            facts = (
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ctime_ns,
-                st.st_ino,
-                st.st_dev,
-                st.st_mode,
-                aux,
-            )
+            facts = stat_facts(st, aux)
             prior = self.previous.get(path)
             if prior is None or prior[:FACTS] != facts:
                 # Changing an xattr changes the ctime: unchanged facts mean unchanged xattrs.
@@ -394,16 +386,7 @@ class Walker:
             # A sparse file's holes were not read: only its allocated bytes count.
             self.result.read_bytes += min(size, after.st_blocks * 512) if sparse else size
             if stable or flags:
-                facts = (
-                    after.st_size,
-                    after.st_mtime_ns,
-                    after.st_ctime_ns,
-                    after.st_ino,
-                    after.st_dev,
-                    after.st_mode,
-                    aux,
-                )
-                return (*facts, kind, content, flags, size, xattrs), after
+                return (*stat_facts(after, aux), kind, content, flags, size, xattrs), after
         self._note(path, "kept changing while being read: the stored bytes may be torn")
         return (-1, 0, 0, 0, 0, 0, aux, kind, content, 0, size, xattrs), after
 

@@ -8,6 +8,7 @@ at once and must do so in a few milliseconds; a blob that does not load is treat
 from __future__ import annotations
 
 import marshal
+import os
 from dataclasses import dataclass, field
 
 import zstandard
@@ -22,6 +23,15 @@ Row = tuple[
     int, int, int, int, int, int, str, int, bytes, int, int, tuple[tuple[bytes, bytes], ...]
 ]
 FACTS = 7
+Facts = tuple[int, int, int, int, int, int, str]
+
+
+def stat_facts(st: os.stat_result, aux: str = "") -> Facts:
+    """What a stat tells of a file, in a row's FACTS order: equal facts mean an unchanged file
+    (unless it was racily clean, INV-8)."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode, aux)
+
+
 FORMAT = 5
 
 

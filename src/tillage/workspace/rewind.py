@@ -52,7 +52,7 @@ from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import is_racy, store_content
 from tillage.workspace.errors import RewindStoppedError
-from tillage.workspace.pathindex import Row
+from tillage.workspace.pathindex import Row, stat_facts
 from tillage.workspace.policy import outside_policy, snapshot_policy
 from tillage.workspace.recovery import intent_path
 from tillage.workspace.seal import (
@@ -946,13 +946,7 @@ class Applier:
             if not entry.xattrs:
                 st = os.fstat(fd)
                 self.written[path] = (
-                    st.st_size,
-                    st.st_mtime_ns,
-                    st.st_ctime_ns,
-                    st.st_ino,
-                    st.st_dev,
-                    st.st_mode,
-                    "",
+                    *stat_facts(st),
                     int(entry.content_kind),
                     entry.content,
                     int(entry.flags),
