@@ -379,7 +379,8 @@ def test_a_tree_deeper_than_the_path_limit_is_rewound(till: Till, folder: Path) 
 def test_cleaning_up_after_an_interrupted_rewind_reaches_below_the_path_limit(
     folder: Path,
 ) -> None:
-    from tillage.workspace.rewind import _remove_temp_files, _remove_tree
+    from tillage.platform.folders import remove_temp_files as _remove_temp_files
+    from tillage.platform.folders import remove_tree as _remove_tree
 
     fd = open_deep(folder, create=True)
     for leftover in (".leaf.txt.tillage-tmp-0123", "keep.txt"):
@@ -430,7 +431,7 @@ def test_a_sealed_folder_with_hard_links_and_a_sparse_file_round_trips(
 
 
 def test_a_sealed_tree_deeper_than_the_path_limit_round_trips(till: Till, folder: Path) -> None:
-    from tillage.workspace.rewind import _remove_tree
+    from tillage.platform.folders import remove_tree as _remove_tree
 
     shallow = till.json("watch", "--no-daemon")["head"]["id"]
     fd = open_deep(folder, create=True)
@@ -459,3 +460,42 @@ def test_verify_finds_nothing_wrong_with_a_sealed_sparse_file(till: Till, folder
     report = till.json("verify")
 
     assert report["ok"] is True and report["damaged_snapshots"] == []
+
+
+# -- placing a wiped tree away from the inodes its wipe just freed ----------------------------
+
+
+def _inode_flags(path: Path) -> int | None:
+    import array
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        flags = array.array("i", [0])
+        fcntl.ioctl(fd, 0x80086601, flags, True)  # FS_IOC_GETFLAGS
+        return flags[0]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def test_a_rewind_after_a_wipe_leaves_the_folders_attributes_as_it_found_them(
+    till: Till, folder: Path
+) -> None:
+    if _inode_flags(folder) is None:
+        pytest.skip("this file system has no inode attributes (FS_IOC_GETFLAGS)")
+    before = _inode_flags(folder)
+    for d in range(5):
+        (folder / f"d{d}").mkdir()
+        for i in range(20):
+            (folder / f"d{d}" / f"f{i}").write_bytes(b"x" * 100)
+    sealed = till.json("watch", "--no-daemon")["head"]["id"]
+    for d in range(5):
+        shutil.rmtree(folder / f"d{d}")
+
+    till.json("rewind", sealed, "--yes")
+
+    assert sorted(p.name for p in folder.iterdir()) == [".tillage", *(f"d{d}" for d in range(5))]
+    assert (folder / "d4" / "f19").read_bytes() == b"x" * 100
+    assert _inode_flags(folder) == before, "the placement hint is taken back after the rewind"

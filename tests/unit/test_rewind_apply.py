@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -33,13 +34,13 @@ def test_the_folder_is_made_durable_before_the_intent_is_removed(
     ws = find_workspace(home, folder)
     assert ws is not None
     seen: list[bool] = []
-    real = rw._syncfs
+    real = rw.syncfs
 
     def syncfs(fd: int) -> None:
         seen.append(intent_path(ws).exists())
         real(fd)
 
-    monkeypatch.setattr(rw, "_syncfs", syncfs)
+    monkeypatch.setattr(rw, "syncfs", syncfs)
     try:
         target = ws.store.snapshot(first)
         assert target is not None
@@ -65,3 +66,30 @@ def test_a_rewind_reports_progress_while_staging_and_applying(tmp_path: Path) ->
         last = [p for p in reports if p.stage == stage][-1]
         assert last.files_done == last.files_total == 21
         assert last.bytes_done == last.bytes_total == 10 * 500 + 10 * 600 + 2 * 1024 * 1024
+
+
+def test_folders_a_rewind_makes_are_spread_away_from_freshly_freed_inodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    home, folder, first = _wrecked(tmp_path)
+    shutil.rmtree(folder / "sub")  # the wipe: `sub` must be made again
+    marked: list[int] = []
+    real = rw.spread_new_folders
+
+    def spread(fd: int) -> object:
+        marked.append(os.fstat(fd).st_ino)
+        return real(fd)
+
+    monkeypatch.setattr(rw, "spread_new_folders", spread)
+    ws = find_workspace(home, folder)
+    assert ws is not None
+    try:
+        target = ws.store.snapshot(first)
+        assert target is not None
+        rw.apply(ws, target, None)
+    finally:
+        ws.store.close()
+    assert marked == [os.stat(folder).st_ino], "the folder that gets new folders is marked"
+    assert (folder / "sub" / "f3.txt").read_bytes() == b"v1 3\n" * 100

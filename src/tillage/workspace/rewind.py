@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import json
 import os
 import shutil
@@ -32,8 +31,8 @@ from tillage.core.rewind_plan import Action, Op, plan_actions
 from tillage.errors import TillageError
 from tillage.platform import clock, failpoints
 from tillage.platform.errors import DiskFullError
+from tillage.platform.folders import remove_temp_files, remove_tree, spread_new_folders, syncfs
 from tillage.platform.fs import (
-    TEMP_MARK,
     atomic_write,
     open_subdir_nofollow,
     raise_if_disk_full,
@@ -195,7 +194,8 @@ def finish_interrupted(
     that snapshot, and the interrupted rewind's own `undo` still holds the state before it.
     The caller holds the workspace lock.
     """
-    _remove_temp_files(ws.root)
+    _remove_staging(ws.root)
+    remove_temp_files(ws.root)
     try:
         live: dict[str, Entry] = {}
         seal_locked(
@@ -226,78 +226,6 @@ def _remove_staging(root: Path) -> None:
     if control.is_dir() and not control.is_symlink():
         for leftover in control.glob(f"{STAGING_PREFIX}*"):
             shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _remove_temp_files(root: Path) -> None:
-    """Removes temporary siblings and staging folders an interrupted rewind left behind.
-
-    Walks by directory descriptor, never by path, so a tree deeper than the OS path limit is
-    cleaned too, and a symlinked folder is never entered."""
-    _remove_staging(root)
-    try:
-        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    pending = [top]
-    while pending:
-        fd = pending.pop()
-        try:
-            with os.scandir(fd) as entries:
-                for item in entries:
-                    if fd == top and item.name == CONTROL_DIR:
-                        continue
-                    if item.is_dir(follow_symlinks=False):
-                        with contextlib.suppress(OSError):
-                            pending.append(open_subdir_nofollow(fd, item.name, create=False))
-                    elif TEMP_MARK in item.name:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(item.name, dir_fd=fd)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-
-def _remove_tree(parent_fd: int, name: str) -> None:
-    """Removes the folder `name` below `parent_fd` and everything in it, by descriptor (depth
-    does not matter, no symlink is followed), lending write permission to read-only folders
-    inside it the way `rm -rf` by their owner would."""
-    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
-    try:
-        mode = stat.S_IMODE(os.fstat(fd).st_mode)
-        if mode & 0o700 != 0o700:
-            with contextlib.suppress(OSError):
-                os.fchmod(fd, mode | 0o700)
-        with os.scandir(fd) as entries:
-            children = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
-        for child, is_dir in children:
-            if is_dir:
-                _remove_tree(fd, child)
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(child, dir_fd=fd)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=parent_fd)
-
-
-@functools.cache
-def _syncfs_call() -> Callable[[int], int] | None:
-    import ctypes
-
-    try:
-        fn: Callable[[int], int] = ctypes.CDLL(None, use_errno=True).syncfs
-    except (OSError, AttributeError):
-        return None
-    return fn
-
-
-def _syncfs(fd: int) -> None:
-    """Makes everything written to the file system holding `fd` durable, in one call: one
-    journal commit for the whole rewind instead of an fsync per file."""
-    call = _syncfs_call()
-    if call is None or call(fd) != 0:
-        os.sync()
 
 
 STAGING_PREFIX = "staging-"
@@ -402,6 +330,8 @@ class Applier:
         # Folders whose mode tillage knows (created or checked), and those lent u+rwx.
         self._dir_modes: dict[str, int] = {}
         self._lent: dict[str, int] = {}
+        # Folders marked to spread the new folders made in them (ext4's `T`), to unmark.
+        self._spread: list[Callable[[], None]] = []
         self._meta_done: set[str] = set()
         self._deleted: set[str] = set()
         # What was written, as path-index rows, so the next seal need not read it again.
@@ -542,15 +472,34 @@ class Applier:
     def run(self, actions: tuple[Action, ...]) -> None:
         """Applies the actions in order; the folder's data is durable when it returns."""
         try:
+            self._spread_new_folders(actions)
             self._run(actions)
             self._restore_lent()
-            _syncfs(self._root_fd)
+            syncfs(self._root_fd)
         finally:
             try:
                 self._restore_lent()
+                while self._spread:
+                    self._spread.pop()()
                 self._writer.commit()  # rescued bytes are durable however the run ended
             finally:
                 self._close()
+
+    def _spread_new_folders(self, actions: tuple[Action, ...]) -> None:
+        """Asks the file system to place the folders this rewind makes away from inodes freed
+        moments ago (after an agent's `rm -rf`, the very case a rewind is for, ext4 would
+        otherwise check each freed inode before every creation): the existing folders that get
+        new folders are marked for the rewind (platform/folders.py: spread_new_folders)."""
+        made = {a.path for a in actions if a.op is Op.MAKE_DIR}
+        parents = {p.rpartition("/")[0] for p in made} - made
+        for parent in sorted(parents):
+            try:
+                fd = self._dir(parent, create=False)
+            except (OSError, TillageError):
+                continue  # made by an action that replaces a file: the plan will say
+            restore = spread_new_folders(fd)
+            if restore is not None:
+                self._spread.append(restore)
 
     def _run(self, actions: tuple[Action, ...]) -> None:
         """Runs the plan in its order; folders of one depth are made together, then files and
@@ -799,7 +748,7 @@ class Applier:
         self._deleted.add(path)
         if stat.S_ISDIR(st.st_mode):
             self._invalidate(path)
-            _remove_tree(dir_fd, name)
+            remove_tree(dir_fd, name)
         else:
             os.unlink(name, dir_fd=dir_fd)
 
@@ -837,7 +786,7 @@ class Applier:
             self._put(Action(Op.WRITE, path, entry), dir_fd, name)
         except _RetryError:
             self._invalidate(path)  # a folder is in the way: it was sealed, so remove it
-            _remove_tree(dir_fd, name)
+            remove_tree(dir_fd, name)
             self._put(Action(Op.WRITE, path, entry), dir_fd, name)
 
     def _put(self, action: Action, dir_fd: int, name: str) -> None:
