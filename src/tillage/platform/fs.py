@@ -115,3 +115,14 @@ def open_subdir_nofollow(parent_fd: int, name: str, *, create: bool) -> int:
                 next_step="remove the symlink or file in the way, then retry",
             ) from exc
         raise
+
+
+def fd_budget(cap: int, share: int) -> int:
+    """How many files one cache of open descriptors may hold: at most `cap`, and at most
+    1/`share` of this process's limit on open files (which may be far below 1024)."""
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return cap
+    return max(4, min(cap, soft // share))

@@ -24,7 +24,7 @@ from tillage.core.format import SMALL_OBJECT_MAX, ZSTD_LEVEL, ZSTD_LEVEL_SMALL
 from tillage.core.ids import object_hash
 from tillage.errors import IntegrityError
 from tillage.platform import failpoints
-from tillage.platform.fs import fsync_dir, raise_if_disk_full
+from tillage.platform.fs import fd_budget, fsync_dir, raise_if_disk_full
 from tillage.platform.names import random_hex
 
 PACK_MAGIC = b"TILLPAK1"
@@ -202,33 +202,56 @@ class PackWriter:
             os.unlink(self.path)
 
 
+class PackFiles:
+    """Open pack files for reading, at most `limit` at a time (least recently used closed
+    first), safe to share between threads: a store is thousands of packs (one per seal), and a
+    process may open only so many files."""
+
+    def __init__(self, directory: Path, limit: int | None = None) -> None:
+        self.directory = directory
+        self.limit = limit if limit is not None else fd_budget(64, 8)
+        self._fds: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def pread(self, pack: str, length: int, offset: int) -> bytes:
+        """Reads `length` bytes at `offset` of `pack`; integrity error when the pack is gone."""
+        with self._lock:  # an fd is never closed by another thread while it is read here
+            fd = self._fds.pop(pack, None)
+            if fd is None:
+                try:
+                    fd = os.open(self.directory / pack, os.O_RDONLY | os.O_CLOEXEC)
+                except FileNotFoundError as exc:
+                    raise IntegrityError(f"pack {pack} is missing from the store") from exc
+                while len(self._fds) >= self.limit:
+                    os.close(self._fds.pop(next(iter(self._fds))))
+            self._fds[pack] = fd
+            return os.pread(fd, length, offset)
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in self._fds.values():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._fds.clear()
+
+
 class PackReader:
-    """Reads records by location, keeping pack files open for the reader's lifetime."""
+    """Reads records by location through a bounded pool of open pack files."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._fds: dict[str, int] = {}
-
-    def _fd(self, pack: str) -> int:
-        fd = self._fds.get(pack)
-        if fd is None:
-            try:
-                fd = os.open(self.directory / pack, os.O_RDONLY)
-            except FileNotFoundError as exc:
-                raise IntegrityError(f"pack {pack} is missing from the store") from exc
-            self._fds[pack] = fd
-        return fd
+        self._files = PackFiles(directory)
 
     def read(self, loc: Location, expect_id: bytes | None = None) -> tuple[int, bytes]:
         """Returns (kind, raw bytes) of the record at `loc`, verified."""
-        data = os.pread(self._fd(loc.pack), loc.length, loc.offset)
+        data = self._files.pread(loc.pack, loc.length, loc.offset)
         kind, _id, raw = decode_record(data, expect_id)
         return kind, raw
 
     def intact(self, loc: Location) -> bool:
         """Tells whether the record at `loc` is whole and passes its checksum (no decompress)."""
         try:
-            data = os.pread(self._fd(loc.pack), loc.length, loc.offset)
+            data = self._files.pread(loc.pack, loc.length, loc.offset)
         except (OSError, IntegrityError):
             return False
         if len(data) != loc.length or len(data) < HEADER_SIZE + TRAILER_SIZE:
@@ -237,10 +260,7 @@ class PackReader:
         return bool(zlib.crc32(memoryview(data)[: len(data) - TRAILER_SIZE]) == crc)
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._fds.clear()
+        self._files.close()
 
 
 @dataclass(frozen=True)

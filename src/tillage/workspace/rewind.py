@@ -19,7 +19,7 @@ import shutil
 import stat
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +34,7 @@ from tillage.platform.errors import DiskFullError
 from tillage.platform.folders import remove_temp_files, remove_tree, spread_new_folders, syncfs
 from tillage.platform.fs import (
     atomic_write,
+    fd_budget,
     open_subdir_nofollow,
     raise_if_disk_full,
     temp_name,
@@ -44,6 +45,7 @@ from tillage.store.packs import (
     RECORD_MAGIC,
     TRAILER_SIZE,
     Location,
+    PackFiles,
     decode_record,
 )
 from tillage.store.store import SnapshotRow
@@ -235,9 +237,28 @@ WORKERS = 4
 _NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT, errno.EXDEV)
 
 
+# Folder fds a rewind keeps open at most (least recently used closed first): a tree of any
+# number of folders (node_modules has thousands) must fit the fd limit with room to spare.
+DIR_FD_BUDGET = fd_budget(256, 4)
+SPREAD_MAX = 64  # folders marked to spread the new folders made in them (see _spread_new_folders)
 # Files handed to a thread at a time, or fewer when they add up to GROUP_BYTES.
 GROUP_FILES = 16
 GROUP_BYTES = 4 << 20
+
+
+def _by_folders(actions: list[Action], folders: int) -> Iterator[list[Action]]:
+    """Splits actions (in plan order) into runs that touch at most `folders` parent folders."""
+    chunk: list[Action] = []
+    seen: set[str] = set()
+    for action in actions:
+        parent = action.path.rpartition("/")[0]
+        if parent not in seen and len(seen) >= folders:
+            yield chunk
+            chunk, seen = [], set()
+        seen.add(parent)
+        chunk.append(action)
+    if chunk:
+        yield chunk
 
 
 def _parallel_write(action: Action) -> bool:
@@ -325,7 +346,7 @@ class Applier:
         self._lock = threading.Lock()  # guards the writer and the rescued map across threads
         self._refs: dict[str, list[ChunkRef]] = {}
         self._locations: dict[bytes, Location] = {}
-        self._pack_fds: dict[str, int] = {}
+        self._packs = PackFiles(ws.store.packs_dir)
         self._umask = _current_umask()
         # Folders whose mode tillage knows (created or checked), and those lent u+rwx.
         self._dir_modes: dict[str, int] = {}
@@ -369,16 +390,9 @@ class Applier:
                     raise StoreDamagedError(
                         f"object {object_id.hex()[:12]} is missing from the store"
                     )
-            for loc in self._locations.values():
-                if loc.pack not in self._pack_fds:
-                    try:
-                        self._pack_fds[loc.pack] = os.open(
-                            self.ws.store.packs_dir / loc.pack, os.O_RDONLY
-                        )
-                    except FileNotFoundError as exc:
-                        raise StoreDamagedError(
-                            f"pack {loc.pack} is missing from the store"
-                        ) from exc
+            for pack in {loc.pack for loc in self._locations.values()}:
+                if not (self.ws.store.packs_dir / pack).is_file():
+                    raise StoreDamagedError(f"pack {pack} is missing from the store")
             self._check_space(actions)
             total = sum(size for size, _ids in work)
             self._report("staging", 0, len(work), 0, total)
@@ -439,7 +453,7 @@ class Applier:
         object is written, so nothing unproven reaches the folder (INV-4)."""
         for object_id in ids:
             loc = self._locations[object_id]
-            data = os.pread(self._pack_fds[loc.pack], loc.length, loc.offset)
+            data = self._packs.pread(loc.pack, loc.length, loc.offset)
             if (
                 len(data) != loc.length
                 or len(data) < HEADER_SIZE + TRAILER_SIZE
@@ -456,7 +470,7 @@ class Applier:
     def _read(self, object_id: bytes) -> bytes:
         """Returns an object's bytes, verified against its ID (any thread)."""
         loc = self._locations[object_id]
-        data = os.pread(self._pack_fds[loc.pack], loc.length, loc.offset)
+        data = self._packs.pread(loc.pack, loc.length, loc.offset)
         try:
             _kind, _id, raw = decode_record(data, object_id)
         except TillageError as exc:
@@ -492,7 +506,8 @@ class Applier:
         new folders are marked for the rewind (platform/folders.py: spread_new_folders)."""
         made = {a.path for a in actions if a.op is Op.MAKE_DIR}
         parents = {p.rpartition("/")[0] for p in made} - made
-        for parent in sorted(parents):
+        # The shallowest first, and a bounded number: each mark holds an fd until the end.
+        for parent in sorted(parents, key=lambda p: (p.count("/"), p))[:SPREAD_MAX]:
             try:
                 fd = self._dir(parent, create=False)
             except (OSError, TillageError):
@@ -522,6 +537,7 @@ class Applier:
                     pending.append(action)
                 else:
                     self._do(action)
+                    self._trim_dirs()
             if pending:
                 self._flush(pool, pending, done)
 
@@ -542,19 +558,23 @@ class Applier:
         for action in batch:
             levels.setdefault(action.path.count("/"), []).append(action)
         for depth in sorted(levels):
-            jobs = []
-            for action in levels[depth]:
-                assert action.entry is not None
-                dir_fd, name = self._parent_fd(action.path, create=True)
-                jobs.append((action, pool.submit(self._mkdir, dir_fd, name, action.entry)))
-            for action, future in jobs:
-                fd, mode = future.result()
-                old = self._dir_cache.pop(action.path, None)
-                if old is not None:
-                    os.close(old)
-                self._dir_cache[action.path] = fd
-                self._dir_modes[action.path] = mode
-                self._deleted.discard(action.path)
+            level = levels[depth]
+            step = DIR_FD_BUDGET // 4  # each new folder comes back as an open fd
+            for chunk in (level[i : i + step] for i in range(0, len(level), step)):
+                jobs = []
+                for action in chunk:
+                    assert action.entry is not None
+                    dir_fd, name = self._parent_fd(action.path, create=True)
+                    jobs.append((action, pool.submit(self._mkdir, dir_fd, name, action.entry)))
+                for action, future in jobs:
+                    fd, mode = future.result()
+                    old = self._dir_cache.pop(action.path, None)
+                    if old is not None:
+                        os.close(old)
+                    self._dir_cache[action.path] = fd
+                    self._dir_modes[action.path] = mode
+                    self._deleted.discard(action.path)
+                self._trim_dirs()
 
     def _mkdir(self, dir_fd: int, name: str, entry: Entry) -> tuple[int, int]:
         """Makes one folder (any thread) and returns its fd and the mode it was made with."""
@@ -564,21 +584,23 @@ class Applier:
     def _write_many(self, pool: ThreadPoolExecutor, batch: list[Action], done: Tally) -> None:
         """Writes files and symlinks in groups (fewer hand-offs between threads); their folders
         are opened here first, so the directory cache is only ever touched by this thread."""
-        groups: list[list[tuple[Action, int, str]]] = [[]]
-        weight = 0
-        for action in batch:
-            dir_fd, name = self._parent_fd(action.path, create=True)
-            if len(groups[-1]) >= GROUP_FILES or weight >= GROUP_BYTES:
-                groups.append([])
-                weight = 0
-            groups[-1].append((action, dir_fd, name))
-            weight += _size(action)
         retry: list[Action] = []
-        futures = [pool.submit(self._put_group, group) for group in groups]
-        for future in as_completed(futures):
-            written, blocked = future.result()
-            retry += blocked
-            done.add(written)
+        for chunk in _by_folders(batch, DIR_FD_BUDGET // 2):
+            groups: list[list[tuple[Action, int, str]]] = [[]]
+            weight = 0
+            for action in chunk:
+                dir_fd, name = self._parent_fd(action.path, create=True)
+                if len(groups[-1]) >= GROUP_FILES or weight >= GROUP_BYTES:
+                    groups.append([])
+                    weight = 0
+                groups[-1].append((action, dir_fd, name))
+                weight += _size(action)
+            futures = [pool.submit(self._put_group, group) for group in groups]
+            for future in as_completed(futures):
+                written, blocked = future.result()
+                retry += blocked
+                done.add(written)
+            self._trim_dirs()  # no thread holds a folder's fd between chunks
         for action in retry:
             self._do(action)
             done.add([action])
@@ -599,9 +621,7 @@ class Applier:
         for fd in self._dir_cache.values():
             os.close(fd)
         self._dir_cache.clear()
-        for fd in self._pack_fds.values():
-            os.close(fd)
-        self._pack_fds.clear()
+        self._packs.close()
         if self._root_fd >= 0:
             os.close(self._root_fd)
             self._root_fd = -1
@@ -613,12 +633,21 @@ class Applier:
         fds are cached."""
         if not path:
             return self._root_fd
-        fd = self._dir_cache.get(path)
+        fd = self._dir_cache.pop(path, None)
         if fd is None:
             parent, _, name = path.rpartition("/")
             fd = open_subdir_nofollow(self._dir(parent, create=create), name, create=create)
-            self._dir_cache[path] = fd
+        self._dir_cache[path] = fd  # most recently used last
         return fd
+
+    def _trim_dirs(self) -> None:
+        """Closes the least recently used folder fds beyond DIR_FD_BUDGET, so a tree of any
+        number of folders fits any fd limit; only called when no thread holds one."""
+        excess = len(self._dir_cache) - DIR_FD_BUDGET
+        if excess <= 0:
+            return
+        for path in list(self._dir_cache)[:excess]:
+            os.close(self._dir_cache.pop(path))
 
     def _parent_fd(self, path: str, *, create: bool) -> tuple[int, str]:
         """Returns the fd of `path`'s folder, made writable for the rewind, and its name."""
@@ -644,10 +673,8 @@ class Applier:
         for path, mode in lent.items():
             if path in self._meta_done or path in self._deleted:
                 continue
-            fd = self._root_fd if not path else self._dir_cache.get(path)
-            if fd is not None and fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.fchmod(fd, mode)
+            with contextlib.suppress(OSError, TillageError):
+                os.fchmod(self._dir(path, create=False), mode)
 
     def _invalidate(self, path: str) -> None:
         for key in [k for k in self._dir_cache if k == path or k.startswith(path + "/")]:

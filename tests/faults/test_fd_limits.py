@@ -1,0 +1,58 @@
+"""A store of many packs and a tree of many folders fit a small limit on open files.
+
+A watcher seals every few seconds (one pack per seal) and node_modules has thousands of
+folders; a process may still be limited to 1024 open files, or fewer.
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import Till
+from tillage import call
+
+FD_LIMIT = 128
+
+
+def _limited(till: Till, *args: str) -> subprocess.CompletedProcess[str]:
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
+
+    return subprocess.run(
+        [sys.executable, "-m", "tillage", "--json", *args],
+        cwd=till.cwd,
+        env=till.env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=limit,
+    )
+
+
+def test_a_wiped_tree_of_many_folders_from_many_packs_rewinds_under_a_small_fd_limit(
+    till: Till, folder: Path
+) -> None:
+    call("workspace.watch", home=till.home, folder=folder, no_daemon=True)
+    for n in range(3 * FD_LIMIT):  # one seal, one pack, one folder each
+        (folder / f"d{n}" / "e").mkdir(parents=True)
+        (folder / f"d{n}" / "e" / "f.txt").write_text(f"{n}\n")
+        if n % 2 == 0:
+            call("timeline.snap", home=till.home, folder=folder)
+    full = call("timeline.snap", home=till.home, folder=folder).snapshot.id
+    assert len(list((till.home / "packs").iterdir())) > FD_LIMIT
+    for n in range(3 * FD_LIMIT):
+        shutil.rmtree(folder / f"d{n}")
+
+    rewound = _limited(till, "rewind", full, "--yes")
+    assert rewound.returncode == 0, rewound.stdout + rewound.stderr
+    assert (folder / "d300" / "e" / "f.txt").read_text() == "300\n"
+    assert len([p for p in folder.iterdir() if p.name.startswith("d")]) == 3 * FD_LIMIT
+
+    verified = _limited(till, "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    sealed = _limited(till, "snap")
+    assert sealed.returncode == 0, sealed.stdout + sealed.stderr
