@@ -10,6 +10,10 @@ from tillage.errors import (
     TillageError,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 class SnapshotNotFoundError(NotFoundError):
     name = "snapshot.not_found"
@@ -53,3 +57,8 @@ class StoreReadOnlyError(TillageError):
         "reading commands (timeline, show, diff, cat, status) still work; to seal or rewind, "
         "make the store writable or point TILLAGE_HOME at a writable copy"
     )
+
+    @classmethod
+    def at(cls, home: Path) -> StoreReadOnlyError:
+        """The error for a command that needs to write the store at `home`."""
+        return cls(f"the store at {home} is read-only: this command needs to write to it")

@@ -189,9 +189,7 @@ class Store:
     def require_writable(self) -> None:
         """Raises store.read_only when this process cannot write the store."""
         if self.read_only:
-            raise StoreReadOnlyError(
-                f"the store at {self.home} is read-only: this command needs to write to it"
-            )
+            raise StoreReadOnlyError.at(self.home)
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -361,9 +359,13 @@ class Store:
         next seal that holds its bytes writes them again, which heals every snapshot using it."""
         self.conn.execute("DELETE FROM objects WHERE id=?", (object_id,))
 
-    def record_intact(self, loc: Location) -> bool:
-        """Tells whether the record at `loc` is whole and passes its checksum."""
-        return self._reader.intact(loc)
+    def intact(self, object_id: bytes, loc: Location) -> bool:
+        """Tells whether the record of `object_id` at `loc` is whole and passes its checksum
+        (no decompression); one that is not is no longer served (INV-4: forget_damaged)."""
+        if self._reader.intact(loc):
+            return True
+        self.forget_damaged(object_id)
+        return False
 
     def locations(self, ids: list[bytes]) -> dict[bytes, Location]:
         """Returns where each of `ids` the index knows lives (one query per 500 IDs)."""
@@ -503,10 +505,8 @@ class ObjectWriter:
         self._uncommitted: list[PackWriter] = []
 
     def _intact(self, object_id: bytes, loc: Location) -> bool:
-        if not self.store.record_intact(loc):
-            # Never dedup against a damaged copy of bytes we hold: write them again instead.
-            self.store.forget_damaged(object_id)
-            return False
+        if not self.store.intact(object_id, loc):
+            return False  # never dedup against a damaged copy of bytes we hold: write them again
         self._seen.add(object_id)
         return True
 

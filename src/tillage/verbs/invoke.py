@@ -102,9 +102,7 @@ def _under(filename: Any, folder: Path) -> bool:
 def _read_only(settings: Settings) -> Exception:
     from tillage.store.errors import StoreReadOnlyError
 
-    return StoreReadOnlyError(
-        f"the store at {settings.home} is read-only: this command needs to write to it"
-    )
+    return StoreReadOnlyError.at(settings.home)
 
 
 def _disk(path: Path) -> tuple[int, int] | None:

@@ -24,7 +24,15 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from tillage.core.models import HOLE_ID, Change, ChunkRef, ContentKind, Entry, EntryFlag, EntryKind
+from tillage.core.models import (
+    Change,
+    ChunkRef,
+    ContentKind,
+    Entry,
+    EntryFlag,
+    EntryKind,
+    is_hole,
+)
 from tillage.core.paths import CONTROL_DIR, fs_decode, parse
 from tillage.core.progress import Progress, ProgressFn
 from tillage.core.rewind_plan import Action, Op, plan_actions
@@ -381,7 +389,7 @@ class Applier:
                 assert action.entry is not None
                 refs = chunks_of(self.ws.store, action.entry)
                 self._refs[action.path] = refs
-                fresh = [r.id for r in refs if r.id != HOLE_ID and r.id not in seen]
+                fresh = [r.id for r in refs if not is_hole(r) and r.id not in seen]
                 seen.update(fresh)
                 work.append((action.entry.size, fresh))
             self._locations = self.ws.store.locations(list(seen))
@@ -434,7 +442,7 @@ class Applier:
                 continue
             need_inodes += 1
             refs = self._refs.get(action.path)
-            data = sum(r.length for r in refs if r.id != HOLE_ID) if refs is not None else 0
+            data = sum(r.length for r in refs if not is_hole(r)) if refs is not None else 0
             need_bytes += -(-data // block) * block if data else 0
             if action.op is Op.MAKE_DIR:
                 need_bytes += block
@@ -940,14 +948,14 @@ class Applier:
         and the size is set at the end, so trailing holes are not written either."""
         offset = 0
         for ref in refs:
-            if ref.id != HOLE_ID:
+            if not is_hole(ref):
                 data = memoryview(self._read_any(ref.id))
                 at = offset
                 while data:
                     n = os.pwrite(fd, data, at)
                     data, at = data[n:], at + n
             offset += ref.length
-        if offset != entry.size or (refs and refs[-1].id == HOLE_ID):
+        if offset != entry.size or (refs and is_hole(refs[-1])):
             os.ftruncate(fd, entry.size)
 
     def _read_any(self, object_id: bytes) -> bytes:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.ids import tree_id
-from tillage.core.models import HOLE_ID, ChunkRef, ContentKind, Entry, EntryKind
+from tillage.core.models import ChunkRef, ContentKind, Entry, EntryKind, is_hole
 from tillage.core.paths import fs_decode, join
 from tillage.store.store import ObjectWriter, Store
 
@@ -47,7 +47,7 @@ def iter_file_chunks(store: Store, entry: Entry) -> Iterator[bytes]:
     read), and a hole (format.md: a zero chunk ID) as zeros in pieces of at most HOLE_PIECE, so
     a streaming reader's memory is bounded by the largest chunk, never by the file."""
     for ref in chunks_of(store, entry):
-        if ref.id == HOLE_ID:
+        if is_hole(ref):
             left = ref.length
             while left:
                 piece = min(left, HOLE_PIECE)
@@ -101,13 +101,11 @@ def check_file(store: Store, entry: Entry) -> None:
     streams a file refuse before it has printed a byte."""
     from tillage.store.errors import StoreDamagedError
 
-    refs = [ref for ref in chunks_of(store, entry) if ref.id != HOLE_ID]
+    refs = [ref for ref in chunks_of(store, entry) if not is_hole(ref)]
     if len(refs) == 1:
         store.read(refs[0].id)
         return
     for ref in refs:
         loc = store.location(ref.id)
-        if loc is None or not store.record_intact(loc):
-            if loc is not None:
-                store.forget_damaged(ref.id)
+        if loc is None or not store.intact(ref.id, loc):
             raise StoreDamagedError(f"object {ref.id.hex()[:12]} is missing or damaged")
