@@ -318,25 +318,39 @@ def test_cat_of_a_symlink_says_it_is_a_link_instead_of_printing_its_target(
     assert "symlink to 'README.md'" in human.stderr
 
 
+# Runs a command and reports its peak RSS on stderr. It is a fresh, small process: a child's
+# ru_maxrss starts from its parent's high-water mark at fork, so forking `till` straight from
+# pytest (grown by earlier tests) would report pytest's size, not till's.
+MEASURE = (
+    "import os, subprocess, sys\n"
+    "proc = subprocess.Popen(sys.argv[1:])\n"
+    "_pid, status, usage = os.wait4(proc.pid, 0)\n"
+    "sys.stderr.write(f'maxrss_kib={usage.ru_maxrss}\\n')\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
 def _peak_rss_mib(till: Till, *args: str) -> tuple[float, int, bytes]:
-    """Runs `till ARGS`, returning its peak RSS in MiB, its exit status and its stdout."""
+    """Runs `till ARGS`, returning its peak RSS in MiB, how many bytes it printed and the
+    first of them."""
     with subprocess.Popen(
-        [sys.executable, "-m", "tillage", *args],
+        [sys.executable, "-c", MEASURE, sys.executable, "-m", "tillage", *args],
         cwd=till.cwd,
         env=till.env(),
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     ) as proc:
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stderr is not None
         out = bytearray()
         size = 0
         while chunk := proc.stdout.read(1 << 20):
             size += len(chunk)
             if len(out) < 64:
                 out += chunk[:64]
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_maxrss / 1024, size, bytes(out)
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 0, err
+    (kib,) = [int(line.split("=")[1]) for line in err.splitlines() if line.startswith("maxrss")]
+    return kib / 1024, size, bytes(out)
 
 
 @pytest.mark.slow
