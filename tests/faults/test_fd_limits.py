@@ -6,6 +6,7 @@ folders; a process may still be limited to 1024 open files, or fewer.
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import subprocess
@@ -56,3 +57,29 @@ def test_a_wiped_tree_of_many_folders_from_many_packs_rewinds_under_a_small_fd_l
     assert verified.returncode == 0, verified.stdout + verified.stderr
     sealed = _limited(till, "snap")
     assert sealed.returncode == 0, sealed.stdout + sealed.stderr
+
+
+def test_library_calls_leave_no_pack_open_once_their_store_is_gone(
+    till: Till, folder: Path
+) -> None:
+    import gc
+
+    call("workspace.watch", home=till.home, folder=folder, no_daemon=True)
+    for n in range(20):
+        (folder / f"f{n}.txt").write_text(f"{n}\n")
+        call("timeline.snap", home=till.home, folder=folder)  # each reads packs to dedup
+    gc.collect()
+    packs_dir = str(till.home / "packs")
+    still_open = [
+        target
+        for fd in os.listdir("/proc/self/fd")
+        if (target := _target(f"/proc/self/fd/{fd}")).startswith(packs_dir)
+    ]
+    assert still_open == []
+
+
+def _target(link: str) -> str:
+    try:
+        return os.readlink(link)
+    except OSError:
+        return ""

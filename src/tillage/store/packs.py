@@ -13,6 +13,7 @@ import mmap
 import os
 import struct
 import threading
+import weakref
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -212,6 +213,9 @@ class PackFiles:
         self.limit = limit if limit is not None else fd_budget(64, 8)
         self._fds: dict[str, int] = {}
         self._lock = threading.Lock()
+        # A store a library caller never closed must not keep its packs open: the fds are
+        # plain ints, so nothing else would close them when the store is collected.
+        weakref.finalize(self, _close_all, self._fds)
 
     def pread(self, pack: str, length: int, offset: int) -> bytes:
         """Reads `length` bytes at `offset` of `pack`; integrity error when the pack is gone."""
@@ -229,10 +233,14 @@ class PackFiles:
 
     def close(self) -> None:
         with self._lock:
-            for fd in self._fds.values():
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self._fds.clear()
+            _close_all(self._fds)
+
+
+def _close_all(fds: dict[str, int]) -> None:
+    for fd in fds.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
 
 
 class PackReader:
