@@ -54,11 +54,6 @@ def check_store(store: Store, *, repair: bool) -> CheckReport:
     reclaimed_packs, reclaimed_bytes = reclaim_abandoned_packs(store)
     _remove_stale_temp_files(store)
     report = _check(store, repair=repair)
-    if repair:
-        after = _check(store, repair=False)
-        after.repaired = report.repaired
-        after.fixed = [p for p in report.problems if p not in after.problems]
-        report = after
     report.reclaimed_packs, report.reclaimed_bytes = reclaimed_packs, reclaimed_bytes
     return report
 
@@ -123,10 +118,14 @@ def _pack_files(directory: Path) -> list[Path]:
 
 
 def _check(store: Store, *, repair: bool) -> CheckReport:
+    """One pass: the log and the packs, repaired first when asked, then every object and
+    snapshot as they are after that. With `repair`, what the pass mended goes to `fixed` and
+    `problems` keeps only what is still wrong."""
     report = CheckReport()
+    found = report.fixed if repair else report.problems
     log_problem = store.log.check()
     if log_problem is not None:
-        report.problems.append(("publication.log", log_problem))
+        found.append(("publication.log", log_problem))
         if repair:
             with file_lock(store.locks_dir / "publish.lock", what="the store's log"):
                 _kept, dropped = store.log.salvage()
@@ -140,7 +139,7 @@ def _check(store: Store, *, repair: bool) -> CheckReport:
         for start, stop in scan.damaged:
             if stop == size and start > 0:
                 continue  # a torn tail: an append that never completed, so never referenced
-            report.problems.append(
+            found.append(
                 (pack.name, f"bytes {start}..{stop} are not whole records (torn or damaged)")
             )
         if scan.damaged:
@@ -156,6 +155,12 @@ def _check(store: Store, *, repair: bool) -> CheckReport:
     bad_ids = _verify_indexed_objects(store, report)
     if repair:
         report.repaired += len(bad_ids)
+        # A damaged record read above is no longer served (INV-4): mended, unless the index
+        # still points at it (its pack is missing), which is still wrong.
+        mended = {oid.hex() for oid in bad_ids if store.location(oid) is None}
+        report.fixed += [p for p in report.problems if p[0] in mended]
+        report.problems = [p for p in report.problems if p[0] not in mended]
+        report.objects -= len(mended)
     _check_snapshots(store, report)
     return report
 
