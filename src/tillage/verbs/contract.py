@@ -212,6 +212,9 @@ class Contract(Generic[Req, Res]):
     confirmed: Callable[[Req], Req] | None = None
     # A verb whose human output is raw content on stdout (`cat`) says how to get it.
     raw_output: Callable[[Res], bytes | str | Iterable[bytes]] | None = None
+    # A verb that also takes a document on stdin (a harness's hook payload) names the request
+    # field it goes to; the host reads stdin only when it is not a terminal, with a deadline.
+    stdin_param: str | None = None
 
     def params(self) -> list[Param]:
         """Returns the params derived from the request dataclass."""
