@@ -19,17 +19,27 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+DEFAULT_DEBOUNCE_MS = 500
+
 
 @dataclass(frozen=True)
 class WatchRequest:
     no_daemon: bool = param("attach and seal once; start no background watcher", default=False)
-    debounce_ms: int = param("quiet time before the watcher seals (watcher only)", default=1000)
+    foreground: bool = param(
+        "run the watcher in this process (after printing the result) until Ctrl-C or SIGTERM",
+        default=False,
+    )
+    stop: bool = param("stop this folder's background watcher", default=False)
+    debounce_ms: int = param(
+        "quiet time in milliseconds before the watcher seals", default=DEFAULT_DEBOUNCE_MS
+    )
 
 
 @dataclass(frozen=True)
 class WatchResult:
     workspace: str
-    head: SnapshotInfo
+    head: SnapshotInfo | None  # the head sealed now (with --stop: the head as it is; never null
+    # for an attached folder, which always has its first snapshot)
     watching: bool
     attached_now: bool
     resumed: bool
@@ -45,8 +55,16 @@ def watch(ctx: Context, req: WatchRequest) -> WatchResult:
 
     if req.debounce_ms < 0:
         raise InvalidArgumentError("--debounce-ms must not be negative")
+    if sum((req.no_daemon, req.foreground, req.stop)) > 1:
+        raise InvalidArgumentError("--no-daemon, --foreground and --stop exclude each other")
+    if req.stop:
+        return _stop_watching(ctx)
+    if req.foreground:
+        _refuse_foreground_here()
     found = attach(ctx.settings.home, ctx.settings.folder, ctx.settings.user_home)
     ws = found.workspace
+    if req.foreground:
+        _refuse_second_watcher(ws)
     if not found.new:
         recover_if_interrupted(ws)  # INV-7: never seal a half-rewound folder as a normal state
     trigger = "initial" if found.new else "watch"
@@ -60,18 +78,89 @@ def watch(ctx: Context, req: WatchRequest) -> WatchResult:
             f"found this folder's earlier timeline ({count - 1} snapshots from before "
             "`till forget`) and continued it"
         )
-    if not req.no_daemon:
-        notes.append("the background watcher is not available yet: seal with `till snap`")
+    watching = _watching(ws)
+    if req.foreground:
+        _run_foreground_after_reply(ws, req.debounce_ms)
+        watching = True
+        notes.append("the watcher runs in this terminal until Ctrl-C")
+    elif not req.no_daemon:
+        from tillage.watch import daemon
+
+        daemon.start(ws.store.home, ws.root, ws.id, req.debounce_ms)
+        watching = True
     return WatchResult(
         workspace=str(ws.root),
         head=snapshot_info(head),
-        watching=False,
+        watching=watching,
         attached_now=found.new or found.resumed,
         resumed=found.resumed,
         snapshots=count,
         note="; ".join(notes) or None,
         policy_problems=policy_problems(ws.root),
     )
+
+
+def _watching(ws: Any) -> bool:
+    from tillage.workspace import watchstate
+
+    return watchstate.is_watching(ws.store.home, ws.id)
+
+
+def _stop_watching(ctx: Context) -> WatchResult:
+    """`till watch --stop`: stops the watcher (it seals what is pending first) and answers
+    with the head as it is then."""
+    from tillage.watch import daemon
+    from tillage.workspace.attach import require_workspace
+
+    s = ctx.settings
+    ws = require_workspace(s.home, s.folder, s.user_home)
+    stopped = daemon.stop(ws.store.home, ws.id)
+    head = ws.store.head(ws.id)
+    return WatchResult(
+        workspace=str(ws.root),
+        head=snapshot_info(head) if head else None,
+        watching=False,
+        attached_now=False,
+        resumed=False,
+        snapshots=ws.store.snapshot_count(ws.id),
+        note="stopped the background watcher" if stopped else "no watcher was running",
+        policy_problems=(),
+    )
+
+
+def _refuse_foreground_here() -> None:
+    """A foreground watcher replaces the process after its reply is printed: only the main
+    thread of a command-line process may ask for it (not a call served by the daemon)."""
+    import threading
+
+    from tillage.errors import UnavailableError
+
+    if threading.current_thread() is not threading.main_thread():
+        raise UnavailableError(
+            "--foreground runs the watcher in the calling process, which this door cannot do",
+            next_step="run `till watch --foreground` in a terminal, or `till watch`",
+        )
+
+
+def _refuse_second_watcher(ws: Any) -> None:
+    from tillage.workspace import watchstate
+
+    if watchstate.is_watching(ws.store.home, ws.id):
+        info = watchstate.read_info(ws.store.home, ws.id) or {}
+        raise BusyError(
+            f"a watcher already runs for this folder (pid {info.get('pid', '?')})",
+            next_step="stop it with `till watch --stop` first",
+        )
+
+
+def _run_foreground_after_reply(ws: Any, debounce_ms: int) -> None:
+    """Once the reply is printed and the command returns, the process becomes the watcher
+    (same pid): the host prints, then the interpreter's exit runs this."""
+    import atexit
+
+    from tillage.watch import daemon
+
+    atexit.register(daemon.exec_foreground, ws.store.home, ws.root, debounce_ms)
 
 
 @dataclass(frozen=True)
@@ -93,12 +182,23 @@ class FidelityInfo:
 
 
 @dataclass(frozen=True)
+class WatcherInfo:
+    pid: int | None
+    mode: str | None
+    reason: str | None
+    debounce_ms: int | None
+    since: str | None
+    foreground: bool | None
+
+
+@dataclass(frozen=True)
 class StatusResult:
     attached: bool
     workspace: str
     id: str
     head: SnapshotInfo | None
     watching: bool
+    watcher: WatcherInfo | None
     snapshots: int
     store: StoreInfo
     fidelity: tuple[FidelityInfo, ...] | None
@@ -110,6 +210,7 @@ def status(ctx: Context, req: StatusRequest) -> StatusResult:
 
     ws = ctx.workspace
     head = ws.store.head(ws.id)
+    watcher = _watcher_info(ws)
     fidelity = None
     if req.fidelity:
         notes = snapshot_record(ws.store, head.id).fidelity if head else ()
@@ -119,11 +220,35 @@ def status(ctx: Context, req: StatusRequest) -> StatusResult:
         workspace=str(ws.root),
         id=ws.id,
         head=snapshot_info(head) if head else None,
-        watching=False,
+        watching=watcher is not None,
+        watcher=watcher,
         snapshots=ws.store.snapshot_count(ws.id),
         store=StoreInfo(path=str(ws.store.home), bytes=ws.store.bytes_on_disk()),
         fidelity=fidelity,
         policy_problems=policy_problems(ws.root),
+    )
+
+
+def _watcher_info(ws: Any) -> WatcherInfo | None:
+    """The running watcher as its info file tells it; None when none holds the watch lock (a
+    crashed watcher holds nothing, so it is not reported)."""
+    from tillage.workspace import watchstate
+
+    if not watchstate.is_watching(ws.store.home, ws.id):
+        return None
+    info = watchstate.read_info(ws.store.home, ws.id) or {}
+
+    def get(key: str, kind: type) -> Any:
+        value = info.get(key)
+        return value if isinstance(value, kind) else None
+
+    return WatcherInfo(
+        pid=get("pid", int),
+        mode=get("mode", str),
+        reason=get("reason", str),
+        debounce_ms=get("debounce_ms", int),
+        since=get("started_at", str),
+        foreground=get("foreground", bool),
     )
 
 
@@ -145,8 +270,10 @@ def forget(ctx: Context, req: ForgetRequest) -> ForgetResult:
     import shutil
 
     from tillage.core.paths import CONTROL_DIR
+    from tillage.watch import daemon
 
     ws = ctx.workspace
+    daemon.stop(ws.store.home, ws.id)  # a forgotten folder is watched no more
     count = ws.store.snapshot_count(ws.id)
     ws.store.publish("forget", {"workspace": ws.id, "purge": req.purge})
     control = ws.root / CONTROL_DIR
@@ -189,7 +316,9 @@ VERBS = (
                 BusyError,
             ),
             event="sealed",
-            doc="Attach this folder (if needed) and seal a complete snapshot of it.",
+            doc="Attach this folder (if needed), seal a complete snapshot of it and start the "
+            "background watcher, which seals after the folder has been quiet for the debounce "
+            "(--stop stops it; --no-daemon seals once; --foreground watches in this process).",
         ),
         watch,
     ),

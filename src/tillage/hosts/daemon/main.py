@@ -1,0 +1,184 @@
+"""The watcher daemon process: `python -m tillage.hosts.daemon --home H --root R`.
+
+It takes the workspace's watch flock (held for its whole life: a crash frees it, so `status`
+stays truthful), watches the folder, seals quiet moments and serves the socket, until SIGTERM,
+SIGINT or SIGHUP; then it stops accepting calls, seals what is pending, removes its socket and
+info file and lets the lock go. A daemon that finds the lock taken exits 0 at once: another
+watcher already serves this workspace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+LOCK_RETRY = 0.5  # seconds: `status` holds the lock shared for microseconds when it checks it
+LOG_LIMIT = 1 << 20  # a log larger than this is started afresh by the next daemon
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+def _parse(argv: list[str]) -> tuple[Path, Path, int, bool]:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tillage.hosts.daemon")
+    parser.add_argument("--home", required=True)
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--debounce-ms", type=int, default=500)
+    parser.add_argument("--foreground", action="store_true")
+    ns = parser.parse_args(argv)
+    return Path(ns.home), Path(ns.root), max(0, ns.debounce_ms), bool(ns.foreground)
+
+
+def _take_lock(path: Path) -> int | None:
+    """The watch lock's descriptor, held; None when another watcher holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + LOCK_RETRY
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.01)
+
+
+def _write_info(path: Path, doc: dict[str, object]) -> None:
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(json.dumps(doc).encode() + b"\n")
+    os.replace(tmp, path)
+
+
+def _trim_log() -> None:
+    """Starts a log that has grown large afresh (stderr is the log when detached)."""
+    try:
+        st = os.fstat(2)
+        import stat
+
+        if stat.S_ISREG(st.st_mode) and st.st_size > LOG_LIMIT:
+            os.ftruncate(2, 0)
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the watcher until a stop signal; returns the exit status."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="watchdog")
+    stop = _stop_on_signals()
+    home, root, debounce_ms, foreground = _parse(sys.argv[1:] if argv is None else argv)
+
+    from tillage.errors import TillageError
+    from tillage.workspace import watchstate
+    from tillage.workspace.attach import require_workspace
+
+    user_home = _user_home()
+    try:
+        ws = require_workspace(home, root, user_home)
+    except TillageError as err:
+        sys.stderr.write(f"till watcher: {err.message} ({err.next})\n")
+        return 1
+    workspace_id, root = ws.id, ws.root
+    ws.store.close()
+    lock_fd = _take_lock(watchstate.lock_path(home, workspace_id))
+    if lock_fd is None:
+        if foreground:
+            sys.stderr.write("till watcher: another watcher already runs for this folder\n")
+            return 1
+        return 0  # another watcher won the race: it serves this workspace
+    try:
+        return _serve(home, root, workspace_id, debounce_ms, foreground, user_home, stop)
+    finally:
+        os.close(lock_fd)  # the lock goes last: `status` says watching until all is cleaned
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM, SIGINT or SIGHUP (handlers run on the main thread, which only
+    waits for it; the signal mask is left alone, so commands the daemon runs get the usual)."""
+    stop = threading.Event()
+
+    def handler(_signum: int, _frame: object) -> None:
+        stop.set()
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handler)
+    return stop
+
+
+def _user_home() -> Path | None:
+    try:
+        return Path.home()
+    except RuntimeError:
+        return None
+
+
+def _serve(
+    home: Path,
+    root: Path,
+    workspace_id: str,
+    debounce_ms: int,
+    foreground: bool,
+    user_home: Path | None,
+    stop: threading.Event,
+) -> int:
+    from tillage.hosts.daemon.server import Server
+    from tillage.watch.service import WatchService
+    from tillage.workspace import watchstate
+
+    if not foreground:
+        _trim_log()
+    watchstate.ensure_run_dir(home)
+    sock_path = watchstate.socket_path(home, workspace_id)
+    info_path = watchstate.info_path(home, workspace_id)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(sock_path)  # a crashed watcher's socket: we hold the lock, it is stale
+
+    service: WatchService
+
+    def write_info() -> None:
+        doc = service.describe()
+        doc["foreground"] = foreground
+        _write_info(info_path, doc)
+
+    service = WatchService(
+        home, root, workspace_id, debounce_ms=debounce_ms, user_home=user_home, on_mode=write_info
+    )
+    service.start()
+    server = Server(
+        watchstate.bind_socket(sock_path),
+        sock_path,
+        service,
+        user_home=user_home,
+        debug_methods=os.environ.get("TILLAGE_WATCH_DEBUG") == "1",
+    )
+    server.start()
+    write_info()
+    sys.stderr.write(
+        f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} watching {root} "
+        f"(pid {os.getpid()}, {service.mode}, {service.watcher.watch_count()} folders, "
+        f"debounce {debounce_ms} ms)\n"
+    )
+    sys.stderr.flush()
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        server.close()
+        with contextlib.suppress(OSError):
+            os.unlink(info_path)
+        service.stop(final_seal=True)
+        sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} stopped\n")
+        sys.stderr.flush()
+    return 0

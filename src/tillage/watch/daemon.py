@@ -1,0 +1,190 @@
+"""The watcher daemon's life cycle, seen from a command: start it detached, stop it, ask it.
+
+One watcher per workspace: the daemon holds the workspace's watch flock for its whole life
+(watchstate.lock_path), so however many `till watch` calls race, one daemon wins and the
+others exit quietly; every caller waits until the winner answers `tillage.ping`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from tillage.errors import UnavailableError
+from tillage.workspace import watchstate
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+START_TIMEOUT = 20.0  # seconds `till watch` waits for the daemon to answer
+STOP_TIMEOUT = 60.0  # seconds `till watch --stop` waits (the daemon seals what is pending)
+PING_TIMEOUT = 1.0
+
+
+def daemon_argv(home: Path, root: Path, debounce_ms: int, *, foreground: bool) -> list[str]:
+    """The command line of the daemon process for one workspace."""
+    argv = [
+        sys.executable,
+        "-m",
+        "tillage.hosts.daemon",
+        "--home",
+        str(home),
+        "--root",
+        str(root),
+        "--debounce-ms",
+        str(debounce_ms),
+    ]
+    if foreground:
+        argv.append("--foreground")
+    return argv
+
+
+def ping(home: Path, workspace_id: str, timeout: float = PING_TIMEOUT) -> dict[str, Any] | None:
+    """The watcher's self-description, or None when no watcher answers."""
+    try:
+        doc = watchstate.call(home, workspace_id, "tillage.ping", {}, timeout)
+    except (OSError, watchstate.RpcError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def log_tail(home: Path, workspace_id: str, limit: int = 2000) -> str:
+    """The end of the daemon's log, for an error that says why it did not come up."""
+    try:
+        with open(watchstate.log_path(home, workspace_id), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            return f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def start(home: Path, root: Path, workspace_id: str, debounce_ms: int) -> dict[str, Any]:
+    """Starts the workspace's watcher detached (unless one runs) and returns its ping answer
+    once it answers; unavailable, with the log's tail, when it never does."""
+    for _attempt in range(3):
+        if watchstate.is_watching(home, workspace_id):
+            doc = ping(home, workspace_id)
+            if doc is not None:
+                return doc
+        doc = _spawn_and_wait(home, root, workspace_id, debounce_ms)
+        if doc is not None:
+            return doc
+    return _not_started(home, workspace_id)
+
+
+def _spawn_and_wait(
+    home: Path, root: Path, workspace_id: str, debounce_ms: int
+) -> dict[str, Any] | None:
+    """Spawns one daemon and waits for a watcher (ours or a racing winner) to answer; None
+    when ours lost the race and the winner is gone too (try again)."""
+    import subprocess
+
+    run = watchstate.ensure_run_dir(home)
+    log_fd = os.open(
+        watchstate.log_path(home, workspace_id),
+        os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+        0o600,
+    )
+    try:
+        proc = subprocess.Popen(
+            daemon_argv(home, root, debounce_ms, foreground=False),
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=log_fd,
+            start_new_session=True,  # survives the terminal closing
+            close_fds=True,
+            cwd=str(run),
+        )
+    finally:
+        os.close(log_fd)
+    deadline = time.monotonic() + START_TIMEOUT
+    delay = 0.01
+    while time.monotonic() < deadline:
+        doc = ping(home, workspace_id)
+        if doc is not None:
+            return doc
+        code = proc.poll()
+        if code not in (None, 0):
+            break  # it failed; a loser of the race exits 0 and we wait for the winner
+        if code == 0 and not watchstate.is_watching(home, workspace_id):
+            return None  # the process that beat ours to the lock has gone too
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+    return _not_started(home, workspace_id)
+
+
+def _not_started(home: Path, workspace_id: str) -> NoReturn:
+    tail = log_tail(home, workspace_id)
+    raise UnavailableError(
+        "the background watcher did not start" + (f": {tail[-600:]}" if tail else ""),
+        next_step="run `till watch --foreground` to see why, or seal with `till snap`",
+        details={"log": str(watchstate.log_path(home, workspace_id))},
+    )
+
+
+def stop(home: Path, workspace_id: str) -> bool:
+    """Stops the workspace's watcher (SIGTERM, then waits until its lock is free); returns
+    whether one was running."""
+    if not watchstate.is_watching(home, workspace_id):
+        return False
+    pid = _pid(home, workspace_id)
+    if pid is None:
+        if _wait_free(home, workspace_id, 5.0):
+            return True
+        raise UnavailableError(
+            "a watcher holds this workspace's watch lock but does not answer",
+            next_step=f"find it with `fuser {watchstate.lock_path(home, workspace_id)}`",
+        )
+    if pid == os.getpid():
+        os.kill(pid, signal.SIGTERM)  # asked over our own socket: the main thread stops us
+        return True
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if not _wait_free(home, workspace_id, STOP_TIMEOUT):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if not _wait_free(home, workspace_id, 5.0):
+            raise UnavailableError(
+                f"the watcher (pid {pid}) did not stop",
+                next_step=f"stop it with `kill -9 {pid}`",
+            )
+    return True
+
+
+def _pid(home: Path, workspace_id: str) -> int | None:
+    """The running watcher's pid: from its info file, or (while it starts) its ping."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        info = watchstate.read_info(home, workspace_id) or ping(home, workspace_id) or {}
+        pid = info.get("pid")
+        if isinstance(pid, int) and pid > 0:
+            return pid
+        if time.monotonic() >= deadline or not watchstate.is_watching(home, workspace_id):
+            return None
+        time.sleep(0.05)
+
+
+def _wait_free(home: Path, workspace_id: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while watchstate.is_watching(home, workspace_id):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def exec_foreground(home: Path, root: Path, debounce_ms: int) -> NoReturn:
+    """Replaces this process with the watcher, running in the foreground until SIGINT or
+    SIGTERM (same pid, same terminal)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    argv = daemon_argv(home, root, debounce_ms, foreground=True)
+    os.execv(argv[0], argv)

@@ -1,0 +1,295 @@
+"""inotify as hints: which workspace folders had their listing or entries change.
+
+One non-recursive watch per folder, managed here (watchdog's recursive observer cannot prune),
+through watchdog's ctypes bindings to inotify. The walk prunes what the workspace policy
+excludes, `.tillage/` and the store when it lies inside the workspace, so churn there costs
+nothing. Every event becomes "folder F changed" for the change log; a new folder gets watches
+for its whole subtree (added first, then listed, so nothing created meanwhile is missed), and
+every folder in it is noted. A lost event queue, a watch that could not be added, or a changed
+`.tillagepolicy` is reported to `on_lost`: the next seal walks everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from watchdog.observers import inotify_c
+
+from tillage.core.paths import CONTROL_DIR
+from tillage.workspace.policy import POLICY_FILE, Policy
+
+# watchdog warns noisily (a huge repr) when its callbacks race (LIBRARIES.md); we use only its
+# bindings, but a daemon's log must never fill with that.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module="watchdog")
+
+IN_MODIFY = 0x00000002
+IN_ATTRIB = 0x00000004
+IN_CLOSE_WRITE = 0x00000008
+IN_MOVED_FROM = 0x00000040
+IN_MOVED_TO = 0x00000080
+IN_CREATE = 0x00000100
+IN_DELETE = 0x00000200
+IN_DELETE_SELF = 0x00000400
+IN_MOVE_SELF = 0x00000800
+IN_Q_OVERFLOW = 0x00004000
+IN_IGNORED = 0x00008000
+IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
+IN_EXCL_UNLINK = 0x04000000
+IN_ISDIR = 0x40000000
+
+FOLDER_MASK = (
+    IN_MODIFY
+    | IN_ATTRIB
+    | IN_CLOSE_WRITE
+    | IN_MOVED_FROM
+    | IN_MOVED_TO
+    | IN_CREATE
+    | IN_DELETE
+    | IN_DELETE_SELF
+    | IN_MOVE_SELF
+    | IN_ONLYDIR
+    | IN_DONT_FOLLOW
+    | IN_EXCL_UNLINK
+)
+COOKIE_MASK = IN_CREATE | IN_ONLYDIR | IN_DONT_FOLLOW
+BUFFER = 64 * 1024
+
+
+class WatchLimitError(Exception):
+    """inotify's watch limit (max_user_watches) is exhausted."""
+
+
+class FolderWatcher:
+    """Per-folder inotify watches over one workspace, reporting changed folders.
+
+    Callbacks run on the reader thread: `on_change(rel_dir)`, `on_lost(reason)` (events may
+    have been missed), `on_degraded(reason)` (watches cannot cover the tree: fall back to
+    periodic rescans), `on_cookie(name)` (a sync cookie arrived), `on_batch()` after every read.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        skip_dirs: frozenset[str],
+        cookie_dir: Path,
+        on_change: Callable[[str], None],
+        on_lost: Callable[[str], None],
+        on_degraded: Callable[[str], None],
+        on_cookie: Callable[[str], None],
+        on_batch: Callable[[], None],
+    ) -> None:
+        self.root = root
+        self.skip_dirs = skip_dirs  # absolute paths never watched (the store inside the root)
+        self.cookie_dir = cookie_dir
+        self.on_change = on_change
+        self.on_lost = on_lost
+        self.on_degraded = on_degraded
+        self.on_cookie = on_cookie
+        self.on_batch = on_batch
+        self.policy = Policy.load(root)
+        self.degraded: str | None = None
+        self._fd = inotify_c.inotify_init()
+        if self._fd < 0:
+            raise OSError(errno.EMFILE, "cannot create an inotify instance")
+        os.set_inheritable(self._fd, False)
+        self._wake_r, self._wake_w = os.pipe()
+        self._rel_for_wd: dict[int, str] = {}
+        self._wd_for_rel: dict[str, int] = {}
+        self._cookie_wd = -1
+        self._lock = threading.RLock()  # guards the maps: the reader and a policy reload
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    # -- watches --------------------------------------------------------------------------
+
+    def _abs(self, rel: str) -> Path:
+        return self.root / rel if rel else self.root
+
+    def _excluded(self, rel: str, is_dir: bool) -> bool:
+        if rel == CONTROL_DIR:
+            return True
+        if is_dir and str(self._abs(rel)) in self.skip_dirs:
+            return True
+        return self.policy.excludes(rel, is_dir)
+
+    def _add(self, rel: str) -> bool:
+        """Adds a watch on folder `rel`; False when it is gone or unreadable."""
+        path = os.fsencode(str(self._abs(rel)))
+        wd = inotify_c.inotify_add_watch(self._fd, path, FOLDER_MASK)
+        if wd < 0:
+            import ctypes
+
+            err = ctypes.get_errno()
+            if err == errno.ENOSPC:
+                raise WatchLimitError(
+                    "the tree has more folders than inotify allows to watch "
+                    "(fs.inotify.max_user_watches)"
+                )
+            if err == errno.EMFILE:
+                raise WatchLimitError("inotify's instance limit is reached")
+            return False  # gone, not a folder, or unreadable: the seal's walk reports it
+        old = self._rel_for_wd.get(wd)
+        if old is not None and old != rel:
+            self._wd_for_rel.pop(old, None)  # the same folder seen under a new name
+        self._rel_for_wd[wd] = rel
+        self._wd_for_rel[rel] = wd
+        return True
+
+    def add_tree(self, rel: str, *, note: bool) -> None:
+        """Watches folder `rel` and everything below it that is not excluded; with `note`,
+        reports every folder in it as changed (a folder that just appeared)."""
+        stack = [rel]
+        while stack:
+            current = stack.pop()
+            try:
+                if not self._add(current):
+                    continue
+            except WatchLimitError as exc:
+                self._degrade(str(exc))
+                return
+            if note:
+                self.on_change(current)
+            try:
+                entries = list(os.scandir(self._abs(current)))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    continue
+                if not is_dir:
+                    continue
+                child = f"{current}/{entry.name}" if current else entry.name
+                if not self._excluded(child, True):
+                    stack.append(child)
+
+    def _drop_tree(self, rel: str) -> None:
+        """Forgets (and removes) the watches on `rel` and below: it moved or went away."""
+        prefix = rel + "/"
+        gone = [r for r in self._wd_for_rel if r == rel or r.startswith(prefix) or not rel]
+        for r in gone:
+            wd = self._wd_for_rel.pop(r)
+            self._rel_for_wd.pop(wd, None)
+            inotify_c.inotify_rm_watch(self._fd, inotify_c.WatchDescriptor(wd))
+
+    def _degrade(self, reason: str) -> None:
+        if self.degraded is None:
+            self.degraded = reason
+            self.on_degraded(reason)
+        self.on_lost(reason)
+
+    def watch_count(self) -> int:
+        with self._lock:
+            return len(self._wd_for_rel)
+
+    # -- life cycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Watches the tree and the cookie folder, then reads events on a thread."""
+        with self._lock:
+            self.add_tree("", note=False)
+            wd = inotify_c.inotify_add_watch(
+                self._fd, os.fsencode(str(self.cookie_dir)), COOKIE_MASK
+            )
+            if wd < 0:
+                raise OSError(errno.ENOENT, f"cannot watch the cookie folder {self.cookie_dir}")
+            self._cookie_wd = wd
+        self._thread = threading.Thread(target=self._run, name="tillage-inotify", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the reader thread and closes the inotify instance."""
+        self._stopping = True
+        os.write(self._wake_w, b"x")
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for fd in (self._fd, self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def reload_policy(self) -> None:
+        """Re-reads `.tillagepolicy` and re-prunes the watches from scratch."""
+        with self._lock:
+            self.policy = Policy.load(self.root)
+            self._drop_tree("")
+            self.degraded = None
+            self.add_tree("", note=False)
+
+    def _run(self) -> None:
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        while not self._stopping:
+            try:
+                ready = poller.poll()
+            except InterruptedError:
+                continue
+            if self._stopping:
+                return
+            if not any(fd == self._fd for fd, _ in ready):
+                continue
+            try:
+                buf = os.read(self._fd, BUFFER)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                return
+            events = list(inotify_c.InotifyFD._parse_event_buffer(buf))
+            self.handle(events)
+            self.on_batch()
+
+    # -- events ---------------------------------------------------------------------------
+
+    def handle(self, events: Sequence[tuple[int, int, int, bytes]]) -> None:
+        """Turns a batch of raw events (wd, mask, cookie, name) into changed folders."""
+        reload = False
+        with self._lock:
+            for wd, mask, _cookie, raw_name in events:
+                if mask & IN_Q_OVERFLOW:
+                    self.on_lost("the inotify event queue overflowed")
+                    continue
+                if wd == self._cookie_wd:
+                    if mask & IN_CREATE:
+                        self.on_cookie(os.fsdecode(raw_name))
+                    continue
+                if mask & IN_IGNORED:
+                    continue
+                folder = self._rel_for_wd.get(wd)
+                if folder is None:
+                    continue
+                if mask & (IN_DELETE_SELF | IN_MOVE_SELF):
+                    if folder == "":
+                        self.on_lost("the workspace folder itself was moved or deleted")
+                    # The parent's own event notes the parent; this folder's watch is gone.
+                    if mask & IN_DELETE_SELF:
+                        self._drop_tree(folder)
+                    continue
+                name = os.fsdecode(raw_name)
+                if not name:
+                    self.on_change(folder)
+                    continue
+                rel = f"{folder}/{name}" if folder else name
+                is_dir = bool(mask & IN_ISDIR)
+                if folder == "" and name == POLICY_FILE:
+                    reload = True
+                if self._excluded(rel, is_dir):
+                    continue
+                self.on_change(folder)
+                if is_dir and mask & (IN_MOVED_FROM | IN_DELETE):
+                    self._drop_tree(rel)  # its parent, noted above, no longer lists it
+                elif is_dir and mask & (IN_CREATE | IN_MOVED_TO):
+                    self._drop_tree(rel)
+                    self.add_tree(rel, note=True)
+        if reload:
+            self.reload_policy()
+            self.on_lost("the workspace policy (.tillagepolicy) changed")

@@ -1,0 +1,292 @@
+"""The watcher of one workspace: inotify hints into a change log, and the loop that seals.
+
+The change log answers `since(token)` for every seal in this process (registered with
+watchstate) and, through the daemon's socket, for seals in other processes. Before answering,
+a sync cookie is dropped into the store's run folder and awaited on the same inotify queue, so
+every event the kernel queued before the question has been noted (watchman's cookies).
+
+The seal loop sleeps on a condition: no events, no wake-ups, no disk writes, no seals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tillage.core.changes import ChangeLog, Changes
+from tillage.platform.names import random_hex
+from tillage.watch.inotify import FolderWatcher
+from tillage.watch.timing import RESCAN_INTERVAL, next_wake, seal_delay
+from tillage.workspace import watchstate
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+COOKIE_TIMEOUT = 2.0  # seconds a since() waits for its cookie before it vouches for nothing
+
+
+def _log(message: str) -> None:
+    """One line in the daemon's log (its stderr); nothing is written while idle."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        sys.stderr.write(f"{stamp} {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+class WatchService:
+    """inotify watches, the change log and the seal loop of one attached workspace."""
+
+    def __init__(
+        self,
+        home: Path,
+        root: Path,
+        workspace_id: str,
+        *,
+        debounce_ms: int,
+        user_home: Path | None = None,
+        on_mode: Callable[[], None] | None = None,
+    ) -> None:
+        self.home = home
+        self.root = root
+        self.id = workspace_id
+        self.debounce_ms = debounce_ms
+        self.debounce = debounce_ms / 1000.0
+        self.user_home = user_home
+        self.on_mode = on_mode
+        self.mode = "inotify"
+        self.reason: str | None = None
+        self.started_at = time.time()
+        self.seals = 0  # snapshots the loop sealed (unchanged seals are not counted)
+        self.seal_attempts = 0
+        self.last_error: str | None = None
+        self._cond = threading.Condition(threading.Lock())
+        self._changes = ChangeLog(random_hex(8))
+        self._first: float | None = None
+        self._last: float | None = None
+        self._rescan_at: float | None = None
+        self._stopping = False
+        self._sealing = False
+        self._dropping = False  # test-only: events read are discarded (a simulated overflow)
+        self._cookie_cond = threading.Condition(threading.Lock())
+        self._cookies_seen: set[str] = set()
+        self._cookie_seq = itertools.count(1)
+        self.cookie_dir = watchstate.cookie_dir(home, workspace_id)
+        store = home.resolve()
+        skip = frozenset({str(store)}) if root in store.parents or root == store else frozenset()
+        self.watcher = FolderWatcher(
+            root,
+            skip_dirs=skip,
+            cookie_dir=self.cookie_dir,
+            on_change=self._changed,
+            on_lost=self._lost,
+            on_degraded=self._degraded,
+            on_cookie=self._cookie,
+            on_batch=lambda: None,
+        )
+        self._loop: threading.Thread | None = None
+
+    # -- the change log -------------------------------------------------------------------
+
+    def _mark_pending(self) -> None:
+        now = time.monotonic()
+        if self._first is None:
+            self._first = now
+            self._cond.notify_all()  # only the idle-to-pending edge wakes the loop
+        self._last = now
+
+    def _changed(self, folder: str) -> None:
+        with self._cond:
+            if self._dropping:
+                return
+            self._changes.note(folder)
+            self._mark_pending()
+
+    def _lost(self, reason: str) -> None:
+        _log(f"lost track ({reason}): the next seal walks the whole folder")
+        with self._cond:
+            self._changes.lose()
+            self._mark_pending()
+            degraded = self.watcher.degraded
+            changed = (self.mode == "rescan") != (degraded is not None)
+            if degraded is None and self.mode == "rescan":
+                self.mode, self.reason, self._rescan_at = "inotify", None, None
+        if changed and self.on_mode is not None:
+            self.on_mode()
+
+    def _degraded(self, reason: str) -> None:
+        _log(f"falling back to periodic rescans: {reason}")
+        with self._cond:
+            self.mode, self.reason = "rescan", reason
+            self._rescan_at = time.monotonic() + RESCAN_INTERVAL
+            self._cond.notify_all()
+        if self.on_mode is not None:
+            self.on_mode()
+
+    def _cookie(self, name: str) -> None:
+        with self._cookie_cond:
+            self._cookies_seen.add(name)
+            self._cookie_cond.notify_all()
+
+    def sync(self) -> bool:
+        """Waits until every event queued before this call has been noted (a cookie file's
+        own event has come through the same queue); False on timeout."""
+        name = f"{os.getpid()}-{next(self._cookie_seq)}"
+        path = self.cookie_dir / name
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        os.close(fd)
+        deadline = time.monotonic() + COOKIE_TIMEOUT
+        try:
+            with self._cookie_cond:
+                while name not in self._cookies_seen:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._cookie_cond.wait(left)
+                self._cookies_seen.discard(name)
+                return True
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def token(self) -> str:
+        with self._cond:
+            return self._changes.token()
+
+    def since(self, token: str | None) -> Changes:
+        """What changed since `token` (None: the watcher cannot vouch; walk everything)."""
+        synced = self.sync()
+        with self._cond:
+            if not synced:
+                self._changes.lose()
+            answer = self._changes.since(token)
+            if self.mode == "rescan":
+                return Changes(answer.token, None)
+            return answer
+
+    # -- the seal loop --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Watches the folder, registers the change log for in-process seals, starts sealing."""
+        os.makedirs(self.cookie_dir, mode=0o700, exist_ok=True)
+        for stale in os.listdir(self.cookie_dir):
+            with contextlib.suppress(OSError):
+                os.unlink(self.cookie_dir / stale)
+        self.watcher.start()
+        watchstate.register_local(self.id, self)
+        self._loop = threading.Thread(target=self._run, name="tillage-seal-loop", daemon=True)
+        self._loop.start()
+
+    def stop(self, *, final_seal: bool = True) -> None:
+        """Stops sealing (sealing what is pending first, when asked) and stops watching."""
+        with self._cond:
+            self._stopping = True
+            pending = self._first is not None
+            self._cond.notify_all()
+        if self._loop is not None:
+            self._loop.join(timeout=120)
+        self.watcher.stop()
+        if final_seal and pending:
+            self._seal_once()
+        watchstate.register_local(self.id, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._stopping:
+                        return
+                    now = time.monotonic()
+                    delay = seal_delay(now, self._first, self._last, self.debounce)
+                    due, sleep = next_wake(now, delay, self._rescan_at)
+                    if due:
+                        break
+                    self._cond.wait(sleep)
+                self._first = self._last = None
+                if self._rescan_at is not None:
+                    self._rescan_at = time.monotonic() + RESCAN_INTERVAL
+                self._sealing = True
+            try:
+                self._seal_once()
+            finally:
+                with self._cond:
+                    self._sealing = False
+                    self._cond.notify_all()
+
+    def _seal_once(self) -> None:
+        """One seal through the normal path (the workspace lock serialises it with the CLI);
+        an unchanged folder publishes nothing."""
+        from tillage.errors import BusyError
+        from tillage.workspace.attach import require_workspace
+        from tillage.workspace.recovery import recover_if_interrupted
+        from tillage.workspace.seal import SealOptions, seal
+
+        self.seal_attempts += 1
+        options: dict[str, Any] = {"trigger": "watch"}
+        if "skip_unchanged" in SealOptions.__dataclass_fields__:
+            options["skip_unchanged"] = True
+        try:
+            ws = require_workspace(self.home, self.root, self.user_home)
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            _log(f"cannot open the workspace: {self.last_error}")
+            return
+        try:
+            recover_if_interrupted(ws)
+            head = ws.store.head(ws.id)
+            row = seal(ws, SealOptions(**options))
+            if head is None or row.id != head.id:
+                self.seals += 1
+            self.last_error = None
+        except BusyError:
+            with self._cond:
+                self._mark_pending()  # someone else is writing: try again after the debounce
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            _log(f"seal failed: {self.last_error}")
+            with self._cond:
+                self._changes.lose()
+        finally:
+            ws.store.close()
+
+    # -- what ping and status say -----------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """The watcher's state for `tillage.ping` and the info file."""
+        watches = self.watcher.watch_count()  # before _cond: the reader takes them in that order
+        with self._cond:
+            return {
+                "workspace": str(self.root),
+                "id": self.id,
+                "pid": os.getpid(),
+                "mode": self.mode,
+                "reason": self.reason,
+                "token": self._changes.token(),
+                "debounce_ms": self.debounce_ms,
+                "started_at": _rfc3339(self.started_at),
+                "watches": watches,
+                "seals": self.seals,
+                "seal_attempts": self.seal_attempts,
+                "pending": self._first is not None or self._sealing,
+                "last_error": self.last_error,
+            }
+
+    def simulate_overflow(self, dropping: bool) -> None:
+        """Test-only: while `dropping`, events read are discarded; turning it off reports an
+        overflowed queue, exactly as IN_Q_OVERFLOW would."""
+        with self._cond:
+            self._dropping = dropping
+        if not dropping:
+            self._lost("the inotify event queue overflowed (simulated)")
+
+
+def _rfc3339(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
