@@ -37,6 +37,15 @@ def _canonical(seq: int, at_ns: int, kind: str, body: dict[str, Any]) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
+def encode_line(
+    seq: int, prev: str, at_ns: int, kind: str, body: dict[str, Any]
+) -> tuple[bytes, str]:
+    """Returns one record as its log line (with the newline) and its hash."""
+    line_hash = log_link(prev, _canonical(seq, at_ns, kind, body))
+    doc = {"seq": seq, "prev": prev, "at": at_ns, "kind": kind, "body": body, "hash": line_hash}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode() + b"\n", line_hash
+
+
 def parse_line(line: bytes, prev_hash: str, end_offset: int) -> LogRecord:
     """Parses one whole line and checks it chains to `prev_hash`."""
     try:
@@ -86,8 +95,10 @@ class PublicationLog:
     def salvage(self) -> tuple[int, int]:
         """Rewrites the log as a fresh chain of every line that still parses; returns
         (kept, dropped). The caller holds the publish lock. A damaged line is dropped; the
-        lines after it keep their facts under new hashes (INV-6)."""
-        kept: list[tuple[int, str, dict[str, Any]]] = []
+        lines after it keep their facts under new hashes (INV-6), and their `seq`, which is an
+        event's cursor (`till events --after`): a reader's cursor means the same after a repair.
+        A seq that no longer increases (damage) becomes the one after its predecessor."""
+        kept: list[tuple[int, int, str, dict[str, Any]]] = []
         dropped = 0
         if self.path.exists():
             for line in self.path.read_bytes().split(b"\n"):
@@ -95,22 +106,16 @@ class PublicationLog:
                     continue
                 try:
                     doc = json.loads(line)
-                    kept.append((int(doc["at"]), str(doc["kind"]), dict(doc["body"])))
-                except (ValueError, KeyError, TypeError):
+                    seq = doc.get("seq")
+                    last = kept[-1][0] if kept else 0
+                    seq = seq if type(seq) is int and seq > last else last + 1
+                    kept.append((seq, int(doc["at"]), str(doc["kind"]), dict(doc["body"])))
+                except (ValueError, KeyError, TypeError, AttributeError):
                     dropped += 1
         out, prev = [], GENESIS
-        for seq, (at_ns, kind, body) in enumerate(kept, start=1):
-            line_hash = log_link(prev, _canonical(seq, at_ns, kind, body))
-            doc = {
-                "seq": seq,
-                "prev": prev,
-                "at": at_ns,
-                "kind": kind,
-                "body": body,
-                "hash": line_hash,
-            }
-            out.append(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode() + b"\n")
-            prev = line_hash
+        for seq, at_ns, kind, body in kept:
+            line, prev = encode_line(seq, prev, at_ns, kind, body)
+            out.append(line)
         atomic_write(self.path, b"".join(out))
         return len(kept), dropped
 
@@ -135,9 +140,7 @@ class PublicationLog:
             tail = self._tail()
         seq, prev, good = tail
         seq += 1
-        line_hash = log_link(prev, _canonical(seq, at_ns, kind, body))
-        doc = {"seq": seq, "prev": prev, "at": at_ns, "kind": kind, "body": body, "hash": line_hash}
-        line = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+        line, line_hash = encode_line(seq, prev, at_ns, kind, body)
         created = not self.path.exists()
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)

@@ -287,6 +287,8 @@ class Store:
                     (b["workspace"],),
                 )
                 c.execute("DELETE FROM snapshots WHERE workspace=?", (b["workspace"],))
+        # Any other kind (an `event`, or one a later version adds) holds no index state: the
+        # index only moves past it (store/events.py reads events from the log itself).
         ix.set_meta(c, "log_offset", str(r.end_offset))
         ix.set_meta(c, "log_hash", r.hash)
         ix.set_meta(c, "log_seq", str(r.seq))

@@ -172,4 +172,23 @@ def _invoke(
         if not confirm(shown):
             raise ConfirmationRequiredError(f"{contract.cli} was not confirmed; nothing changed")
         request = contract.confirmed(request) if contract.confirmed else request
-    return verb.handler(ctx, request)
+    result = verb.handler(ctx, request)
+    if contract.event is not None:
+        _announce(contract.event, ctx, request, result)
+    return result
+
+
+def _announce(kind: str, ctx: Context, request: Any, result: Any) -> None:
+    """Appends to the log the event a verb's success is, when that is no fact already there
+    (a rewind; a seal or a pin is its own record, store/events.py). The result says what
+    happened with `event_detail(request)`, or None when nothing did (a dry run)."""
+    detail_of = getattr(result, "event_detail", None)
+    if ctx.workspace is None or not callable(detail_of):
+        return
+    detail = detail_of(request)
+    if detail is None:
+        return
+    from tillage.store.events import APPENDED_KINDS, announce
+
+    if kind in APPENDED_KINDS:
+        announce(ctx.workspace.store, ctx.workspace.id, kind, detail)

@@ -23,6 +23,7 @@ VERB_MODULES = (
     "tillage.verbs.timeline",
     "tillage.verbs.rewind",
     "tillage.verbs.store",
+    "tillage.verbs.events",
 )
 
 
@@ -44,6 +45,7 @@ COMMANDS = {
     "unpin": "tillage.verbs.timeline",
     "rewind": "tillage.verbs.rewind",
     "verify": "tillage.verbs.store",
+    "events": "tillage.verbs.events",
 }
 
 

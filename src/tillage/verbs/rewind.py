@@ -12,6 +12,10 @@ from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, para
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import ChangeInfo, SnapshotInfo, change_infos, snapshot_info
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 @dataclass(frozen=True)
 class RewindRequest:
@@ -35,6 +39,18 @@ class RewindResult:
     unlinked: tuple[str, ...]
     # The exact command to run next: to apply a dry run, or to undo an applied rewind.
     next: str
+
+    def event_detail(self, req: RewindRequest) -> dict[str, Any] | None:
+        """The `rewound` event's detail (`till events`); None when nothing was applied."""
+        if not self.applied:
+            return None
+        return {
+            "snapshot": self.snapshot.id,
+            "short": self.snapshot.short,
+            "paths": list(req.paths) if req.paths else None,
+            "undo": self.undo,
+            "changes": len(self.changes),
+        }
 
 
 def rewind(ctx: Context, req: RewindRequest) -> RewindResult:

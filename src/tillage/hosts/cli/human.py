@@ -528,3 +528,47 @@ def render(
         rest = {k: v for k, v in document.items() if k not in page.used and v not in (False, 0)}
         lines = page.lines + generic(rest, now, style) + page.tail
     return "\n".join(lines) + "\n" if lines else ""
+
+
+# -- one line per item, for verbs that stream (`till events`) ------------------------------
+
+
+def _event_line(doc: dict[str, Any], style: Style) -> str:
+    """`   12  2026-12-01 04:31:02 UTC  sealed    3f9a0c1d2e4b manual "label"  /the/folder`"""
+    found = doc.get("detail")
+    detail: dict[str, Any] = found if isinstance(found, dict) else {}
+    kind = str(doc.get("kind"))
+    words: list[str] = []
+    if detail.get("short"):
+        words.append(style.paint(str(detail["short"]), "yellow"))
+    if kind == "rewound":
+        words.insert(0, "to")
+        if detail.get("paths"):
+            words.append("paths " + " ".join(str(p) for p in detail["paths"]))
+        if detail.get("undo"):
+            words.append(f"(undo {str(detail['undo'])[:12]})")
+    elif kind == "sealed":
+        words.append(str(detail.get("trigger")))
+        if detail.get("label"):
+            words.append(f'"{detail["label"]}"')
+        words += [f"{k}={detail[k]}" for k in ("agent", "turn", "session") if detail.get(k)]
+    else:
+        words += [f"{k}={v}" for k, v in detail.items() if k not in ("snapshot", "short")]
+    cursor = str(doc.get("cursor")).rjust(6)
+    when = units.local_time(str(doc.get("at")))
+    where = style.paint(str(doc.get("workspace") or doc.get("workspace_id") or "?"), "dim")
+    return f"{cursor}  {when}  {kind.ljust(9)} {' '.join(words)}  {where}"
+
+
+LINE_RENDERERS: dict[str, Callable[[dict[str, Any], Style], str]] = {
+    "workspace.events": _event_line,
+}
+
+
+def line(verb: str, document: Any, style: Style = PLAIN) -> str:
+    """Returns one item of a streaming verb's output as one line for people (no newline)."""
+    document = _printable(document)
+    renderer = LINE_RENDERERS.get(verb)
+    if renderer is None or not isinstance(document, dict):
+        return " ".join(generic(document, 0.0, style)).strip()
+    return units.printable(renderer(document, style))

@@ -178,6 +178,36 @@ def _emit_json_streaming(result: Any) -> None:
     out.flush()
 
 
+def _emit_lines(verb_name: str, items: Any, json_mode: bool, color: str, env: Any) -> int:
+    """Prints a streaming result (`till events`) one line per item as it comes, flushed, so a
+    reader sees each at once. An item of None means the verb is waiting: a reader that closed
+    stdout is noticed then, not only at the next line (EPIPE ends the command quietly)."""
+    import contextlib
+    import select
+
+    from tillage.hosts.cli.colour import Style, wanted
+    from tillage.hosts.cli.human import line
+    from tillage.verbs.wire import to_wire
+
+    style = Style(wanted(color, is_tty=sys.stdout.isatty(), env=env, json_mode=json_mode))
+    watch = select.poll()
+    # POLLERR/POLLHUP come whatever the mask; a writer without a descriptor notices a closed
+    # reader at the next line instead.
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        watch.register(sys.stdout.fileno(), 0)
+    for item in items:
+        if item is None:
+            if any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in watch.poll(0)):
+                raise BrokenPipeError
+            continue
+        if json_mode:
+            _emit_json(to_wire(item))
+        else:
+            sys.stdout.write(line(verb_name, to_wire(item), style) + "\n")
+            sys.stdout.flush()
+    return EXIT_OK
+
+
 def _emit_json(doc: Any) -> None:
     import json
 
@@ -317,6 +347,8 @@ def _execute(verb: Any, ns: argparse.Namespace, json_mode: bool) -> int:
     finally:
         if progress is not None:
             progress.finish()  # end the progress line before any answer or error is printed
+    if callable(getattr(result, "stream", None)):
+        return _emit_lines(verb.contract.name, result.stream(), json_mode, ns.color, env)
     if json_mode and _streams(result):
         _emit_json_streaming(result)
         return EXIT_OK
