@@ -3,19 +3,29 @@
 Derived from the registry: every verb's subcommand, flags and help come from its contract. Only
 this host reads argv, the environment and the terminal, and only it prints. Start-up is lean on
 purpose (agents call this hundreds of times): feature code is imported by handlers when they run.
+
+The whole command line is `run(argv, io)`: the working folder, the environment, stdin and the
+two output streams come in `io`, so the same function answers for this process (`main`) and
+for another one through the watcher's socket (`run_served`, in a thread per connection). No
+process global is read or changed inside `run`.
 """
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tillage.hosts.cli.payload import read_payload
+from tillage.hosts.cli.where import absolute, command_word, expand_user, store_home, user_home
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, NoReturn
+    from collections.abc import Mapping
+    from typing import Any, BinaryIO, NoReturn
 
 
 EXIT_OK = 0
@@ -24,25 +34,118 @@ EXIT_USAGE = 2
 EXIT_NOT_LANDED = 3
 
 
+class IO:
+    """Everything a command line reads from or writes to its process, passed in explicitly.
+
+    `stdin` is bytes (already read, as a served call sends it), a binary stream (this
+    process's), or None (nothing). `stdout`/`stderr` are binary writers. The `*_tty` flags say
+    which of them is a terminal: prompts, colour and progress follow them, never the streams.
+    `cwd` is None when this process's working folder no longer exists.
+    """
+
+    __slots__ = ("cwd", "env", "stderr", "stderr_tty", "stdin", "stdin_tty", "stdout", "stdout_tty")
+
+    def __init__(
+        self,
+        *,
+        cwd: str | None,
+        env: Mapping[str, str],
+        stdin: bytes | BinaryIO | None,
+        stdout: BinaryIO,
+        stderr: BinaryIO,
+        stdin_tty: bool = False,
+        stdout_tty: bool = False,
+        stderr_tty: bool = False,
+    ) -> None:
+        self.cwd = cwd
+        self.env = env
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self.stdin_tty = stdin_tty
+        self.stdout_tty = stdout_tty
+        self.stderr_tty = stderr_tty
+
+
+class _Text:
+    """A text face on a binary writer, for what writes text (argparse, the renderer, tracebacks,
+    the progress line). UTF-8 whatever the locale, so a served call and a local one print the
+    same bytes; a name that is not UTF-8 goes out as its own bytes on stdout, escaped on
+    stderr (as Python's own stderr does)."""
+
+    __slots__ = ("eager", "errors", "raw")
+
+    def __init__(self, raw: BinaryIO, errors: str, *, eager: bool = False) -> None:
+        self.raw = raw
+        self.errors = errors
+        self.eager = eager  # flush every write (stderr: messages must not wait for exit)
+
+    def write(self, text: str) -> int:
+        self.raw.write(text.encode("utf-8", self.errors))
+        if self.eager:
+            self.raw.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+
+class _Call:
+    """One running command line: its io, its text streams and its mode."""
+
+    __slots__ = ("err", "io", "json_mode", "out")
+
+    def __init__(self, io: IO, json_mode: bool) -> None:
+        self.io = io
+        self.json_mode = json_mode
+        self.out = _Text(io.stdout, "surrogateescape")
+        self.err = _Text(io.stderr, "backslashreplace", eager=True)
+
+
 class _ArgparseError(Exception):
     """argparse's complaint, raised instead of exiting so the host controls the envelope."""
 
 
+class _ParserExitError(Exception):
+    """argparse's exit (after `--help`), raised instead of exiting the process."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
 class Parser(argparse.ArgumentParser):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", _Formatter)
+    """An argument parser that prints to the call's streams and never exits the process."""
+
+    def __init__(self, *args: Any, out: Any = None, width: int = 100, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _formatter(width))
         super().__init__(*args, **kwargs)
+        self.out = out
 
     def error(self, message: str) -> NoReturn:
         raise _ArgparseError(f"{self.prog}: {message}")
 
+    def print_help(self, file: Any = None) -> None:
+        super().print_help(file if file is not None else self.out)
 
-class _Formatter(argparse.HelpFormatter):
-    """A fixed width, so building a parser never imports shutil to ask the terminal."""
+    def print_usage(self, file: Any = None) -> None:
+        super().print_usage(file if file is not None else self.out)
 
-    def __init__(self, prog: str) -> None:
-        columns = os.environ.get("COLUMNS", "")
-        super().__init__(prog, width=int(columns) if columns.isdigit() else 100)
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise _ParserExitError(status)
+
+
+def _formatter(width: int) -> Any:
+    """A help formatter of a fixed width (from the caller's COLUMNS, else 100), so building a
+    parser never asks a terminal."""
+
+    def make(prog: str) -> argparse.HelpFormatter:
+        return argparse.HelpFormatter(prog, width=width)
+
+    return make
 
 
 def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -68,35 +171,27 @@ def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
 
 
-def build_parser(only: Any = None) -> Parser:
-    """Builds the argument parser from the verb registry (just `only`'s subcommand if given)."""
+def build_parser(only: Any = None, *, out: Any = None, width: int = 100) -> Parser:
+    """Builds the argument parser from the verb registry (just `only`'s subcommand if given);
+    `--help` prints to `out`, `width` columns wide."""
     from tillage.verbs.registry import all_verbs
 
-    root = Parser(prog="till", description="Seal, rewind and fork whole workspaces.")
+    formatter = _formatter(width)
+    root = Parser(
+        prog="till",
+        description="Seal, rewind and fork whole workspaces.",
+        out=out,
+        formatter_class=formatter,
+    )
     _global_flags(root, suppress=False)
     sub = root.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for verb in [only] if only is not None else all_verbs():
         c = verb.contract
-        p = sub.add_parser(c.cli, help=c.doc, description=c.doc)
+        p = sub.add_parser(c.cli, help=c.doc, description=c.doc, out=out, formatter_class=formatter)
         _global_flags(p, suppress=True)
         for prm in c.params():
             _add_param(p, prm)
     return root
-
-
-def _command_word(argv: list[str]) -> str | None:
-    """Returns the first word that is not a global flag (or its value): the command."""
-    skip = False
-    for word in argv:
-        if skip:
-            skip = False
-        elif word in ("--repo", "--color"):
-            skip = True
-        elif not word.startswith("-"):
-            return word
-        elif word == "--":
-            return None
-    return None
 
 
 def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
@@ -128,27 +223,13 @@ def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
     p.add_argument(*names, **kwargs)
 
 
-def _home(env: dict[str, str]) -> Path:
-    if env.get("TILLAGE_HOME"):
-        return Path(env["TILLAGE_HOME"]).expanduser()
-    data = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "tillage"
-
-
-def _user_home() -> Path | None:
-    try:
-        return Path.home()
-    except RuntimeError:
-        return None
-
-
 def _streams(result: Any) -> bool:
     from tillage.verbs.wire import ByteStream
 
     return any(isinstance(v, ByteStream) for v in getattr(result, "__dict__", {}).values())
 
 
-def _emit_json_streaming(result: Any) -> None:
+def _emit_json_streaming(result: Any, call: _Call) -> None:
     """Prints a result that holds file content as one JSON document, the content's base64
     written a piece at a time, so `till --json cat` of a 1 GiB file holds no copy of it."""
     import dataclasses
@@ -166,7 +247,7 @@ def _emit_json_streaming(result: Any) -> None:
         else:
             head[f.name] = to_wire(value)
     text = json.dumps(head, ensure_ascii=True, separators=(",", ":"))
-    out = sys.stdout
+    out = call.out
     out.write(text[:-1])
     for n, (name, stream) in enumerate(streams):
         comma = "," if head or n else ""
@@ -178,7 +259,7 @@ def _emit_json_streaming(result: Any) -> None:
     out.flush()
 
 
-def _emit_lines(verb_name: str, items: Any, json_mode: bool, color: str, env: Any) -> int:
+def _emit_lines(verb_name: str, items: Any, call: _Call, color: str) -> int:
     """Prints a streaming result (`till events`) one line per item as it comes, flushed, so a
     reader sees each at once. An item of None means the verb is waiting: a reader that closed
     stdout is noticed then, not only at the next line (EPIPE ends the command quietly)."""
@@ -189,26 +270,28 @@ def _emit_lines(verb_name: str, items: Any, json_mode: bool, color: str, env: An
     from tillage.hosts.cli.human import line
     from tillage.verbs.wire import to_wire
 
-    style = Style(wanted(color, is_tty=sys.stdout.isatty(), env=env, json_mode=json_mode))
+    io = call.io
+    wanted_colour = wanted(color, is_tty=io.stdout_tty, env=io.env, json_mode=call.json_mode)
+    style = Style(wanted_colour)
     watch = select.poll()
-    # POLLERR/POLLHUP come whatever the mask; a writer without a descriptor notices a closed
-    # reader at the next line instead.
+    # POLLERR/POLLHUP come whatever the mask; a writer without a descriptor (a served call)
+    # notices a closed reader at the next line instead.
     with contextlib.suppress(AttributeError, OSError, ValueError):
-        watch.register(sys.stdout.fileno(), 0)
+        watch.register(io.stdout.fileno(), 0)
     for item in items:
         if item is None:
             if any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in watch.poll(0)):
                 raise BrokenPipeError
             continue
-        if json_mode:
-            _emit_json(to_wire(item))
+        if call.json_mode:
+            _emit_json(to_wire(item), call)
         else:
-            sys.stdout.write(line(verb_name, to_wire(item), style) + "\n")
-            sys.stdout.flush()
+            call.out.write(line(verb_name, to_wire(item), style) + "\n")
+            call.out.flush()
     return EXIT_OK
 
 
-def _emit_json(doc: Any) -> None:
+def _emit_json(doc: Any, call: _Call) -> None:
     import json
 
     text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
@@ -218,28 +301,99 @@ def _emit_json(doc: Any) -> None:
         # A file name that is not UTF-8 (kept as lone surrogates): escape it as \udcXX so the
         # document stays valid UTF-8 JSON instead of carrying raw bytes.
         text = json.dumps(doc, ensure_ascii=True, separators=(",", ":"))
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+    call.out.write(text + "\n")
+    call.out.flush()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Runs one command and returns its exit status (the console script exits with it)."""
+def process_io() -> IO:
+    """This process's folder, environment and standard streams, as `run` takes them."""
+    try:
+        cwd: str | None = os.getcwd()
+    except FileNotFoundError:
+        cwd = None  # the folder was deleted: only a command that needs it says so
+    stdin, stdout, stderr = sys.stdin, sys.stdout, sys.stderr
+    return IO(
+        cwd=cwd,
+        env=os.environ,
+        stdin=stdin.buffer if stdin is not None else None,
+        stdout=stdout.buffer if stdout is not None else _null_writer(),
+        stderr=stderr.buffer if stderr is not None else _null_writer(),
+        stdin_tty=_isatty(stdin),
+        stdout_tty=_isatty(stdout),
+        stderr_tty=_isatty(stderr),
+    )
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return stream is not None and bool(stream.isatty())
+    except (OSError, ValueError):
+        return False
+
+
+def _null_writer() -> BinaryIO:
+    return open(os.devnull, "wb")  # lives as long as the process
+
+
+def main(argv: Sequence[str] | None = None, *, stdin: bytes | None = None) -> int:
+    """Runs one command in this process and returns its exit status (the console script exits
+    with it). SIGTERM is delivered like Ctrl-C, so the same clean-up and envelope follow.
+    `stdin` is what the socket door already read from stdin before it fell back to here."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    json_mode = "--json" in args_list
-    debug = "--debug" in args_list
     previous = _terminate_as_interrupt()
     try:
-        code = _run(args_list, json_mode)
-    except KeyboardInterrupt as exc:
-        code = _interrupted(json_mode, terminated=isinstance(exc, _Terminated))
+        io = process_io()
+        if stdin is not None:
+            io.stdin = stdin
+        return run(args_list, io)
     except BrokenPipeError:
-        code = _reader_went_away()
+        return _reader_went_away()
+    finally:
+        _restore_signal(previous)
+
+
+class NotServableError(Exception):
+    """This process cannot give the caller's answer (local times in another time zone, which
+    is process-wide): the caller runs the command line itself."""
+
+
+def run_served(
+    argv: list[str], cwd: str, env: dict[str, str], stdin: bytes | None
+) -> tuple[int, bytes, bytes]:
+    """Runs a command line for another process (the watcher's `tillage.cli`) and returns
+    (exit status, stdout bytes, stderr bytes): machine mode, as that process would have run it
+    with no terminal (no prompt, no colour unless asked, no progress). Thread-safe: every call
+    has its own streams, and nothing here touches process state. NotServableError when this
+    process's time zone is not the caller's (nothing ran)."""
+    import io as _io
+
+    if env.get("TZ") != os.environ.get("TZ"):
+        raise NotServableError("the caller's time zone is not this process's")
+    out, err = _io.BytesIO(), _io.BytesIO()
+    served = IO(cwd=cwd, env=dict(env), stdin=stdin, stdout=out, stderr=err)
+    code = run(list(argv), served)
+    return code, out.getvalue(), err.getvalue()
+
+
+def run(argv: list[str], io: IO) -> int:
+    """Runs one command line against `io` and returns its exit status; every answer, error
+    and interruption is printed to `io`'s streams. A reader that closed stdout
+    (BrokenPipeError) is left to the caller, which owns the process's descriptors."""
+    call = _Call(io, "--json" in argv)
+    _RUNNING.err = call.err
+    try:
+        code = _run(argv, call)
+        call.out.flush()
+    except KeyboardInterrupt as exc:
+        code = _interrupted(call, terminated=isinstance(exc, _Terminated))
+    except BrokenPipeError:
+        raise
     except BaseException as exc:  # the last line of defence: no traceback without --debug
         if isinstance(exc, SystemExit):
             raise
-        code = _internal(exc, json_mode=json_mode, debug=debug)
+        code = _internal(exc, call, debug="--debug" in argv)
     finally:
-        _restore_signal(previous)
+        _RUNNING.err = None
     return code
 
 
@@ -275,123 +429,161 @@ def _restore_signal(previous: Any) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _interrupted(json_mode: bool, *, terminated: bool) -> int:
-    """Prints the `interrupted` envelope (CONTRACT: an interrupted command still prints one
-    error document) and returns 130 for Ctrl-C, 143 for SIGTERM, as shells do."""
+def interrupted_output(json_mode: bool, *, terminated: bool) -> tuple[int, bytes, bytes]:
+    """The `interrupted` answer (CONTRACT: an interrupted command still prints one error
+    document): exit 130 for Ctrl-C, 143 for SIGTERM, as shells do. The socket door prints the
+    same when it is interrupted while the watcher runs the command."""
+    import io as _io
+
+    out, err = _io.BytesIO(), _io.BytesIO()
+    call = _Call(IO(cwd=None, env={}, stdin=None, stdout=out, stderr=err), json_mode)
+    code = _interrupted(call, terminated=terminated)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _interrupted(call: _Call, *, terminated: bool) -> int:
+    """Prints the `interrupted` envelope and returns 130 (Ctrl-C) or 143 (SIGTERM)."""
     from tillage.errors import CommandInterruptedError
 
     what = "terminated (SIGTERM)" if terminated else "interrupted (Ctrl-C)"
     err = CommandInterruptedError(f"the command was {what}")
     try:
-        if json_mode:
-            _emit_json({"error": err.envelope()})
-        sys.stderr.write(f"till: {err.message} ({err.next})\n")
+        if call.json_mode:
+            _emit_json({"error": err.envelope()}, call)
+        call.err.write(f"till: {err.message} ({err.next})\n")
     except (OSError, ValueError):
         pass
     return 143 if terminated else 130
 
 
-def _run(argv: list[str], json_mode: bool) -> int:
+def _harness_fed(verb: Any) -> bool:
+    """A verb that takes a harness's document on stdin is run by harnesses (agent hooks), which
+    read exit status 2 as "block the agent": its usage errors exit 1 instead."""
+    return verb is not None and verb.contract.stdin_param is not None
+
+
+def _run(argv: list[str], call: _Call) -> int:
     from tillage.errors import TillageError
     from tillage.verbs.registry import verb_for_command
 
-    word = _command_word(argv)
+    word = command_word(argv)
     only = verb_for_command(word) if word is not None else None
+    columns = call.io.env.get("COLUMNS", "")
     try:
-        parser = build_parser(only)
+        parser = build_parser(only, out=call.out, width=int(columns) if columns.isdigit() else 100)
         ns = parser.parse_args(argv)
     except _ArgparseError as exc:
-        return _usage(str(exc), json_mode)
+        return _usage(str(exc), call, only)
+    except _ParserExitError as exc:
+        return exc.status
     if not ns.command:
-        if json_mode:
-            return _usage("till: a COMMAND is required", json_mode)
-        parser.print_help(sys.stderr)
+        if call.json_mode:
+            return _usage("till: a COMMAND is required", call, None)
+        parser.print_help(call.err)
         return EXIT_USAGE
     verb = only
     assert verb is not None
     try:
-        return _execute(verb, ns, json_mode)
+        code = _execute(verb, ns, call)
     except TillageError as err:
-        if json_mode:
-            _emit_json({"error": err.envelope()})
+        if call.json_mode:
+            _emit_json({"error": err.envelope()}, call)
         else:
             hint = f" ({err.next})" if err.next else ""
             from tillage.hosts.cli.units import printable
 
             line = f"till: {err.message}{hint} [{err.name} {err.code}]"
-            sys.stderr.write(printable(line) + "\n")  # an echoed name cannot drive the terminal
+            call.err.write(printable(line) + "\n")  # an echoed name cannot drive the terminal
         return EXIT_ERROR
+    if code == EXIT_USAGE and _harness_fed(verb):
+        return EXIT_ERROR
+    return code
 
 
-def _execute(verb: Any, ns: argparse.Namespace, json_mode: bool) -> int:
+def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
     from tillage.verbs.contract import decode_request
     from tillage.verbs.invoke import Settings, invoke
     from tillage.verbs.wire import to_wire
 
-    env = dict(os.environ)
-    folder = Path(ns.repo).expanduser() if ns.repo else _current_folder()
+    io = call.io
+    env = io.env
+    folder = _folder(ns.repo, io)
+    home = user_home(env)
     settings = Settings(
-        home=_home(env),
-        folder=folder.absolute(),
+        home=Path(store_home(env, io.cwd or "/")),
+        folder=folder,
         agent=env.get("TILLAGE_AGENT") or None,
         debug=bool(ns.debug),
-        user_home=_user_home(),
+        user_home=Path(home) if home is not None else None,
     )
     values = {p.name: getattr(ns, p.name) for p in verb.contract.params()}
+    field = verb.contract.stdin_param
+    if field is not None and values.get(field) is None and not io.stdin_tty:
+        payload = read_payload(io.stdin)
+        if payload:
+            values[field] = payload
     request = decode_request(verb.contract, values)
-    interactive = not json_mode and sys.stdin.isatty() and sys.stderr.isatty()
-    confirm = _prompter(verb.contract.name, env, ns.color) if interactive else None
-    progress = _progress_printer() if (not json_mode and sys.stderr.isatty()) else None
+    json_mode = call.json_mode
+    interactive = not json_mode and io.stdin_tty and io.stderr_tty
+    confirm = _prompter(verb.contract.name, call, ns.color) if interactive else None
+    progress = _progress_printer() if (not json_mode and io.stderr_tty) else None
     try:
         result = invoke(verb, settings, request, confirm=confirm, on_progress=progress)
     finally:
         if progress is not None:
             progress.finish()  # end the progress line before any answer or error is printed
     if callable(getattr(result, "stream", None)):
-        return _emit_lines(verb.contract.name, result.stream(), json_mode, ns.color, env)
+        return _emit_lines(verb.contract.name, result.stream(), call, ns.color)
     if json_mode and _streams(result):
-        _emit_json_streaming(result)
+        _emit_json_streaming(result, call)
         return EXIT_OK
     if not json_mode and verb.contract.raw_output:
         raw = verb.contract.raw_output(result)
         if hasattr(raw, "check"):
             raw.check()  # a damaged store is refused before a byte is printed
         if isinstance(raw, bytes):
-            sys.stdout.buffer.write(raw)
+            io.stdout.write(raw)
         elif isinstance(raw, str):
-            sys.stdout.write(raw)
+            call.out.write(raw)
         else:
             for piece in raw:  # a file's content, a piece at a time: memory stays bounded
-                sys.stdout.buffer.write(piece)
-        sys.stdout.flush()
+                io.stdout.write(piece)
+        io.stdout.flush()
         return EXIT_OK
     wire = to_wire(result)
     if json_mode:
-        _emit_json(wire)
+        _emit_json(wire, call)
     else:
         from tillage.hosts.cli.colour import Style, wanted
         from tillage.hosts.cli.human import render
 
-        colour = wanted(ns.color, is_tty=sys.stdout.isatty(), env=env, json_mode=json_mode)
-        sys.stdout.write(render(verb.contract.name, wire, now=_now(env), style=Style(colour)))
+        colour = wanted(ns.color, is_tty=io.stdout_tty, env=env, json_mode=json_mode)
+        call.out.write(render(verb.contract.name, wire, now=_now(env), style=Style(colour)))
     status = getattr(result, "exit_status", None)
     return int(status()) if callable(status) else EXIT_OK
 
 
-def _current_folder() -> Path:
-    try:
-        return Path.cwd()
-    except FileNotFoundError:
-        from tillage.workspace.errors import FolderMissingError
+def _folder(repo: str | None, io: IO) -> Path:
+    """The folder the command is about: `--repo` (against the caller's folder), else the
+    caller's folder; folder_missing when that was deleted."""
+    if repo:
+        expanded = expand_user(repo, io.env)
+        if expanded.startswith("/"):
+            return Path(expanded)
+        if io.cwd is not None:
+            return Path(absolute(expanded, io.cwd))
+    elif io.cwd is not None:
+        return Path(io.cwd)
+    from tillage.workspace.errors import FolderMissingError
 
-        raise FolderMissingError(
-            "the current folder no longer exists (it was deleted or moved)",
-            next_step="cd into an existing folder, or give --repo; a deleted workspace's "
-            "timeline is still in the store: recreate the folder and run `till watch` there",
-        ) from None
+    raise FolderMissingError(
+        "the current folder no longer exists (it was deleted or moved)",
+        next_step="cd into an existing folder, or give --repo; a deleted workspace's "
+        "timeline is still in the store: recreate the folder and run `till watch` there",
+    )
 
 
-def _now(env: dict[str, str]) -> float:
+def _now(env: Mapping[str, str]) -> float:
     """The time relative times are told against: `TILLAGE_NOW` when set, else the clock."""
     import time
 
@@ -401,8 +593,9 @@ def _now(env: dict[str, str]) -> float:
     return time.time() if pinned is None else pinned
 
 
-def _prompter(verb_name: str, env: dict[str, str], choice: str) -> Any:
+def _prompter(verb_name: str, call: _Call, choice: str) -> Any:
     """Asks a person at a terminal, after showing the preview as that verb's own page."""
+    io = call.io
 
     def prompt(preview: Any) -> bool:
         from tillage.hosts.cli.colour import Style, wanted
@@ -410,44 +603,53 @@ def _prompter(verb_name: str, env: dict[str, str], choice: str) -> Any:
         from tillage.verbs.wire import to_wire
 
         if preview is not None:
-            colour = wanted(choice, is_tty=sys.stderr.isatty(), env=env, json_mode=False)
+            colour = wanted(choice, is_tty=io.stderr_tty, env=io.env, json_mode=False)
             page = render(
-                verb_name, to_wire(preview), now=_now(env), style=Style(colour), footer=False
+                verb_name, to_wire(preview), now=_now(io.env), style=Style(colour), footer=False
             )
-            sys.stderr.write(page)
-        sys.stderr.write("Proceed? [y/N] ")
-        sys.stderr.flush()
-        answer = sys.stdin.readline().strip().lower()
+            call.err.write(page)
+        call.err.write("Proceed? [y/N] ")
+        call.err.flush()
+        stdin = io.stdin
+        line = b"" if stdin is None or isinstance(stdin, bytes) else stdin.readline()
+        answer = line.decode("utf-8", "replace").strip().lower()
         return answer in ("y", "yes")
 
     return prompt
 
 
+# The stderr of the command line running on each thread, for the progress line.
+_RUNNING = _thread._local()
+
+
 def _progress_printer() -> Any:
+    """The progress line for a person, on the running command's stderr (a seam tests replace
+    to drive the clock)."""
     from tillage.hosts.cli.progress import ProgressPrinter
 
-    return ProgressPrinter(sys.stderr)
+    stream: Any = getattr(_RUNNING, "err", None) or sys.stderr  # outside run: this process's
+    return ProgressPrinter(stream)
 
 
-def _usage(message: str, json_mode: bool) -> int:
+def _usage(message: str, call: _Call, verb: Any) -> int:
     from tillage.hosts.cli.errors import UsageError
 
-    if json_mode:
-        _emit_json({"error": UsageError(message).envelope()})
-    sys.stderr.write(message + "\n")
-    return EXIT_USAGE
+    if call.json_mode:
+        _emit_json({"error": UsageError(message).envelope()}, call)
+    call.err.write(message + "\n")
+    return EXIT_ERROR if _harness_fed(verb) else EXIT_USAGE
 
 
-def _internal(exc: BaseException, *, json_mode: bool, debug: bool) -> int:
+def _internal(exc: BaseException, call: _Call, *, debug: bool) -> int:
     from tillage.errors import InternalError
 
     err = InternalError(f"internal error: {type(exc).__name__}: {exc}")
     if debug:
         import traceback
 
-        traceback.print_exception(exc, file=sys.stderr)
-    if json_mode:
-        _emit_json({"error": err.envelope()})
+        traceback.print_exception(exc, file=call.err)
+    if call.json_mode:
+        _emit_json({"error": err.envelope()}, call)
     else:
-        sys.stderr.write(f"till: {err.message} [{err.name} {err.code}] ({err.next})\n")
+        call.err.write(f"till: {err.message} [{err.name} {err.code}] ({err.next})\n")
     return EXIT_ERROR

@@ -1,0 +1,315 @@
+"""The `till` console script: through the watcher's socket when that gives the same answer
+sooner, else the whole command line in this process (main.py).
+
+An agent calls `till` hundreds of times a session, and most of a local call is start-up:
+importing argparse, pathlib, the registry, sqlite and the store before any work. A workspace
+with a watcher running has all of that loaded already, so this door sends the command line to
+the watcher (`tillage.cli` on its socket, docs/design/socket.md) and prints what comes back.
+
+It takes the socket only when nothing about the answer could differ: machine mode (stdin,
+stdout and stderr are not terminals, so no prompt, colour or progress line is at stake), a
+command in SOCKET_COMMANDS (short calls an agent repeats), no `--help`/`--debug`, and a
+workspace pointer above the folder whose watcher's socket answers a ping within PING_TIMEOUT.
+Anything else, and any failure before a byte is printed (no socket, a stale socket, a refused
+connection, a broken or odd reply, an error reply), runs the command here instead, so the
+answer is never different and never waits on a dead watcher.
+
+Module level imports only `os` and `sys`; the socket (`_socket`), the JSON scanner (`_json`)
+and base64 (`binascii`) are their C modules, imported when a socket exists: `socket`, `json`
+and `base64` themselves would cost more than a whole round trip.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from tillage.hosts.cli.where import (
+    absolute,
+    command_word,
+    expand_user,
+    repo_arg,
+    socket_path,
+    store_home,
+    workspace_id,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+# Commands worth a round trip: the ones an agent repeats, whose work is small next to start-up.
+# `watch`, `forget` (they start and stop the watcher itself), `verify`, `cat` (long, or a
+# stream of content), `events` (a stream), and `contracts`/`version`/`agents-md` (no store
+# work to save) always run here.
+SOCKET_COMMANDS = frozenset(
+    {"status", "snap", "timeline", "show", "diff", "rewind", "pin", "unpin", "hook"}
+)
+# Of those, the commands whose contract reads a document on stdin (`stdin_param`); a test
+# keeps this equal to the registry. Only their stdin is read and sent.
+STDIN_COMMANDS = frozenset({"hook"})
+
+# What the watcher's run of the command line sees of this process's environment: what the
+# command line reads (the store, the user, the clock, colour, help width, the agent's name,
+# the time zone for local times), nothing else. LANG/LC_* are sent though output is UTF-8
+# whatever the locale, so a later locale-aware renderer stays right.
+ENV_NAMES = frozenset({"HOME", "XDG_DATA_HOME", "NO_COLOR", "TERM", "COLUMNS", "TZ", "LANG"})
+ENV_PREFIXES = ("TILLAGE_", "LC_")
+
+CONNECT_TIMEOUT = 1.0  # seconds to connect to the socket
+PING_TIMEOUT = 2.0  # seconds for the watcher to prove it answers, before the command is sent
+SUN_PATH_MAX = 107  # bytes of a Unix socket path
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM while waiting for the watcher, answered as the local command line would."""
+
+
+class _NoDoorError(Exception):
+    """The socket cannot answer this call; nothing was printed, run it here (with the stdin
+    already read, if any)."""
+
+    def __init__(self, stdin: bytes | None = None) -> None:
+        super().__init__()
+        self.stdin = stdin
+
+
+def main() -> int:
+    """Runs `till`: through the watcher's socket when it may, else in this process."""
+    argv = sys.argv[1:]
+    sock = _door(argv)
+    read = None
+    if sock is not None:
+        try:
+            return _through(sock, argv)
+        except _NoDoorError as exc:
+            read = exc.stdin
+    from tillage.hosts.cli.main import main as local
+
+    return local(stdin=read)
+
+
+def _door(argv: list[str]) -> str | None:
+    """The watcher's socket path when this call may go through it, else None."""
+    if command_word(argv) not in SOCKET_COMMANDS:
+        return None
+    for word in argv:
+        if word in ("-h", "--help", "--debug") or word == "--":
+            return None
+    if os.isatty(0) or os.isatty(1) or os.isatty(2):
+        return None
+    try:
+        cwd = os.getcwd()
+        env = os.environ
+        repo = repo_arg(argv)
+        start = absolute(expand_user(repo, env), cwd) if repo else cwd
+        wid = workspace_id(start)
+        if wid is None:
+            return None
+        return socket_path(store_home(env, cwd), wid)
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
+def forwarded_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The part of the environment the watcher's run of the command line needs."""
+    return {k: v for k, v in env.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+
+
+def _through(path: str, argv: list[str]) -> int:
+    """Runs the call through the watcher at `path` and prints its answer; _NoDoorError when it
+    cannot (before anything is printed)."""
+    import _socket
+
+    try:
+        conn = _connect(_socket, path)
+    except OSError:
+        raise _NoDoorError from None
+    data = None
+    try:
+        try:
+            conn.settimeout(PING_TIMEOUT)
+            _call(conn, 1, "tillage.ping", "{}")
+            if command_word(argv) in STDIN_COMMANDS:
+                from tillage.hosts.cli.payload import read_fd
+
+                data = read_fd(0)
+            cwd = os.getcwd()
+            params = (
+                '{"argv":'
+                + _list(argv)
+                + ',"cwd":'
+                + _str(cwd)
+                + ',"env":'
+                + _map(forwarded_env(os.environ))
+                + ',"stdin_b64":'
+                + (_b64(data) if data is not None else "null")
+                + "}"
+            )
+            conn.settimeout(None)  # the watcher answers; the command takes what it takes
+            previous = _on_sigterm()
+            try:
+                result = _call(conn, 2, "tillage.cli", params)
+            finally:
+                _restore_sigterm(previous)
+        except (OSError, ValueError, TypeError, KeyError, StopIteration, UnicodeError):
+            raise _NoDoorError(data) from None
+        except KeyboardInterrupt as exc:
+            return _interrupted(argv, terminated=isinstance(exc, _Terminated))
+    finally:
+        conn.close()
+    try:
+        code, out, err = _answer(result)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise _NoDoorError(data) from None
+    return _print(code, out, err)
+
+
+def _connect(_socket: Any, path: str) -> Any:
+    """A connected stream socket; a path too long for `sun_path` goes through its folder's
+    descriptor (/proc/self/fd/N/NAME), as the watcher binds it."""
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        conn.settimeout(CONNECT_TIMEOUT)
+        if len(os.fsencode(path)) <= SUN_PATH_MAX:
+            conn.connect(path)
+        else:
+            folder, name = os.path.split(path)
+            fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                conn.connect(f"/proc/self/fd/{fd}/{name}")
+            finally:
+                os.close(fd)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _call(conn: Any, rid: int, method: str, params: str) -> Any:
+    """Sends one JSON-RPC request and returns its result; ValueError for an error reply or
+    anything that is not the answer to it."""
+    line = f'{{"jsonrpc":"2.0","id":{rid},"method":{_str(method)},"params":{params}}}\n'
+    conn.sendall(line.encode("utf-8", "surrogatepass"))
+    reply = _json_load(_read_line(conn))
+    if not isinstance(reply, dict) or reply.get("id") != rid or "result" not in reply:
+        raise ValueError("not the answer")
+    return reply["result"]
+
+
+def _read_line(conn: Any) -> str:
+    chunks = []
+    while True:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            raise ValueError("the watcher closed the connection")
+        end = chunk.find(b"\n")
+        if end >= 0:
+            chunks.append(chunk[:end])
+            return b"".join(chunks).decode("utf-8")
+        chunks.append(chunk)
+
+
+def _answer(result: Any) -> tuple[int, bytes, bytes]:
+    import binascii
+
+    code = result["exit"]
+    if type(code) is not int or not 0 <= code <= 255:
+        raise ValueError("not an exit status")
+    out = binascii.a2b_base64(result["stdout_b64"].encode("ascii"))
+    err = binascii.a2b_base64(result["stderr_b64"].encode("ascii"))
+    return code, out, err
+
+
+def _print(code: int, out: bytes, err: bytes) -> int:
+    """Writes the answer to this process's stdout and stderr; a reader that went away ends
+    the call quietly with 141, as the local command line does."""
+    try:
+        _write_all(1, out)
+        _write_all(2, err)
+    except BrokenPipeError:
+        return 141
+    return code
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _interrupted(argv: list[str], *, terminated: bool) -> int:
+    """Prints what the local command line prints when interrupted. The watcher still finishes
+    the command it was given (a thread cannot be interrupted safely); like a local command
+    cut short, it leaves nothing half-done."""
+    from tillage.hosts.cli.main import interrupted_output
+
+    code, out, err = interrupted_output("--json" in argv, terminated=terminated)
+    return _print(code, out, err)
+
+
+def _on_sigterm() -> Any:
+    def handler(_signum: int, _frame: Any) -> None:
+        raise _Terminated
+
+    return _restore_sigterm(handler)
+
+
+def _restore_sigterm(handler: Any) -> Any:
+    """Sets SIGTERM's handler and returns the one it replaces."""
+    import _signal  # type: ignore[import-not-found]  # `signal` itself imports enum: 4 ms
+
+    return _signal.signal(_signal.SIGTERM, handler)
+
+
+# -- the little JSON this door needs, from the C halves of the json module ------------------
+
+
+def _str(text: str) -> str:
+    import _json
+
+    return _json.encode_basestring_ascii(text)
+
+
+def _list(items: list[str]) -> str:
+    return "[" + ",".join(_str(s) for s in items) + "]"
+
+
+def _map(values: Mapping[str, str]) -> str:
+    return "{" + ",".join(_str(k) + ":" + _str(v) for k, v in values.items()) + "}"
+
+
+def _b64(data: bytes) -> str:
+    import binascii
+
+    return '"' + binascii.b2a_base64(data, newline=False).decode("ascii") + '"'
+
+
+class _Scanning:
+    """What the C scanner of `json` asks of its decoder: strict, with plain types."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name: str) -> Any:
+        raise ValueError(f"not JSON: {name}")
+
+
+def _json_load(text: str) -> Any:
+    """One JSON document; ValueError for anything else."""
+    import _json
+
+    context: Any = _Scanning
+    scan = _json.make_scanner(context)
+    try:
+        value, end = scan(text, 0)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if text[end:].strip():
+        raise ValueError("trailing data")
+    return value

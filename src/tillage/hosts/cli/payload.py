@@ -1,0 +1,69 @@
+"""A harness's document on stdin (an agent hook's JSON), read so that a hook never hangs.
+
+A harness may pipe a document and close stdin, pipe nothing and close it, or leave it open and
+write nothing: the read takes at most STDIN_DEADLINE seconds in all and STDIN_CAP bytes, and a
+document that looks whole (ends with `}`) followed by a short pause ends it early. Only `os` at
+import time: the console script's socket door reads the same way before it sends the bytes on.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
+STDIN_CAP = 1 << 20  # bytes
+STDIN_DEADLINE = 1.0  # seconds, in all
+STDIN_SETTLE = 0.05  # seconds of quiet after a document that looks whole
+
+
+def read_payload(stdin: bytes | BinaryIO | None) -> str:
+    """The document as text (UTF-8, bad bytes replaced): from bytes already read (a served
+    call), or from a stream, with the deadline and the cap; "" when there is none."""
+    if stdin is None:
+        return ""
+    if isinstance(stdin, bytes):
+        data = stdin[:STDIN_CAP]
+    else:
+        try:
+            fd = stdin.fileno()
+        except (OSError, ValueError):
+            return ""
+        data = read_fd(fd)
+    return data.decode("utf-8", "replace")
+
+
+def read_fd(fd: int) -> bytes:
+    """Reads `fd` until end of file, the cap, the deadline, or a pause after a whole-looking
+    document, whichever comes first."""
+    import select
+    import time
+
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    deadline = time.monotonic() + STDIN_DEADLINE
+    chunks: list[bytes] = []
+    size = 0
+    while size < STDIN_CAP:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        whole = bool(chunks) and chunks[-1].rstrip().endswith(b"}")
+        wait = min(left, STDIN_SETTLE) if whole else left
+        try:
+            if not poller.poll(wait * 1000):
+                if whole:
+                    break
+                continue
+            chunk = os.read(fd, min(65536, STDIN_CAP - size))
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+        if not chunk:
+            break  # end of file: the harness closed it
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
