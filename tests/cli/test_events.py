@@ -401,3 +401,20 @@ def _epoch(stamp: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_follower_names_the_workspace_of_a_pin_of_a_snapshot_sealed_after_it_started(
+    till: Till, folder: Path
+) -> None:
+    _attach(till, folder)
+    follower = Follower(till, "--after", str(_events(till)[-1]["cursor"]))
+    try:
+        (folder / "new.txt").write_text("new\n")
+        sealed = till.json("snap")["snapshot"]
+        till.json("pin", sealed["id"])
+        got = [doc for _at, doc in follower.take(2, timeout=60)]
+    finally:
+        follower.stop()
+    assert [e["kind"] for e in got] == ["sealed", "pinned"]
+    assert got[1]["detail"]["snapshot"] == sealed["id"]
+    assert got[1]["workspace"] == str(folder.resolve())

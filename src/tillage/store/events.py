@@ -86,18 +86,20 @@ def event_of(store: Store, record: LogRecord) -> Event | None:
             detail if isinstance(detail, dict) else {},
         )
     kind = FACT_EVENTS.get(record.kind)
-    if kind is None:
-        return None
-    if record.kind == "snapshot":
-        snapshot = str(body["id"])
-        detail = {
-            "snapshot": snapshot,
-            "short": snapshot[:12],
-            **{k: body.get(k) for k in ("trigger", "label", "agent", "turn", "session")},
-        }
-        return Event(record.seq, record.at_ns, kind, str(body["workspace"]), detail)
-    snapshot = str(body["snapshot"])
+    snapshot = body.get("id" if record.kind == "snapshot" else "snapshot")
+    if kind is None or not isinstance(snapshot, str):
+        return None  # no event, or a fact without its snapshot (kept by a salvage): not shown
     detail = {"snapshot": snapshot, "short": snapshot[:12]}
+    if record.kind == "snapshot":
+        detail.update({k: body.get(k) for k in ("trigger", "label", "agent", "turn", "session")})
+        workspace = body.get("workspace")
+        return Event(
+            record.seq,
+            record.at_ns,
+            kind,
+            workspace if isinstance(workspace, str) else None,
+            detail,
+        )
     return Event(record.seq, record.at_ns, kind, _workspace_of(store, snapshot), detail)
 
 
