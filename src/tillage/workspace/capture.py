@@ -4,6 +4,10 @@ A capture reads only what changed since the last seal: the path index remembers 
 (size, mtime, ctime, inode, mode) and content ID, and a file whose facts all match, and that was
 not modified within the racy window of being read, is not read again. Run with no writer, a
 capture only computes IDs (for diffing against the live folder) and stores nothing.
+
+A delta walk (`visit`, from a watcher's changed folders) is the same walk with one more rule: a
+folder outside `visit` that the last seal recorded, still with the same stat facts in its
+parent's listing, is not opened; its tree, counts, notes and rows are carried over.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tillage.core import codec
+from tillage.core.changes import folders_to_visit
 from tillage.core.codec import Kind
 from tillage.core.format import CDC_AVG, CDC_MAX, CDC_MIN, HOLE_MAX, WHOLE_FILE_MAX
 from tillage.core.ids import blob_id, chunk_id, tree_id
@@ -28,11 +33,18 @@ from tillage.core.models import (
     FidelityNote,
     is_hole,
 )
-from tillage.core.paths import CONTROL_DIR, fs_encode, join
+from tillage.core.paths import CONTROL_DIR, fs_decode, fs_encode, join
 from tillage.core.progress import Progress, ProgressFn
 from tillage.errors import TillageError
-from tillage.store.store import ObjectWriter
-from tillage.workspace.pathindex import FACTS, PathIndex, Row, stat_facts
+from tillage.store.store import ObjectWriter, Store
+from tillage.workspace.pathindex import (
+    FACTS,
+    FOLDER_FACTS,
+    Folder,
+    PathIndex,
+    Row,
+    stat_facts,
+)
 from tillage.workspace.policy import Policy
 from tillage.workspace.sqlite_image import (
     SIDECAR_SUFFIXES,
@@ -89,12 +101,34 @@ class Capture:
     rows: dict[str, Row] = field(default_factory=dict)
     dirs: dict[str, bytes] = field(default_factory=dict)
     manifest: dict[str, Entry] | None = None
+    folders: dict[str, Folder] = field(default_factory=dict)
+    links: set[str] = field(default_factory=set)
+    # What the walk cost the file system: folders listed and names stat'ed.
+    listed: int = 0
+    statted: int = 0
+
+    def index(self, token: str | None, policy: bytes) -> PathIndex:
+        """The path index that lets the next seal skip what this one saw unchanged."""
+        return PathIndex(
+            self.rows,
+            self.dirs,
+            self.folders,
+            [(n.path, n.reason) for n in self.notes],
+            frozenset(self.links),
+            token,
+            policy,
+        )
 
 
 _CONTENT_KINDS = {int(k): k for k in ContentKind}
 _FLAGS = {int(f): f for f in (EntryFlag.NONE, EntryFlag.SQLITE_IMAGE)}
 # (st_dev, st_ino) -> the first name of a multiply linked file in this walk, and its row.
 _Links = dict[tuple[int, int], tuple[str, "Row"]]
+
+
+class _NewLinkError(Exception):
+    """A delta walk met a name of a multiply linked file the last seal did not see as one: its
+    first name may lie in a folder the walk skipped, so the walk starts over in full."""
 
 
 class Walker:
@@ -112,11 +146,24 @@ class Walker:
         keep_manifest: bool = False,
         on_progress: ProgressFn | None = None,
         skip_dirs: frozenset[str] = frozenset(),
+        visit: frozenset[str] | None = None,
+        store: Store | None = None,
     ) -> None:
         self.root = root
         self.policy = policy
         self.previous = previous.files
         self.previous_dirs = previous.dirs
+        self.prior = previous
+        # None: list every folder. Otherwise only these (with their ancestors) and every folder
+        # that held a multiply linked file: a name added or removed elsewhere changes its
+        # entries (link order, nlink) without an event in it.
+        self.visit = None if visit is None else visit | folders_to_visit(previous.links)
+        # Where the trees of skipped folders are read when a manifest is kept.
+        self.trees = store if store is not None else writer.store if writer is not None else None
+        # Whether the folder being walked is the one the previous index recorded at its path,
+        # so that its unchanged subfolders may be skipped.
+        self.vouched = False
+        self.skipped: set[str] = set()
         self.writer = writer
         self.tmp_dir = tmp_dir
         self.started_ns = started_ns
@@ -129,22 +176,82 @@ class Walker:
     # -- the walk -------------------------------------------------------------------------
 
     def run(self) -> Capture:
+        try:
+            self._run()
+        except _NewLinkError:
+            # What the aborted walk read stays known, so the full walk does not read it again.
+            self.previous = {**self.previous, **self.result.rows}
+            self.result = Capture(manifest={} if self.result.manifest is not None else None)
+            self.links = {}
+            self.skipped = set()
+            self.visit = None
+            self._run()
+        self.result.notes.sort(key=lambda n: (n.path, n.reason))
+        return self.result
+
+    def _run(self) -> None:
         root = str(self.root)
         try:
             fd = _open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             self._note(".", f"directory unreadable: {exc.strerror}")
             self.result.root = self._tree("", [])
-            return self.result
+            return
         try:
+            st = os.fstat(fd)
+            known = self.prior.folders.get("")
+            ident = (st.st_ino, st.st_dev)
+            self.vouched = self.visit is not None and known is not None and known[-2:] == ident
             self.result.root = self._directory("", fd, root)
         finally:
             os.close(fd)
-        return self.result
+        self.result.folders[""] = (
+            self.result.files,
+            self.result.total_bytes,
+            (),
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+            *ident,
+        )
+        self._carry()
+
+    def _carry(self) -> None:
+        """Adds what the previous index recorded below the folders this walk skipped: one pass
+        over its rows, folders and notes, each folder's answer remembered."""
+        if not self.skipped:
+            return
+        below: dict[str, bool] = {"": False}
+
+        def under(path: str) -> bool:
+            chain = []
+            while path not in below:
+                if path in self.skipped:
+                    below[path] = True
+                    break
+                chain.append(path)
+                path = path.rpartition("/")[0]
+            answer = below[path]
+            for folder in chain:
+                below[folder] = answer
+            return answer
+
+        prior, result = self.prior, self.result
+        for path, row in prior.files.items():
+            if under(path.rpartition("/")[0]):
+                result.rows[path] = row
+        for path, tid in prior.dirs.items():
+            if path not in self.skipped and under(path):
+                result.dirs[path] = tid
+                folder = prior.folders.get(path)
+                if folder is not None:
+                    result.folders[path] = folder
+        result.notes.extend(FidelityNote(p, r) for p, r in prior.notes if under(p))
+        result.links.update(p for p in prior.links if under(p))
 
     def _directory(self, rel: str, fd: int, abs_dir: str) -> bytes:
         """Captures the open folder `fd`; only the descriptors of the folders above it are open
         meanwhile, so memory and descriptors grow with depth, not with the tree."""
+        self.result.listed += 1
         try:
             with os.scandir(fd) as it:
                 names = sorted(e.name for e in it)
@@ -185,6 +292,7 @@ class Walker:
         path = join(rel, name)
         if not rel and name == CONTROL_DIR:
             return None
+        self.result.statted += 1
         try:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -242,11 +350,27 @@ class Walker:
     def _subdirectory(
         self, path: str, dir_fd: int, abs_path: str, name: str, st: os.stat_result, perm: int
     ) -> Entry | None:
+        facts = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        known = self.prior.folders.get(path) if self.vouched else None
+        listed = self.visit is not None and path in self.visit
+        unchanged = known is not None and known[FOLDER_FACTS:] == facts
+        if unchanged and not listed and known is not None:
+            skipped = self._skip(path, name, st, perm, known)
+            if skipped is not None:
+                return skipped
+        # A folder recorded at this path but replaced or moved in since is walked whole: what
+        # changed in it was noted under another path.
+        same_folder = known is not None and known[-2:] == facts[2:]
+        outer = self.vouched
+        self.vouched = unchanged or (listed and same_folder)
+        files, size = self.result.files, self.result.total_bytes
         try:
             fd = _open(name, _DIR_OPEN, dir_fd)
         except FileNotFoundError:
+            self.vouched = outer
             return None
         except OSError as exc:
+            self.vouched = outer
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 return None  # replaced by a link or a file since the stat: seen next time
             self._note(path, f"directory unreadable: {exc.strerror}")
@@ -258,6 +382,9 @@ class Walker:
                 tid = self._directory(path, fd, abs_path)
             finally:
                 os.close(fd)
+                self.vouched = outer
+        summary = (self.result.files - files, self.result.total_bytes - size, xattrs, *facts)
+        self.result.folders[path] = summary
         return Entry(
             fs_encode(name),
             EntryKind.DIR,
@@ -267,6 +394,31 @@ class Walker:
             ContentKind.TREE,
             tid,
             xattrs,
+        )
+
+    def _skip(
+        self, path: str, name: str, st: os.stat_result, perm: int, known: Folder
+    ) -> Entry | None:
+        """The entry of a folder the walk need not open, from its recorded summary; None when
+        the summary is not enough (no tree recorded, or a manifest whose trees won't read)."""
+        tid = self.previous_dirs.get(path)
+        if tid is None:
+            return None
+        if self.result.manifest is not None:
+            if self.trees is None:
+                return None
+            try:
+                self.result.manifest.update(_stored_entries(self.trees, path, tid))
+            except TillageError:
+                return None
+        files, size, xattrs, *_facts = known
+        self.skipped.add(path)
+        self.result.files += files
+        self.result.total_bytes += size
+        self.result.dirs[path] = tid
+        self.result.folders[path] = known
+        return Entry(
+            fs_encode(name), EntryKind.DIR, perm, 0, st.st_mtime_ns, ContentKind.TREE, tid, xattrs
         )
 
     # -- files ----------------------------------------------------------------------------
@@ -282,6 +434,11 @@ class Walker:
         aux: str,
     ) -> Entry | None:
         link = b""
+        if st.st_nlink > 1:
+            folder = path.rpartition("/")[0]
+            if self.visit is not None and not self._known_link(path, folder, st):
+                raise _NewLinkError(path)
+            self.result.links.add(folder)
         first = self.links.get((st.st_dev, st.st_ino)) if st.st_nlink > 1 else None
         if first is not None:
             # A later name of an inode this walk has captured: the same content, never read
@@ -323,6 +480,17 @@ class Walker:
             row[11],
             flags,
             link,
+        )
+
+    def _known_link(self, path: str, folder: str, st: os.stat_result) -> bool:
+        """Tells whether the last seal saw this name of a multiply linked file, in a folder
+        it recorded as holding one: then every other name is in such a folder too, which a
+        delta walk lists, and the first name is the one a full walk would meet first."""
+        prior = self.previous.get(path)
+        return (
+            folder in self.prior.links
+            and prior is not None
+            and (prior[3], prior[4]) == (st.st_ino, st.st_dev)
         )
 
     def _read_file(
@@ -442,6 +610,20 @@ class Walker:
 
     def _note(self, path: str, reason: str) -> None:
         self.result.notes.append(FidelityNote(path, reason))
+
+
+def _stored_entries(store: Store, rel: str, tid: bytes) -> dict[str, Entry]:
+    """Every entry below the stored tree `tid` of folder `rel`, by workspace path."""
+    out: dict[str, Entry] = {}
+    stack = [(rel, tid)]
+    while stack:
+        folder, tree = stack.pop()
+        for entry in codec.decode_tree(store.read(tree)):
+            path = join(folder, fs_decode(entry.name))
+            out[path] = entry
+            if entry.kind is EntryKind.DIR:
+                stack.append((path, entry.content))
+    return out
 
 
 def is_racy(mtime_ns: int, ctime_ns: int, now_ns: int) -> bool:

@@ -3,25 +3,33 @@
 Order is the crash-safety argument (INV-2, INV-5): objects are written and fsynced, then indexed,
 then the snapshot is appended to the publication log; a crash before the log append leaves only
 unreferenced objects, never a published snapshot that points at missing bytes.
+
+With a watcher running, a seal asks it what changed since the view the path index reflects (its
+token) before walking, and lists only those folders; a watcher that cannot vouch for the
+interval, or none, means the full walk. The walk's result is the same either way.
 """
 
 from __future__ import annotations
 
+import hashlib
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 
 from tillage.core import codec
+from tillage.core.changes import Changes, folders_to_visit
 from tillage.core.codec import Kind
 from tillage.core.ids import snapshot_id
 from tillage.core.models import Entry, FidelityNote, SnapshotRecord
 from tillage.core.progress import ProgressFn
+from tillage.errors import TillageError
 from tillage.platform import clock, failpoints
 from tillage.platform.locks import file_lock
 from tillage.store.store import ObjectWriter, SnapshotRow, Store
-from tillage.workspace import pathindex
+from tillage.workspace import pathindex, watchstate
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import Capture, Walker
-from tillage.workspace.policy import Policy
+from tillage.workspace.policy import POLICY_FILE, Policy
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,19 @@ class SealOptions:
     agent: str | None = None
     turn: str | None = None
     session: str | None = None
+    # Publish nothing when the folder's tree equals the head snapshot's (a hook after a tool
+    # that changed nothing, the watcher after churn that cancelled out).
+    skip_unchanged: bool = False
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """What a seal did: `row` is the new snapshot, or the head when `added` is False (nothing
+    changed and SealOptions.skip_unchanged was set)."""
+
+    row: SnapshotRow
+    added: bool
+    capture: Capture
 
 
 def workspace_lock(ws: Workspace, *, timeout: float = 30.0) -> AbstractContextManager[None]:
@@ -46,30 +67,70 @@ def _store_dirs(ws: Workspace) -> frozenset[str]:
     return frozenset({str(home)}) if ws.root in home.parents else frozenset()
 
 
+def _policy(root: Path) -> tuple[Policy, bytes]:
+    """The folder's policy and a fingerprint of it, from one read of the file: a delta walk
+    re-uses folders captured under the same policy only."""
+    try:
+        data = (root / POLICY_FILE).read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+        return Policy([]), b""
+    return Policy.from_bytes(data), hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _changes(ws: Workspace, token: str | None) -> Changes | None:
+    """What the workspace's watcher saw change since `token`, asked before the walk (a change
+    during the walk belongs to the next seal); None without a watcher that answers."""
+    source = watchstate.change_source(ws)
+    if source is None:
+        return None
+    try:
+        return source.since(token)
+    except (OSError, TillageError, ValueError):
+        return None  # a watcher that fails to answer is no watcher: walk it all
+
+
 def _walker(
     ws: Workspace,
     writer: ObjectWriter | None,
     *,
     keep_manifest: bool,
     on_progress: ProgressFn | None,
-) -> Walker:
-    """A walk of the folder as it is now, against what the last seal saw of it."""
-    return Walker(
+) -> tuple[Walker, Changes | None, bytes]:
+    """A walk of the folder as it is now, against what the last seal saw of it: only the
+    folders the watcher saw change (and those above them) when it can vouch for them."""
+    index = pathindex.load(ws.store, ws.id)
+    policy, fingerprint = _policy(ws.root)
+    changes = _changes(ws, index.token)
+    visit = None
+    if (
+        changes is not None
+        and changes.dirs is not None
+        and index.token is not None
+        and index.policy == fingerprint
+    ):
+        visit = folders_to_visit(changes.dirs)
+    walker = Walker(
         ws.root,
-        Policy.load(ws.root),
-        pathindex.load(ws.store, ws.id),
+        policy,
+        index,
         writer,
         ws.store.tmp_dir,
         clock.now_ns(),
         keep_manifest=keep_manifest,
         skip_dirs=_store_dirs(ws),
         on_progress=on_progress,
+        visit=visit,
+        store=ws.store,
     )
+    return walker, changes, fingerprint
 
 
 def scan_live(ws: Workspace, *, on_progress: ProgressFn | None = None) -> Capture:
     """Walks the folder computing IDs without storing anything (for diffs against live)."""
-    return _walker(ws, None, keep_manifest=True, on_progress=on_progress).run()
+    walker, _changes_seen, _fingerprint = _walker(
+        ws, None, keep_manifest=True, on_progress=on_progress
+    )
+    return walker.run()
 
 
 def seal(
@@ -79,9 +140,21 @@ def seal(
     on_progress: ProgressFn | None = None,
     manifest_out: dict[str, Entry] | None = None,
 ) -> SnapshotRow:
-    """Seals the folder as it is now and publishes the snapshot; returns it."""
+    """Seals the folder as it is now and publishes the snapshot; returns it (or the head, when
+    nothing changed and `options.skip_unchanged` is set: see seal_result)."""
+    return seal_result(ws, options, on_progress=on_progress, manifest_out=manifest_out).row
+
+
+def seal_result(
+    ws: Workspace,
+    options: SealOptions,
+    *,
+    on_progress: ProgressFn | None = None,
+    manifest_out: dict[str, Entry] | None = None,
+) -> Sealed:
+    """seal(), telling whether a snapshot was added."""
     with workspace_lock(ws):
-        return seal_locked(ws, options, on_progress=on_progress, manifest_out=manifest_out)
+        return seal_result_locked(ws, options, on_progress=on_progress, manifest_out=manifest_out)
 
 
 def seal_locked(
@@ -92,18 +165,35 @@ def seal_locked(
     manifest_out: dict[str, Entry] | None = None,
 ) -> SnapshotRow:
     """seal() for a caller that already holds the workspace lock."""
+    return seal_result_locked(ws, options, on_progress=on_progress, manifest_out=manifest_out).row
+
+
+def seal_result_locked(
+    ws: Workspace,
+    options: SealOptions,
+    *,
+    on_progress: ProgressFn | None = None,
+    manifest_out: dict[str, Entry] | None = None,
+) -> Sealed:
+    """seal_result() for a caller that already holds the workspace lock."""
     store = ws.store
     with store.writer() as writer:
-        walker = _walker(
+        walker, changes, fingerprint = _walker(
             ws, writer, keep_manifest=manifest_out is not None, on_progress=on_progress
         )
         capture = walker.run()
         head = store.head(ws.id)
-        row = _publish(store, ws.id, writer, capture, options, head.id if head else None)
+        if options.skip_unchanged and head is not None and head.tree == capture.root.hex():
+            writer.commit()  # trees the head lacked (none, unless it was sealed otherwise)
+            sealed = Sealed(head, False, capture)
+        else:
+            row = _publish(store, ws.id, writer, capture, options, head.id if head else None)
+            sealed = Sealed(row, True, capture)
     if manifest_out is not None and capture.manifest is not None:
         manifest_out.update(capture.manifest)
-    pathindex.save(store, ws.id, pathindex.PathIndex(capture.rows, capture.dirs))
-    return row
+    token = changes.token if changes is not None else None
+    pathindex.save(store, ws.id, capture.index(token, fingerprint))
+    return sealed
 
 
 def publish_tree(
