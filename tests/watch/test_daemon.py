@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.watch.conftest import WatchTill, daemon_pids, wait_for
 from tillage.workspace import watchstate
@@ -298,3 +301,116 @@ def test_foreground_runs_in_this_process_until_sigterm(wtill: WatchTill, folder:
             proc.wait()
         assert proc.stdout is not None
         proc.stdout.close()
+
+
+@pytest.mark.slow  # waits for one periodic rescan (5 s)
+def test_a_tree_beyond_the_watch_limit_falls_back_to_rescans_and_says_so(
+    wtill: WatchTill, folder: Path
+) -> None:
+    for name in ("a", "b", "c", "d"):
+        (folder / name / "inner").mkdir(parents=True)
+    wtill.extra["TILLAGE_WATCH_MAX_WATCHES"] = "1"  # the root only
+    _watch(wtill, "--debounce-ms", "50")
+    watcher = _status(wtill)["watcher"]
+    assert isinstance(watcher, dict)
+    assert watcher["mode"] == "rescan" and "inotify" in str(watcher["reason"])
+    assert wtill.rpc("tillage.changes_since", {"token": None})["dirs"] is None
+    wtill.settle()
+    before = len(wtill.snapshots())
+    (folder / "c" / "inner" / "late.txt").write_text("no event tells of this")
+
+    def sealed_all() -> bool:
+        snaps = wtill.snapshots()
+        return len(snaps) > before and wtill.json("diff", snaps[0]["id"])["changes"] == []
+
+    wait_for("a periodic rescan to seal the change", sealed_all, timeout=20)
+
+
+def test_seals_through_the_watcher_equal_full_walks_over_random_edits(
+    wtill: WatchTill, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `till snap` that asks the watcher what changed seals the same tree as a walk of
+    everything, over random sequences of edits (files, folders, renames, deletions)."""
+    from tillage.workspace import attach, seal
+
+    rng = random.Random(1234)
+    (folder / "base").mkdir()
+    _watch(wtill, "--debounce-ms", "60000")  # only the explicit snaps seal
+    ws = attach.require_workspace(wtill.home, folder)
+    monkeypatch.setattr(watchstate, "change_source", lambda _ws: None)  # ours walks it all
+    try:
+        for _round in range(8):
+            for _ in range(rng.randint(1, 12)):
+                _random_edit(rng, folder)
+            snap = wtill.json("snap")["snapshot"]
+            full = seal.scan_live(ws)
+            assert seal.snapshot_record(ws.store, snap["id"]).tree == full.root.hex()
+    finally:
+        ws.store.close()
+
+
+def _random_edit(rng: random.Random, folder: Path) -> None:
+    dirs = [p for p in folder.rglob("*") if p.is_dir() and ".tillage" not in p.parts]
+    files = [p for p in folder.rglob("*") if p.is_file() and ".tillage" not in p.parts]
+    choice = rng.randrange(6)
+    if choice == 0 or not files:
+        parent = rng.choice([folder, *dirs])
+        (parent / f"f{rng.randrange(10**6)}.txt").write_text(str(rng.random()))
+    elif choice == 1:
+        rng.choice(files).write_text(str(rng.random()))
+    elif choice == 2:
+        rng.choice(files).unlink()
+    elif choice == 3:
+        parent = rng.choice([folder, *dirs])
+        new = parent / f"d{rng.randrange(10**6)}" / "sub"
+        new.mkdir(parents=True)
+        (new / "x.txt").write_text("x")
+    elif choice == 4 and dirs:
+        victim = rng.choice(dirs)
+        victim.rename(folder / f"moved{rng.randrange(10**6)}")
+    elif dirs:
+        import shutil
+
+        shutil.rmtree(rng.choice(dirs))
+
+
+def test_the_socket_serves_verbs_by_contract_name_with_the_public_error_envelope(
+    wtill: WatchTill, folder: Path
+) -> None:
+    (folder / "a.txt").write_text("a")
+    _watch(wtill)
+    direct = wtill.json("timeline")
+    assert wtill.rpc("timeline.list", {}) == direct
+    try:
+        wtill.rpc("timeline.show", {"id": "zzzzzzzz"})
+    except watchstate.RpcError as err:
+        local = wtill("--json", "show", "zzzzzzzz").error
+        assert err.code == local["code"] and err.data["name"] == local["name"]
+        assert err.data["next"] == local["next"]
+    else:
+        raise AssertionError("an unknown snapshot must be an error")
+    try:
+        wtill.rpc("no.such.verb")
+    except watchstate.RpcError as err:
+        assert err.code == -32601
+    else:
+        raise AssertionError("an unknown method must be an error")
+    sock = watchstate.connect(wtill.home, wtill.workspace_id, 5)
+    with sock, sock.makefile("rb") as reader:
+        sock.sendall(b"this is not json\n")
+        assert json.loads(reader.readline())["error"]["code"] == -32700
+
+
+def test_the_command_line_runs_in_the_daemon_as_it_runs_locally(
+    wtill: WatchTill, folder: Path
+) -> None:
+    import base64
+
+    (folder / "a.txt").write_text("a")
+    _watch(wtill)
+    answer = wtill.rpc(
+        "tillage.cli",
+        {"argv": ["--json", "timeline"], "cwd": str(folder), "env": wtill.env()},
+    )
+    assert answer["exit"] == 0
+    assert json.loads(base64.b64decode(answer["stdout_b64"])) == wtill.json("timeline")

@@ -86,8 +86,14 @@ def watch(ctx: Context, req: WatchRequest) -> WatchResult:
     elif not req.no_daemon:
         from tillage.watch import daemon
 
-        daemon.start(ws.store.home, ws.root, ws.id, req.debounce_ms)
+        running = daemon.start(ws.store.home, ws.root, ws.id, req.debounce_ms)
         watching = True
+        kept = running.get("debounce_ms")
+        if isinstance(kept, int) and kept != req.debounce_ms:
+            notes.append(
+                f"the watcher already running keeps its debounce of {kept} ms "
+                "(`till watch --stop`, then `till watch --debounce-ms N`, changes it)"
+            )
     return WatchResult(
         workspace=str(ws.root),
         head=snapshot_info(head),

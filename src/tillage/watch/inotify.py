@@ -86,8 +86,10 @@ class FolderWatcher:
         on_degraded: Callable[[str], None],
         on_cookie: Callable[[str], None],
         on_batch: Callable[[], None],
+        max_watches: int | None = None,
     ) -> None:
         self.root = root
+        self.max_watches = max_watches  # a test's stand-in for fs.inotify.max_user_watches
         self.skip_dirs = skip_dirs  # absolute paths never watched (the store inside the root)
         self.cookie_dir = cookie_dir
         self.on_change = on_change
@@ -123,6 +125,14 @@ class FolderWatcher:
 
     def _add(self, rel: str) -> bool:
         """Adds a watch on folder `rel`; False when it is gone or unreadable."""
+        if (
+            self.max_watches is not None
+            and len(self._wd_for_rel) >= self.max_watches
+            and rel not in self._wd_for_rel
+        ):
+            raise WatchLimitError(
+                f"the tree has more folders than inotify allows to watch ({self.max_watches})"
+            )
         path = os.fsencode(str(self._abs(rel)))
         wd = inotify_c.inotify_add_watch(self._fd, path, FOLDER_MASK)
         if wd < 0:

@@ -54,6 +54,7 @@ class WatchService:
         debounce_ms: int,
         user_home: Path | None = None,
         on_mode: Callable[[], None] | None = None,
+        max_watches: int | None = None,
     ) -> None:
         self.home = home
         self.root = root
@@ -91,6 +92,7 @@ class WatchService:
             on_degraded=self._degraded,
             on_cookie=self._cookie,
             on_batch=lambda: None,
+            max_watches=max_watches,
         )
         self._loop: threading.Thread | None = None
 

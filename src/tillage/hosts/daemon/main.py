@@ -152,8 +152,16 @@ def _serve(
         doc["foreground"] = foreground
         _write_info(info_path, doc)
 
+    debug = os.environ.get("TILLAGE_WATCH_DEBUG") == "1"
+    limit = os.environ.get("TILLAGE_WATCH_MAX_WATCHES", "") if debug else ""
     service = WatchService(
-        home, root, workspace_id, debounce_ms=debounce_ms, user_home=user_home, on_mode=write_info
+        home,
+        root,
+        workspace_id,
+        debounce_ms=debounce_ms,
+        user_home=user_home,
+        on_mode=write_info,
+        max_watches=int(limit) if limit.isdigit() else None,
     )
     service.start()
     server = Server(
@@ -161,7 +169,7 @@ def _serve(
         sock_path,
         service,
         user_home=user_home,
-        debug_methods=os.environ.get("TILLAGE_WATCH_DEBUG") == "1",
+        debug_methods=debug,
     )
     server.start()
     write_info()
