@@ -24,6 +24,7 @@ VERB_MODULES = (
     "tillage.verbs.rewind",
     "tillage.verbs.store",
     "tillage.verbs.events",
+    "tillage.verbs.hooks",
 )
 
 
@@ -46,6 +47,7 @@ COMMANDS = {
     "rewind": "tillage.verbs.rewind",
     "verify": "tillage.verbs.store",
     "events": "tillage.verbs.events",
+    "hook": "tillage.verbs.hooks",
 }
 
 

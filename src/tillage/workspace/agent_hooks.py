@@ -1,0 +1,207 @@
+"""Agent-turn hooks on disk: sealing an attributed restore point fast, and installing hooks.
+
+A hook runs after every tool call of an agent, so it waits only briefly for a busy workspace
+and seals only when something changed after a tool. Installing writes nothing through a `.claude`
+or `.tillage` that is a symlink, keeps every setting the user had, and writes nothing at all
+when tillage's hooks are already in place (so a second install leaves the file byte-identical).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tillage.core.agent_hooks import (
+    CLAUDE_EVENTS,
+    EVENTS,
+    SettingsShapeError,
+    generic_script,
+    hook_command,
+    json_indent,
+    merge_claude_settings,
+)
+from tillage.core.paths import CONTROL_DIR
+from tillage.platform.fs import atomic_write_at
+from tillage.store.store import SnapshotRow
+from tillage.workspace.attach import Workspace
+from tillage.workspace.errors import UnsafeControlDirError
+from tillage.workspace.hook_errors import InvalidAgentSettingsError, UnsafeSettingsDirError
+from tillage.workspace.seal import SealOptions, seal_locked, workspace_lock
+
+# How long a hook waits for another tillage process (the watcher sealing, a rewind) to let go of
+# the workspace before it answers `busy`: long enough for a seal of an ordinary workspace, short
+# enough that the agent never notices.
+HOOK_LOCK_TIMEOUT = 2.0
+
+CLAUDE_DIR = ".claude"
+CLAUDE_SETTINGS = "settings.json"
+HOOKS_DIR = "hooks"
+
+
+@dataclass(frozen=True)
+class HookSeal:
+    """What a hook sealed: the snapshot (the unchanged head when nothing changed after a tool,
+    or None on an empty timeline) and whether it is new."""
+
+    snapshot: SnapshotRow | None
+    sealed: bool
+
+
+def seal_hook(ws: Workspace, options: SealOptions) -> HookSeal:
+    """Seals an attributed restore point; `busy` after HOOK_LOCK_TIMEOUT seconds of waiting."""
+    with workspace_lock(ws, timeout=HOOK_LOCK_TIMEOUT):
+        before = ws.store.head(ws.id)
+        row = seal_locked(ws, options)
+    sealed = before is None or row.id != before.id
+    return HookSeal(snapshot=row, sealed=sealed)
+
+
+def till_command() -> tuple[str, ...]:
+    """How a hook calls this same tillage: the `till` script installed beside the running
+    interpreter (an absolute path, so no PATH or virtualenv is needed), else the interpreter
+    with `-m tillage`."""
+    python = Path(sys.executable).absolute()
+    script = python.parent / "till"
+    if script.is_file() and os.access(script, os.X_OK):
+        return (str(script),)
+    return (str(python), "-m", "tillage")
+
+
+def _open_dir(parent_fd: int, name: str, where: Path, *, control: bool) -> int:
+    """Opens (creating) the folder `name` below `parent_fd`, never through a symlink."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(name, 0o755, dir_fd=parent_fd)
+    try:
+        return os.open(name, flags, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+    path = where / name
+    kind = "a symlink" if path.is_symlink() else "not a folder"
+    message = f"{path} is {kind}: tillage will not write through it"
+    if control:
+        raise UnsafeControlDirError(message, details={"path": str(path)})
+    raise UnsafeSettingsDirError(message, details={"path": str(path)})
+
+
+def _read_at(dir_fd: int, name: str, where: Path) -> bytes | None:
+    """The file's bytes, None when it does not exist; refuses a symlink or a non-file."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a file"
+        raise UnsafeSettingsDirError(
+            f"{where / name} is {kind}: tillage will not replace it",
+            details={"path": str(where / name)},
+        )
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _open_root(ws: Workspace) -> int:
+    return os.open(ws.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def install_claude_code(ws: Workspace, till: tuple[str, ...]) -> list[str]:
+    """Merges tillage's hooks into `<workspace>/.claude/settings.json`; returns the paths
+    written (none when they were already there)."""
+    root = str(ws.root)
+    commands = {name: hook_command(till, root, event) for name, event in CLAUDE_EVENTS.items()}
+    folder = ws.root / CLAUDE_DIR
+    path = folder / CLAUDE_SETTINGS
+    root_fd = _open_root(ws)
+    try:
+        dir_fd = _open_dir(root_fd, CLAUDE_DIR, ws.root, control=False)
+    finally:
+        os.close(root_fd)
+    try:
+        old = _read_at(dir_fd, CLAUDE_SETTINGS, folder)
+        doc = _parse_settings(old, path) if old is not None else {}
+        try:
+            merged = merge_claude_settings(doc, commands)
+        except SettingsShapeError as exc:
+            raise InvalidAgentSettingsError(
+                f"{path}: {exc}; it was left untouched", details={"path": str(path)}
+            ) from None
+        if old is not None and merged == doc:
+            return []
+        indent = json_indent(old.decode("utf-8")) if old is not None else "  "
+        text = json.dumps(merged, indent=indent, ensure_ascii=False) + "\n"
+        atomic_write_at(dir_fd, CLAUDE_SETTINGS, text.encode("utf-8"))
+        return [str(path)]
+    finally:
+        os.close(dir_fd)
+
+
+def _parse_settings(data: bytes, path: Path) -> dict[str, object]:
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidAgentSettingsError(
+            f"{path} is not valid JSON ({exc}); it was left untouched",
+            details={"path": str(path)},
+        ) from None
+    if not isinstance(doc, dict):
+        raise InvalidAgentSettingsError(
+            f"{path} is not a JSON object; it was left untouched", details={"path": str(path)}
+        )
+    return doc
+
+
+def install_generic(ws: Workspace, till: tuple[str, ...]) -> list[str]:
+    """Writes executable `pre-turn`, `post-tool` and `turn-end` scripts into
+    `<workspace>/.tillage/hooks/`; returns the paths written (none already up to date)."""
+    root_fd = _open_root(ws)
+    try:
+        control_fd = _open_dir(root_fd, CONTROL_DIR, ws.root, control=True)
+    finally:
+        os.close(root_fd)
+    try:
+        hooks_fd = _open_dir(control_fd, HOOKS_DIR, ws.root / CONTROL_DIR, control=True)
+    finally:
+        os.close(control_fd)
+    folder = ws.root / CONTROL_DIR / HOOKS_DIR
+    written: list[str] = []
+    try:
+        for event in EVENTS:
+            script = generic_script(till, str(ws.root), event).encode("utf-8")
+            if _up_to_date(hooks_fd, event, script, folder):
+                continue
+            atomic_write_at(hooks_fd, event, script, mode=0o755)
+            _make_executable(hooks_fd, event)
+            written.append(str(folder / event))
+    finally:
+        os.close(hooks_fd)
+    return written
+
+
+def _make_executable(dir_fd: int, name: str) -> None:
+    """Sets the script's mode to 0755 whatever the umask (through an fd: never a symlink)."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        os.fchmod(fd, 0o755)
+    finally:
+        os.close(fd)
+
+
+def _up_to_date(dir_fd: int, name: str, script: bytes, folder: Path) -> bool:
+    current = _read_at(dir_fd, name, folder)
+    if current != script:
+        return False
+    mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    return mode & 0o111 == 0o111
