@@ -414,3 +414,48 @@ def test_the_command_line_runs_in_the_daemon_as_it_runs_locally(
     )
     assert answer["exit"] == 0
     assert json.loads(base64.b64decode(answer["stdout_b64"])) == wtill.json("timeline")
+
+
+def test_a_storm_that_never_goes_quiet_is_still_sealed(wtill: WatchTill, folder: Path) -> None:
+    import threading
+
+    _watch(wtill, "--debounce-ms", "100")  # quiet never comes; the cap is 2 s
+    before = len(wtill.snapshots())
+    stop = threading.Event()
+
+    def storm() -> None:
+        i = 0
+        while not stop.is_set():
+            (folder / "storm.txt").write_text(str(i))
+            i += 1
+            time.sleep(0.01)
+
+    writer = threading.Thread(target=storm)
+    writer.start()
+    try:
+        wait_for("a seal during the storm", lambda: len(wtill.snapshots()) > before, 10)
+        assert writer.is_alive()
+    finally:
+        stop.set()
+        writer.join()
+
+
+def test_a_moved_folder_is_watched_under_its_new_name(wtill: WatchTill, folder: Path) -> None:
+    (folder / "old" / "deep").mkdir(parents=True)
+    (folder / "dest").mkdir()
+    _watch(wtill, "--debounce-ms", "60000")
+    token = wtill.rpc("tillage.changes_since", {"token": None})["token"]
+    (folder / "old").rename(folder / "dest" / "new")
+    answer = wtill.rpc("tillage.changes_since", {"token": token})
+    assert {"", "dest"} <= set(answer["dirs"])  # both parents
+    token = answer["token"]
+    (folder / "dest" / "new" / "deep" / "f.txt").write_text("inside the moved tree")
+    assert wtill.rpc("tillage.changes_since", {"token": token})["dirs"] == ["dest/new/deep"]
+    token = wtill.rpc("tillage.changes_since", {"token": token})["token"]
+    (folder / "dest" / "new").rename(folder / "gone")
+    import shutil
+
+    shutil.rmtree(folder / "gone")
+    (folder / "dest" / "after.txt").write_text("x")
+    dirs = set(wtill.rpc("tillage.changes_since", {"token": token})["dirs"])
+    assert {"", "dest"} <= dirs <= {"", "dest", "gone", "gone/deep"}  # gone: briefly there

@@ -255,7 +255,10 @@ class FolderWatcher:
             except OSError:
                 return
             events = list(inotify_c.InotifyFD._parse_event_buffer(buf))
-            self.handle(events)
+            try:
+                self.handle(events)
+            except Exception as exc:  # a hint gone wrong must not end the watching
+                self.on_lost(f"an event could not be handled ({type(exc).__name__}: {exc})")
             self.on_batch()
 
     # -- events ---------------------------------------------------------------------------
