@@ -170,3 +170,26 @@ def test_repair_brings_back_a_snapshot_whose_log_line_was_destroyed(
     (folder / "n.txt").write_text("changed again\n")
     rewind(till, ids[-1])
     assert manifest(folder) == live
+
+
+def test_repair_drops_a_log_line_edited_in_place_instead_of_replaying_it(
+    till: Till, folder: Path
+) -> None:
+    """A line that still parses but lost a field (a key renamed in place) is damage: a repair
+    drops it, re-publishes what it named from the packs, and every command works after."""
+    ids = _snapshots(till, folder)
+    live = manifest(folder)
+    lines = log_path(till.home).read_bytes().splitlines(keepends=True)
+    assert b'"files"' in lines[-1]
+    lines[-1] = lines[-1].replace(b'"files"', b'"filez"', 1)
+    log_path(till.home).write_bytes(b"".join(lines))
+    remove_index(till.home)
+
+    verify_store(till, "--repair")
+    for args in (("status",), ("timeline",), ("events",)):
+        run = till("--json", *args)
+        assert run.code == 0 and "Traceback" not in run.stderr, (args, run)
+    assert {s["id"] for s in till.json("timeline")["snapshots"]} >= set(ids)
+    rewind(till, ids[-1])
+    assert manifest(folder) == live
+    assert verify_store(till)["ok"] is True

@@ -12,12 +12,15 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tillage.core.ids import log_link
 from tillage.errors import IntegrityError
 from tillage.platform import failpoints
 from tillage.platform.fs import atomic_write, fsync_dir, raise_if_disk_full
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 GENESIS = "0" * 64
 
@@ -93,8 +96,10 @@ class PublicationLog:
         return None
 
     def salvage(self) -> tuple[int, int]:
-        """Rewrites the log as a fresh chain of every line that still parses; returns
-        (kept, dropped). The caller holds the publish lock. A damaged line is dropped; the
+        """Rewrites the log as a fresh chain of every line that still parses and whose own hash
+        still holds (its content is what was written; only its link to a dropped predecessor
+        may be broken); returns (kept, dropped). The caller holds the publish lock. A damaged
+        line is dropped; the
         lines after it keep their facts under new hashes (INV-6), and their `seq`, which is an
         event's cursor (`till events --after`): a reader's cursor means the same after a repair.
         A seq that no longer increases (damage) becomes the one after its predecessor."""
@@ -106,10 +111,13 @@ class PublicationLog:
                     continue
                 try:
                     doc = json.loads(line)
-                    seq = doc.get("seq")
+                    seq, at_ns, kind, body = doc["seq"], doc["at"], doc["kind"], doc["body"]
+                    own = log_link(str(doc["prev"]), _canonical(seq, at_ns, kind, body))
+                    if own != doc["hash"] or not isinstance(body, dict):
+                        raise ValueError("the line's own hash does not hold: edited or damaged")
                     last = kept[-1][0] if kept else 0
                     seq = seq if type(seq) is int and seq > last else last + 1
-                    kept.append((seq, int(doc["at"]), str(doc["kind"]), dict(doc["body"])))
+                    kept.append((seq, int(at_ns), str(kind), body))
                 except (ValueError, KeyError, TypeError, AttributeError):
                     dropped += 1
         out, prev = [], GENESIS
