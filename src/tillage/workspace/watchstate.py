@@ -18,13 +18,12 @@ import socket
 import stat
 import threading
 
-from tillage.core.changes import Changes, ChangeSource
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    from tillage.core.changes import Changes, ChangeSource
     from tillage.workspace.attach import Workspace
 
 # Watchers running in this process (the daemon), by workspace ID: a seal in the same process
@@ -201,6 +200,8 @@ class SocketChangeSource:
         self.timeout = timeout
 
     def since(self, token: str | None) -> Changes:
+        from tillage.core.changes import Changes  # dataclasses: not on every CLI start
+
         try:
             result = call(
                 self.home,
