@@ -5,9 +5,21 @@ Each kind of object has its own ID type; a TreeId is never accepted where a Chun
 
 from __future__ import annotations
 
-from typing import NewType
-
 from blake3 import blake3
+
+# `typing` costs 2 ms at import, and `till` starts hundreds of times a session: the ID types
+# exist for the type checker; at run time NewType is the identity, as typing's own is.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NewType
+else:
+
+    def NewType(_name, _tp):  # noqa: N802 - stands in for typing.NewType
+        return _identity
+
+    def _identity(value):
+        return value
+
 
 ChunkId = NewType("ChunkId", bytes)
 BlobId = NewType("BlobId", bytes)

@@ -13,10 +13,8 @@ import json
 import os
 import sqlite3
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tillage.core.format import FORMAT_VERSION, PACK_TARGET_BYTES
 from tillage.errors import IntegrityError
@@ -34,6 +32,13 @@ from tillage.store.packs import (
     scan_pack,
 )
 from tillage.store.publog import GENESIS, LogRecord, PublicationLog
+
+# The command line opens a store on most calls: what only the type checker or a seal's
+# compression pool needs is not imported at start-up.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+    from typing import Any
 
 
 @dataclass(frozen=True)
@@ -536,6 +541,8 @@ class ObjectWriter:
         if not batch:
             return
         if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tillage-zstd")
         self._inflight.append((batch, self._pool.submit(_encode_batch, batch)))
         if len(self._inflight) > self.WINDOW:

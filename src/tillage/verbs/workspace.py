@@ -212,13 +212,13 @@ class StatusResult:
 
 
 def status(ctx: Context, req: StatusRequest) -> StatusResult:
-    from tillage.workspace.seal import snapshot_record
-
     ws = ctx.workspace
     head = ws.store.head(ws.id)
     watcher = _watcher_info(ws)
     fidelity = None
     if req.fidelity:
+        from tillage.workspace.seal import snapshot_record  # the seal's imports cost 10 ms
+
         notes = snapshot_record(ws.store, head.id).fidelity if head else ()
         fidelity = tuple(FidelityInfo(n.path, "partial", n.reason) for n in notes)
     return StatusResult(

@@ -411,22 +411,26 @@ class _Terminated(KeyboardInterrupt):
 
 
 def _terminate_as_interrupt() -> Any:
-    import signal
-
     def handler(_signum: int, _frame: Any) -> None:
         raise _Terminated
 
     try:
-        return signal.signal(signal.SIGTERM, handler)
+        return _sigterm(handler)
     except ValueError:  # not the main thread (the library calling main): leave signals alone
         return None
 
 
 def _restore_signal(previous: Any) -> None:
     if previous is not None:
-        import signal
+        _sigterm(previous)
 
-        signal.signal(signal.SIGTERM, previous)
+
+def _sigterm(handler: Any) -> Any:
+    """Sets SIGTERM's handler, returning the one it replaces (through `_signal`: `signal`
+    itself builds enums at import, half a millisecond of every call)."""
+    import _signal  # type: ignore[import-not-found]
+
+    return _signal.signal(_signal.SIGTERM, handler)
 
 
 def interrupted_output(json_mode: bool, *, terminated: bool) -> tuple[int, bytes, bytes]:
