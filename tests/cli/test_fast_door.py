@@ -497,3 +497,32 @@ def test_a_stale_socket_gives_the_local_answer_promptly(
     assert (run.returncode, run.stdout, run.stderr) == (here.returncode, here.stdout, here.stderr)
     status = script(till, "--json", "status")
     assert json.loads(status.stdout)["watching"] is False
+
+
+needs_hook = pytest.mark.skipif(
+    verb_for_command("hook") is None, reason="the `hook` verb is not registered yet"
+)
+
+
+@needs_watcher
+@needs_hook
+def test_a_hook_through_the_watcher_reads_the_harness_payload_and_never_exits_2(
+    till: Till, watched: dict[str, Any], folder: Path
+) -> None:
+    payload = {"session_id": "s-1", "hook_event_name": "PostToolUse", "tool_name": "Edit"}
+    (folder / "edited.txt").write_text("by the agent")
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", str(SCRIPT), "--json", "hook", "post-tool"],
+        cwd=folder,
+        env=_env(till),
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert took_socket(run) and run.returncode == 0, run.stderr[-2000:]
+    doc = json.loads(run.stdout)
+    assert doc["snapshot"]["session"] == "s-1"
+    assert doc["snapshot"]["trigger"] == "hook"
+    bad = script(till, "--json", "hook", "post-tool", "--no-such-flag", importtime=True)
+    assert took_socket(bad)
+    assert bad.returncode == 1 and json.loads(bad.stdout)["error"]["name"] == "usage"
