@@ -31,7 +31,7 @@ from tests.helpers import make_project
 
 from tillage.core.paths import CONTROL_DIR
 from tillage.hosts.cli import fast, where
-from tillage.hosts.cli.main import run_served
+from tillage.hosts.cli.main import NotServableError, run_served
 from tillage.verbs.registry import COMMANDS, verb_for_command
 from tillage.workspace import attach, watchstate
 
@@ -526,3 +526,37 @@ def test_a_hook_through_the_watcher_reads_the_harness_payload_and_never_exits_2(
     bad = script(till, "--json", "hook", "post-tool", "--no-such-flag", importtime=True)
     assert took_socket(bad)
     assert bad.returncode == 1 and json.loads(bad.stdout)["error"]["name"] == "usage"
+
+
+def test_run_served_refuses_a_caller_in_another_time_zone(till: Till) -> None:
+    # Local times are process-wide (TZ): the watcher cannot print another zone's, so it
+    # answers an error and the console script runs the command itself.
+    other = "UTC0" if os.environ.get("TZ") != "UTC0" else "EST5"
+    with pytest.raises(NotServableError):
+        run_served(["--json", "timeline"], str(till.cwd), {**_env(till), "TZ": other}, None)
+
+
+@needs_watcher
+def test_concurrent_calls_through_the_watcher_each_get_their_own_answer(
+    till: Till, watched: dict[str, Any]
+) -> None:
+    cases = [["--json", "timeline"], ["--json", "show", watched["first"]], ["show", "abcdef12"]]
+    expected = [local(till, *args) for args in cases]
+    procs = [
+        (
+            n,
+            subprocess.Popen(
+                [str(SCRIPT), *cases[n % 3]],
+                cwd=till.cwd,
+                env=_env(till),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            ),
+        )
+        for n in range(12)
+    ]
+    for n, proc in procs:
+        out, err = proc.communicate(timeout=60)
+        want = expected[n % 3]
+        assert (proc.returncode, out, err) == (want.returncode, want.stdout, want.stderr)
