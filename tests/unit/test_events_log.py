@@ -144,13 +144,15 @@ def test_repair_keeps_each_surviving_record_s_seq_and_a_follower_carries_on(
     assert [r.seq for r in follower.records()] == [31]
 
 
-def test_salvage_renumbers_only_a_seq_that_no_longer_increases(tmp_path: Path) -> None:
+def test_salvage_drops_a_line_whose_seq_was_damaged_and_keeps_every_other_cursor(
+    tmp_path: Path,
+) -> None:
     log = PublicationLog(tmp_path / "publication.log")
     lines = _write_log(log.path, 5)
     bad = lines[2].replace(b'"seq":3', b'"seq":1')
     log.path.write_bytes(b"".join([*lines[:2], bad, *lines[3:]]))
-    log.salvage()
-    assert _seqs_after(log, 0) == [1, 2, 3, 4, 5]
+    assert log.salvage() == (4, 1)
+    assert _seqs_after(log, 0) == [1, 2, 4, 5]
 
 
 def test_facts_and_events_are_refused_as_appended_kinds() -> None:
