@@ -69,8 +69,10 @@ def connect(path: Path) -> sqlite3.Connection:
     with public_errors(path):
         conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         # Before any table exists: a new index gives freed pages back (the path index blob is
-        # rewritten by every seal).
-        conn.execute("PRAGMA auto_vacuum=FULL")
+        # rewritten by every seal). Only then: on an existing index the pragma writes a page,
+        # and a read-only call (`till status`) must write nothing.
+        if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+            conn.execute("PRAGMA auto_vacuum=FULL")
         conn.executescript(
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;"
             "PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768;"
