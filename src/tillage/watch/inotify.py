@@ -228,12 +228,22 @@ class FolderWatcher:
                 os.close(fd)
 
     def reload_policy(self) -> None:
-        """Re-reads `.tillagepolicy` and re-prunes the watches from scratch."""
+        """Re-reads `.tillagepolicy` and re-prunes the watches: folders it now excludes lose
+        theirs, folders it no longer excludes gain one. Every other folder keeps its watch
+        (and its descriptor), so an event already queued for it is not lost."""
         with self._lock:
             self.policy = Policy.load(self.root)
-            self._drop_tree("")
-            self.degraded = None
+            if self.degraded is not None:
+                self._drop_tree("")  # start again: the tree may fit the limit now
+                self.degraded = None
+            for rel in sorted(self._wd_for_rel):
+                if rel in self._wd_for_rel and self._excluded_here_or_above(rel):
+                    self._drop_tree(rel)
             self.add_tree("", note=False)
+
+    def _excluded_here_or_above(self, rel: str) -> bool:
+        parts = rel.split("/")
+        return any(self._excluded("/".join(parts[: n + 1]), True) for n in range(len(parts)))
 
     def _run(self) -> None:
         poller = select.poll()
@@ -272,6 +282,9 @@ class FolderWatcher:
                     self.on_lost("the inotify event queue overflowed")
                     continue
                 if wd == self._cookie_wd:
+                    if reload:  # every change before the cookie is answered, a reload too
+                        self._policy_changed()
+                        reload = False
                     if mask & IN_CREATE:
                         self.on_cookie(os.fsdecode(raw_name))
                     continue
@@ -303,6 +316,9 @@ class FolderWatcher:
                 elif is_dir and mask & (IN_CREATE | IN_MOVED_TO):
                     self._drop_tree(rel)
                     self.add_tree(rel, note=True)
-        if reload:
-            self.reload_policy()
-            self.on_lost("the workspace policy (.tillagepolicy) changed")
+            if reload:
+                self._policy_changed()
+
+    def _policy_changed(self) -> None:
+        self.reload_policy()
+        self.on_lost("the workspace policy (.tillagepolicy) changed")
