@@ -215,6 +215,9 @@ class Contract(Generic[Req, Res]):
     # A verb that also takes a document on stdin (a harness's hook payload) names the request
     # field it goes to; the host reads stdin only when it is not a terminal, with a deadline.
     stdin_param: str | None = None
+    # What a door that is a process of its own runs once the reply is printed (settings,
+    # request, result): `watch --foreground` becomes the watcher. Other doors never call it.
+    after_reply: Callable[[Any, Req, Res], None] | None = None
 
     def params(self) -> list[Param]:
         """Returns the params derived from the request dataclass."""

@@ -34,6 +34,9 @@ class Settings:
     agent: str | None = None
     debug: bool = False
     user_home: Path | None = None
+    # The door is a process of its own that may keep running after its reply (a command line
+    # in a terminal), not a call served for someone else or a library caller's process.
+    own_process: bool = False
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from tillage.errors import BusyError, InvalidArgumentError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
@@ -46,6 +47,8 @@ class WatchResult:
     snapshots: int
     note: str | None
     policy_problems: tuple[PolicyProblemInfo, ...]
+    # With --stop: true when it stopped a running watcher, false when none ran; else null.
+    stopped: bool | None = None
 
 
 def watch(ctx: Context, req: WatchRequest) -> WatchResult:
@@ -59,8 +62,13 @@ def watch(ctx: Context, req: WatchRequest) -> WatchResult:
         raise InvalidArgumentError("--no-daemon, --foreground and --stop exclude each other")
     if req.stop:
         return _stop_watching(ctx)
-    if req.foreground:
-        _refuse_foreground_here()
+    if req.foreground and not ctx.settings.own_process:
+        from tillage.errors import UnavailableError
+
+        raise UnavailableError(
+            "--foreground runs the watcher in the calling process, which this door cannot do",
+            next_step="run `till watch --foreground` in a terminal, or `till watch`",
+        )
     found = attach(ctx.settings.home, ctx.settings.folder, ctx.settings.user_home)
     ws = found.workspace
     if req.foreground:
@@ -80,7 +88,6 @@ def watch(ctx: Context, req: WatchRequest) -> WatchResult:
         )
     watching = _watching(ws)
     if req.foreground:
-        _run_foreground_after_reply(ws, req.debounce_ms)
         watching = True
         notes.append("the watcher runs in this terminal until Ctrl-C")
     elif not req.no_daemon:
@@ -130,22 +137,9 @@ def _stop_watching(ctx: Context) -> WatchResult:
         resumed=False,
         snapshots=ws.store.snapshot_count(ws.id),
         note="stopped the background watcher" if stopped else "no watcher was running",
+        stopped=stopped,
         policy_problems=(),
     )
-
-
-def _refuse_foreground_here() -> None:
-    """A foreground watcher replaces the process after its reply is printed: only the main
-    thread of a command-line process may ask for it (not a call served by the daemon)."""
-    import threading
-
-    from tillage.errors import UnavailableError
-
-    if threading.current_thread() is not threading.main_thread():
-        raise UnavailableError(
-            "--foreground runs the watcher in the calling process, which this door cannot do",
-            next_step="run `till watch --foreground` in a terminal, or `till watch`",
-        )
 
 
 def _refuse_second_watcher(ws: Any) -> None:
@@ -159,14 +153,14 @@ def _refuse_second_watcher(ws: Any) -> None:
         )
 
 
-def _run_foreground_after_reply(ws: Any, debounce_ms: int) -> None:
-    """Once the reply is printed and the command returns, the process becomes the watcher
-    (same pid): the host prints, then the interpreter's exit runs this."""
-    import atexit
-
+def _become_the_watcher(settings: Any, req: WatchRequest, result: WatchResult) -> None:
+    """After `watch --foreground`'s reply is printed, this process becomes the watcher (same
+    pid, same terminal) until Ctrl-C or SIGTERM."""
+    if not req.foreground:
+        return
     from tillage.watch import daemon
 
-    atexit.register(daemon.exec_foreground, ws.store.home, ws.root, debounce_ms)
+    daemon.exec_foreground(settings.home, Path(result.workspace), req.debounce_ms)
 
 
 @dataclass(frozen=True)
@@ -322,6 +316,7 @@ VERBS = (
                 BusyError,
             ),
             event="sealed",
+            after_reply=_become_the_watcher,
             doc="Attach this folder (if needed), seal a complete snapshot of it and start the "
             "background watcher, which seals after the folder has been quiet for the debounce "
             "(--stop stops it; --no-daemon seals once; --foreground watches in this process).",

@@ -43,7 +43,17 @@ class IO:
     `cwd` is None when this process's working folder no longer exists.
     """
 
-    __slots__ = ("cwd", "env", "stderr", "stderr_tty", "stdin", "stdin_tty", "stdout", "stdout_tty")
+    __slots__ = (
+        "cwd",
+        "env",
+        "own_process",
+        "stderr",
+        "stderr_tty",
+        "stdin",
+        "stdin_tty",
+        "stdout",
+        "stdout_tty",
+    )
 
     def __init__(
         self,
@@ -56,7 +66,9 @@ class IO:
         stdin_tty: bool = False,
         stdout_tty: bool = False,
         stderr_tty: bool = False,
+        own_process: bool = False,
     ) -> None:
+        self.own_process = own_process
         self.cwd = cwd
         self.env = env
         self.stdin = stdin
@@ -321,6 +333,7 @@ def process_io() -> IO:
         stdin_tty=_isatty(stdin),
         stdout_tty=_isatty(stdout),
         stderr_tty=_isatty(stderr),
+        own_process=True,
     )
 
 
@@ -519,6 +532,7 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
         agent=env.get("TILLAGE_AGENT") or None,
         debug=bool(ns.debug),
         user_home=Path(home) if home is not None else None,
+        own_process=io.own_process,
     )
     values = {p.name: getattr(ns, p.name) for p in verb.contract.params()}
     field = verb.contract.stdin_param
@@ -563,6 +577,9 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
 
         colour = wanted(ns.color, is_tty=io.stdout_tty, env=env, json_mode=json_mode)
         call.out.write(render(verb.contract.name, wire, now=_now(env), style=Style(colour)))
+    if verb.contract.after_reply is not None and io.own_process:
+        call.out.flush()
+        verb.contract.after_reply(settings, request, result)
     status = getattr(result, "exit_status", None)
     return int(status()) if callable(status) else EXIT_OK
 
