@@ -205,6 +205,17 @@ def _snap(page: Page) -> None:
 
 def _watch(page: Page) -> None:
     workspace = page.take("workspace")
+    stopped = page.take("stopped")
+    if stopped is not None:  # `till watch --stop`
+        page.used.update(("head", "watching", "attached_now", "resumed", "snapshots", "note"))
+        page.used.add("policy_problems")
+        if stopped:
+            head = page.ref(page.doc.get("head"))
+            page.add(f"Stopped the watcher of {workspace}; the head is {head}.")
+        else:
+            page.add(f"No watcher was running for {workspace}.")
+        page.next("To watch again, run:", "till watch")
+        return
     if page.take("attached_now"):
         page.add(f"Attached {workspace}")
     page.add("Sealed " + page.snap("head"))
@@ -217,6 +228,41 @@ def _watch(page: Page) -> None:
     _policy(page)
 
 
+def _hook(page: Page) -> None:
+    event = page.take("event")
+    installed = page.take("installed") or []
+    sealed = page.take("sealed")
+    snapshot = page.take("snapshot")
+    note = page.take("note")
+    page.used.update(("workspace", "agent", "turn", "session", "tool"))
+    if event == "install":
+        if installed:
+            page.add(f"Installed tillage's hooks ({units.count(len(installed), 'file')}):")
+            page.add(*(f"  {p}" for p in installed))
+        else:
+            page.add("tillage's hooks were already installed; nothing was written.")
+    elif sealed:
+        page.add("Sealed " + snapshot_line(snapshot, page.now, page.style))
+    elif isinstance(snapshot, dict):
+        page.add("Nothing changed since " + page.ref(snapshot) + "; no snapshot added.")
+    elif note:  # nothing was sealed and there is no head: the folder is not attached
+        page.add(f"Note: {note}")
+
+
+def _watcher_line(watching: Any, watcher: Any) -> str:
+    """`on (pid 123, inotify, seals 500 ms after the last change)`, or why it rescans."""
+    if not watching:
+        return "off: `till watch` starts it (or seal with `till snap`)"
+    if not isinstance(watcher, dict):
+        return "on"
+    how = f"pid {watcher.get('pid')}"
+    if watcher.get("foreground"):
+        how += ", in a terminal"
+    if watcher.get("mode") == "rescan":
+        return f"on ({how}), rescanning periodically: {watcher.get('reason')}"
+    return f"on ({how}, seals {watcher.get('debounce_ms')} ms after the last change)"
+
+
 def _status(page: Page) -> None:
     page.take("attached")
     page.take("id")
@@ -224,13 +270,14 @@ def _status(page: Page) -> None:
     store = page.take("store") or {}
     count = page.take("snapshots")
     watching = page.take("watching")
+    watcher = page.take("watcher")
     page.fields(
         [
             ("Workspace", str(page.take("workspace"))),
             ("Head", head or "no snapshot yet: seal one with `till snap`"),
             ("Timeline", units.count(int(count or 0), "snapshot") + "  (`till timeline`)"),
             ("Store", f"{units.size(int(store.get('bytes') or 0))} in {store.get('path')}"),
-            ("Watcher", "on" if watching else "off: seal with `till snap`"),
+            ("Watcher", _watcher_line(watching, watcher)),
         ]
     )
     fidelity = page.take("fidelity")
@@ -428,6 +475,7 @@ RENDERERS: dict[str, Callable[[Page], None]] = {
     "timeline.pin": _pin,
     "timeline.unpin": _unpin,
     "workspace.watch": _watch,
+    "agent.hook": _hook,
     "workspace.status": _status,
     "workspace.forget": _forget,
     "workspace.rewind": _rewind,
