@@ -197,7 +197,7 @@ def cat(ctx: Context, req: CatRequest) -> CatResult:
     ws = ctx.workspace
     path = parse(req.path)
     row = resolve(ws, req.id)
-    entry = flatten(ws.store, bytes.fromhex(row.tree)).get(path)
+    entry = flatten(ws.store, bytes.fromhex(row.tree), (path,)).get(path)
     if entry is None:
         raise PathNotInSnapshotError(f"{echo(path)} is not in snapshot {row.id[:12]}")
     if entry.kind is EntryKind.SYMLINK:

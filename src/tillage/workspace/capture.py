@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from tillage.core.models import (
     FidelityNote,
     is_hole,
 )
-from tillage.core.paths import CONTROL_DIR, fs_decode, fs_encode, join
+from tillage.core.paths import CONTROL_DIR, fs_encode, join
 from tillage.core.progress import Progress, ProgressFn
 from tillage.errors import TillageError
 from tillage.store.store import ObjectWriter, Store
@@ -54,6 +55,7 @@ from tillage.workspace.sqlite_image import (
     is_sqlite_header,
     sidecar_base,
 )
+from tillage.workspace.trees import flatten, reaches
 
 # A file modified this close to the start of a capture may change again within the file
 # system's timestamp granularity without its facts changing: it is re-read next time. Linux
@@ -148,6 +150,7 @@ class Walker:
         skip_dirs: frozenset[str] = frozenset(),
         visit: frozenset[str] | None = None,
         store: Store | None = None,
+        manifest_scopes: Sequence[str] | None = None,
     ) -> None:
         self.root = root
         self.policy = policy
@@ -160,6 +163,9 @@ class Walker:
         self.visit = None if visit is None else visit | folders_to_visit(previous.links)
         # Where the trees of skipped folders are read when a manifest is kept.
         self.trees = store if store is not None else writer.store if writer is not None else None
+        # With scopes, a kept manifest need only be whole within them and along the way there
+        # (a `--paths` rewind): skipped folders elsewhere are not read back from the store.
+        self.manifest_scopes = manifest_scopes
         # Whether the folder being walked is the one the previous index recorded at its path,
         # so that its unchanged subfolders may be skipped.
         self.vouched = False
@@ -404,13 +410,14 @@ class Walker:
         tid = self.previous_dirs.get(path)
         if tid is None:
             return None
-        if self.result.manifest is not None:
+        if self.result.manifest is not None and reaches(path, self.manifest_scopes):
             if self.trees is None:
                 return None
             try:
-                self.result.manifest.update(_stored_entries(self.trees, path, tid))
+                stored = flatten(self.trees, tid, self.manifest_scopes, prefix=path)
             except TillageError:
                 return None
+            self.result.manifest.update(stored)
         files, size, xattrs, *_facts = known
         self.skipped.add(path)
         self.result.files += files
@@ -610,20 +617,6 @@ class Walker:
 
     def _note(self, path: str, reason: str) -> None:
         self.result.notes.append(FidelityNote(path, reason))
-
-
-def _stored_entries(store: Store, rel: str, tid: bytes) -> dict[str, Entry]:
-    """Every entry below the stored tree `tid` of folder `rel`, by workspace path."""
-    out: dict[str, Entry] = {}
-    stack = [(rel, tid)]
-    while stack:
-        folder, tree = stack.pop()
-        for entry in codec.decode_tree(store.read(tree)):
-            path = join(folder, fs_decode(entry.name))
-            out[path] = entry
-            if entry.kind is EntryKind.DIR:
-                stack.append((path, entry.content))
-    return out
 
 
 def is_racy(mtime_ns: int, ctime_ns: int, now_ns: int) -> bool:

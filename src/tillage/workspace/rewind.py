@@ -96,8 +96,8 @@ def normalize_scopes(paths: tuple[str, ...] | None) -> list[str] | None:
 
 def preview(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> RewindOutcome:
     """Returns what a rewind would change, touching nothing (`--dry-run`)."""
-    live = scan_live(ws).manifest or {}
-    want = flatten(ws.store, bytes.fromhex(target.tree))
+    live = scan_live(ws, scopes=scopes).manifest or {}
+    want = flatten(ws.store, bytes.fromhex(target.tree), scopes)
     live = outside_policy(live, snapshot_policy(ws.store, want))
     planned = plan_actions(live, want, scopes)
     return RewindOutcome(
@@ -119,8 +119,10 @@ def apply(
             ws,
             SealOptions(trigger="pre_rewind", label=f"before rewind to {target.id[:12]}"),
             manifest_out=current,
+            manifest_scopes=scopes,
         )
-        want = flatten(ws.store, bytes.fromhex(target.tree))
+        # Only the scopes and the folders above them are planned: nothing else is read.
+        want = flatten(ws.store, bytes.fromhex(target.tree), scopes)
         # What the target's own policy excluded, it knows nothing about: leave it alone.
         current = outside_policy(current, snapshot_policy(ws.store, want))
         planned = plan_actions(current, want, scopes)
@@ -214,8 +216,9 @@ def finish_interrupted(
                 trigger="pre_rewind", label=f"before finishing a rewind (undo {undo[:12]})"
             ),
             manifest_out=live,
+            manifest_scopes=scopes,
         )
-        want = flatten(ws.store, bytes.fromhex(target.tree))
+        want = flatten(ws.store, bytes.fromhex(target.tree), scopes)
         live = outside_policy(live, snapshot_policy(ws.store, want))
         planned = plan_actions(live, want, scopes)
         applier = Applier(ws, live)

@@ -12,6 +12,7 @@ interval, or none, means the full walk. The walk's result is the same either way
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,7 @@ def _walker(
     *,
     keep_manifest: bool,
     on_progress: ProgressFn | None,
+    manifest_scopes: Sequence[str] | None = None,
 ) -> tuple[Walker, Changes | None, bytes]:
     """A walk of the folder as it is now, against what the last seal saw of it: only the
     folders the watcher saw change (and those above them) when it can vouch for them."""
@@ -121,14 +123,21 @@ def _walker(
         on_progress=on_progress,
         visit=visit,
         store=ws.store,
+        manifest_scopes=manifest_scopes,
     )
     return walker, changes, fingerprint
 
 
-def scan_live(ws: Workspace, *, on_progress: ProgressFn | None = None) -> Capture:
-    """Walks the folder computing IDs without storing anything (for diffs against live)."""
+def scan_live(
+    ws: Workspace,
+    *,
+    on_progress: ProgressFn | None = None,
+    scopes: Sequence[str] | None = None,
+) -> Capture:
+    """Walks the folder computing IDs without storing anything (for diffs against live); with
+    `scopes`, its manifest is whole only within them and along the way there."""
     walker, _changes_seen, _fingerprint = _walker(
-        ws, None, keep_manifest=True, on_progress=on_progress
+        ws, None, keep_manifest=True, on_progress=on_progress, manifest_scopes=scopes
     )
     return walker.run()
 
@@ -163,9 +172,17 @@ def seal_locked(
     *,
     on_progress: ProgressFn | None = None,
     manifest_out: dict[str, Entry] | None = None,
+    manifest_scopes: Sequence[str] | None = None,
 ) -> SnapshotRow:
-    """seal() for a caller that already holds the workspace lock."""
-    return seal_result_locked(ws, options, on_progress=on_progress, manifest_out=manifest_out).row
+    """seal() for a caller that already holds the workspace lock; `manifest_out` is whole
+    within `manifest_scopes` (and along the way there), when they are given."""
+    return seal_result_locked(
+        ws,
+        options,
+        on_progress=on_progress,
+        manifest_out=manifest_out,
+        manifest_scopes=manifest_scopes,
+    ).row
 
 
 def seal_result_locked(
@@ -174,12 +191,17 @@ def seal_result_locked(
     *,
     on_progress: ProgressFn | None = None,
     manifest_out: dict[str, Entry] | None = None,
+    manifest_scopes: Sequence[str] | None = None,
 ) -> Sealed:
     """seal_result() for a caller that already holds the workspace lock."""
     store = ws.store
     with store.writer() as writer:
         walker, changes, fingerprint = _walker(
-            ws, writer, keep_manifest=manifest_out is not None, on_progress=on_progress
+            ws,
+            writer,
+            keep_manifest=manifest_out is not None,
+            on_progress=on_progress,
+            manifest_scopes=manifest_scopes,
         )
         capture = walker.run()
         head = store.head(ws.id)

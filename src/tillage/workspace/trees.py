@@ -3,28 +3,38 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.ids import tree_id
 from tillage.core.models import ChunkRef, ContentKind, Entry, EntryKind, is_hole
-from tillage.core.paths import fs_decode, join
+from tillage.core.paths import covers, fs_decode, join
 from tillage.store.store import ObjectWriter, Store
 
 
-def flatten(store: Store, root: bytes) -> dict[str, Entry]:
-    """Returns every entry below the tree `root`, keyed by workspace path."""
+def flatten(
+    store: Store, root: bytes, scopes: Sequence[str] | None = None, *, prefix: str = ""
+) -> dict[str, Entry]:
+    """Returns every entry below the tree `root` (the folder at `prefix`), keyed by workspace
+    path. With `scopes`, only the folders that lead to a scope or lie in one are read: the
+    result holds every entry within the scopes and the entries of every folder above them,
+    which is all a rewind of those paths or a read of one file looks at."""
     out: dict[str, Entry] = {}
-    stack: list[tuple[str, bytes]] = [("", root)]
+    stack: list[tuple[str, bytes]] = [(prefix, root)]
     while stack:
-        prefix, tid = stack.pop()
+        folder, tid = stack.pop()
         for entry in codec.decode_tree(store.read(tid)):
-            path = join(prefix, fs_decode(entry.name))
+            path = join(folder, fs_decode(entry.name))
             out[path] = entry
-            if entry.kind is EntryKind.DIR:
+            if entry.kind is EntryKind.DIR and reaches(path, scopes):
                 stack.append((path, entry.content))
     return out
+
+
+def reaches(folder: str, scopes: Sequence[str] | None) -> bool:
+    """Tells whether `folder` lies in a scope or above one (None: everything is in scope)."""
+    return scopes is None or any(covers(s, folder) or covers(folder, s) for s in scopes)
 
 
 def chunks_of(store: Store, entry: Entry) -> list[ChunkRef]:
