@@ -1,10 +1,11 @@
 """The headline, end to end: an agent wrecks a workspace and tillage brings it back.
 
 Builds a small project (a git repo, an ignored `.env`, a SQLite database in WAL mode with rows
-only in its `-wal` file, a build folder), attaches it to the default store, lets an "agent"
-wreck it (`git clean -fdx`, a corrupted database, rewritten source), rewinds it byte-exact,
-then undoes the rewind. Every step is a real `till --json` call. Exits non-zero if anything
-does not come back exactly.
+only in its `-wal` file, a build folder), attaches it to the default store with its background
+watcher, shows the watcher sealing an edit on its own and an agent-turn hook sealing a named
+restore point, lets an "agent" wreck it (`git clean -fdx`, a corrupted database, rewritten
+source), rewinds it byte-exact, then undoes the rewind. Every step is a real `till --json`
+call. Exits non-zero if anything does not come back exactly.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,42 @@ def till(folder: Path, *args: str) -> Any:
             f"till {' '.join(args)} failed ({proc.returncode}): {proc.stdout}{proc.stderr}"
         )
     return json.loads(proc.stdout)
+
+
+def till_lines(folder: Path, *args: str) -> list[Any]:
+    """A streaming command's JSON lines."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tillage", "--json", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def till_status_watching(folder: Path) -> bool:
+    """Whether a watcher still runs for the folder (false once it is forgotten)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tillage", "--json", "status"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    doc = json.loads(proc.stdout)
+    return bool(doc.get("watching"))
+
+
+def wait_for_watch_seal(folder: Path, after: str, timeout: float = 20.0) -> Any:
+    """The watcher's own snapshot of a change, once it has sealed one after `after`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        newest = till(folder, "timeline", "-n", "1")["snapshots"][0]
+        if newest["id"] != after and newest["trigger"] == "watch":
+            return newest
+        time.sleep(0.1)
+    raise SystemExit("the watcher did not seal the edit within 20 s")
 
 
 def sh(folder: Path, *cmd: str) -> None:
@@ -101,11 +139,25 @@ def main() -> int:
         root.mkdir()
         db = build_project(root)
         print(f"1. A project at {root}: git repo, ignored .env, build/, dev.db (WAL, open writer)")
-        head = till(root, "watch", "--no-daemon")["head"]
+        started = till(root, "watch")
+        head = started["head"]
         print(
-            f"   till watch --no-daemon -> sealed {head['short']} "
-            f"({head['files']} files, grade {head['grade']})"
+            f"   till watch -> sealed {head['short']} ({head['files']} files, grade "
+            f"{head['grade']}); background watcher running: {started['watching']}"
         )
+        (root / "src" / "app.py").write_text(
+            "def total(orders):\n    return sum(orders)\n\n\ndef count(orders):\n"
+            "    return len(orders)\n"
+        )
+        written = time.monotonic()
+        sealed = wait_for_watch_seal(root, head["id"])
+        print(
+            f"   an edit to src/app.py -> the watcher sealed {sealed['short']} on its own "
+            f"{time.monotonic() - written:.1f} s later"
+        )
+        turn = till(root, "hook", "turn-end", "--agent", "demo-agent", "--turn", "1")
+        head = turn["snapshot"]
+        print(f"   till hook turn-end --agent demo-agent --turn 1 -> {head['label']!r}")
         before = fingerprint(root)
 
         db.close()
@@ -127,8 +179,14 @@ def main() -> int:
         till(root, "rewind", done["undo"], "--yes")
         undone = (root / "dev.db").read_bytes() == b"migration went wrong"
         print(f"4. till rewind {done['undo'][:12]} --yes -> the wrecked state is back: {undone}")
+        kinds = [e["kind"] for e in till_lines(root, "events")]
+        print(f"5. till events -> {len(kinds)} events: " + ", ".join(sorted(set(kinds))))
         till(root, "forget", "--purge", "--yes")
-        print("5. till forget --purge --yes -> the demo workspace is detached from the store")
+        watching = till_status_watching(root)
+        print(
+            "6. till forget --purge --yes -> the watcher stopped, the demo workspace is "
+            f"detached from the store (watching: {watching})"
+        )
         if not (exact and undone):
             print("FAILED: the workspace did not come back exactly", file=sys.stderr)
             return 1
