@@ -76,10 +76,22 @@ def watch(ctx: Context, req: WatchRequest) -> WatchResult:
     if not found.new:
         recover_if_interrupted(ws)  # INV-7: never seal a half-rewound folder as a normal state
     trigger = "initial" if found.new else "watch"
-    head = seal(
-        ws, SealOptions(trigger=trigger, agent=ctx.settings.agent), on_progress=ctx.on_progress
-    )
+    options = SealOptions(trigger=trigger, agent=ctx.settings.agent)
     notes = []
+    running = None
+    if not (req.no_daemon or req.foreground):
+        from tillage.errors import TillageError
+        from tillage.watch import daemon
+
+        try:
+            # Started before the seal, so that the seal walks the folder under the watcher's
+            # first token: the next seal (a snap, a hook, the watcher's own) reads only what
+            # changed after it, instead of walking everything once more.
+            running = daemon.start(ws.store.home, ws.root, ws.id, req.debounce_ms)
+        except TillageError:
+            seal(ws, options, on_progress=ctx.on_progress)  # protected even so
+            raise
+    head = seal(ws, options, on_progress=ctx.on_progress)
     count = ws.store.snapshot_count(ws.id)
     if found.resumed:
         notes.append(
@@ -90,10 +102,7 @@ def watch(ctx: Context, req: WatchRequest) -> WatchResult:
     if req.foreground:
         watching = True
         notes.append("the watcher runs in this terminal until Ctrl-C")
-    elif not req.no_daemon:
-        from tillage.watch import daemon
-
-        running = daemon.start(ws.store.home, ws.root, ws.id, req.debounce_ms)
+    elif running is not None:
         watching = True
         kept = running.get("debounce_ms")
         if isinstance(kept, int) and kept != req.debounce_ms:
