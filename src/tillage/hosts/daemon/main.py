@@ -124,6 +124,33 @@ def _user_home() -> Path | None:
         return None
 
 
+# What the calls an agent repeats import on their first run; loaded once the watcher serves,
+# so the first `till snap` after `till watch` costs what the later ones do (about 40 ms less).
+WARM_MODULES = (
+    "tillage.hosts.cli.main",
+    "tillage.hosts.cli.human",
+    "tillage.verbs.wire",
+    "tillage.workspace.seal",
+    "tillage.workspace.rewind",
+    "tillage.workspace.agent_hooks",
+    "tillage.core.rewind_plan",
+    "tillage.core.treediff",
+    "tillage.store.events",
+)
+
+
+def _warm_up() -> None:
+    """Imports what the first calls will need, and every verb module, off the serving path."""
+    import importlib
+
+    from tillage.verbs.registry import all_verbs
+
+    all_verbs()
+    for name in WARM_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
 def _serve(
     home: Path,
     root: Path,
@@ -173,6 +200,7 @@ def _serve(
     )
     server.start()
     write_info()
+    threading.Thread(target=_warm_up, name="tillage-warm-up", daemon=True).start()
     sys.stderr.write(
         f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} watching {root} "
         f"(pid {os.getpid()}, {service.mode}, {service.watcher.watch_count()} folders, "
