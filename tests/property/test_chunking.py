@@ -209,7 +209,10 @@ def test_an_appended_file_resumes_chunking_and_cuts_exactly_as_a_full_pass(
     assert not {r.id for r in refs[:-1]} & set(resumed.objects)
 
 
-def test_a_resume_whose_prefix_changed_falls_back_to_a_full_pass(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", [10, 3 * CDC_MAX])  # in each half of a parallel proof
+def test_a_resume_whose_prefix_changed_falls_back_to_a_full_pass(
+    tmp_path: Path, where: int
+) -> None:
     rng = random.Random(8)
     path = tmp_path / "edited.log"
     path.write_bytes(rng.randbytes(4 * CDC_MAX))
@@ -218,7 +221,7 @@ def test_a_resume_whose_prefix_changed_falls_back_to_a_full_pass(tmp_path: Path)
         _kind, first_id, _size = store_content(f.fileno(), writer)
     _s, refs = codec.decode_blob(writer.objects[first_id][1])
     data = bytearray(path.read_bytes())
-    data[10] ^= 0xFF  # an edit inside the old prefix ...
+    data[where] ^= 0xFF  # an edit inside the old prefix ...
     path.write_bytes(bytes(data) + rng.randbytes(MIB))  # ... and an append
     with open(path, "rb") as f:
         resumed_result = store_content(f.fileno(), None, refs[:-1])

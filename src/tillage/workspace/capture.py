@@ -757,13 +757,35 @@ def _store_sparse(fd: int, writer: ObjectWriter | None, size: int) -> tuple[int,
 
 
 def _starts_with(fd: int, refs: list[ChunkRef]) -> bool:
-    """Tells whether the file's first bytes are exactly these chunks (each hashed to its ID)."""
+    """Tells whether the file's first bytes are exactly these chunks (each hashed to its ID).
+
+    A growing log is proven unchanged up to its old end this way on every seal: past a few
+    MiB the two halves are read and hashed on two threads (pread and BLAKE3 release the GIL),
+    which nearly halves the cost of a seal after an append to a large file."""
+    spans: list[tuple[int, ChunkRef]] = []
     offset = 0
     for ref in refs:
+        spans.append((offset, ref))
+        offset += ref.length
+    if offset < PARALLEL_PROOF_MIN:
+        return _spans_hold(fd, spans)
+    from concurrent.futures import ThreadPoolExecutor
+
+    half = len(spans) // 2
+    with ThreadPoolExecutor(1, thread_name_prefix="tillage-prefix") as pool:
+        first = pool.submit(_spans_hold, fd, spans[:half])
+        second = _spans_hold(fd, spans[half:])
+        return first.result() and second
+
+
+PARALLEL_PROOF_MIN = 8 << 20
+
+
+def _spans_hold(fd: int, spans: list[tuple[int, ChunkRef]]) -> bool:
+    for offset, ref in spans:
         data = os.pread(fd, ref.length, offset)
         if len(data) != ref.length or chunk_id(data) != ref.id:
             return False
-        offset += ref.length
     return True
 
 
