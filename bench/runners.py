@@ -7,6 +7,7 @@ processes. Adding a tool means adding one subclass and one TOOL_CLASSES entry.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -23,7 +24,8 @@ from typing import Any, ClassVar
 from measure import BenchError, Proc, ToolMissingError, run_measured, tail
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
-TOOLS = ("tillage", "borg", "restic", "git")  # table column order
+TOOLS = ("tillage", "tillage+watch", "borg", "restic", "git")  # table column order
+TILLAGE_VARIANTS = ("tillage", "tillage+watch")
 
 
 class Tool:
@@ -95,6 +97,9 @@ class Tool:
     def path_restore(self, rel: str) -> None:
         """Restore only `rel` (folder-relative) from the second snapshot."""
         raise NotImplementedError
+
+    def finish(self) -> None:
+        """Stop anything the tool left running (untimed)."""
 
 
 class Tillage(Tool):
@@ -201,6 +206,44 @@ class Tillage(Tool):
 
     def path_restore(self, rel: str) -> None:
         self._rewind("--paths", rel)
+
+
+class TillageWatched(Tillage):
+    """tillage with its watcher daemon running: `till watch` attaches, seals and starts it;
+    every later command finds the daemon's socket and is served by it.
+
+    The table's steps run with a debounce far longer than any step, so the watcher never seals
+    the mutated folder on its own before `till snap` is timed: the snap does all of that work
+    itself, reading only what the watcher saw change. `watch_phase` measures the watcher's own
+    behaviour with the default debounce."""
+
+    name = "tillage+watch"
+    TABLE_DEBOUNCE_MS = 600_000
+
+    def cold_seal(self) -> None:
+        doc = self.till("watch", "--debounce-ms", str(self.TABLE_DEBOUNCE_MS))
+        self.snapshot_id(doc, "head")
+        if doc.get("watching") is not True:
+            raise BenchError(f"tillage: `till watch` did not start the watcher: {doc!r}")
+
+    def daemon_pid(self) -> int:
+        """The running watcher's process ID, as `till status` reports it."""
+        doc = self.till("status")
+        watcher = doc.get("watcher")
+        pid = watcher.get("pid") if isinstance(watcher, dict) else None
+        if doc.get("watching") is not True or not isinstance(pid, int):
+            raise BenchError(f"tillage: no watcher is running: {doc!r}")
+        return pid
+
+    def restart_watcher(self, debounce_ms: int | None = None) -> None:
+        """Stop the watcher and start it again (untimed), with `debounce_ms` or the default."""
+        self.till("watch", "--stop")
+        extra = ["--debounce-ms", str(debounce_ms)] if debounce_ms is not None else []
+        self.till("watch", *extra)
+
+    def finish(self) -> None:
+        with contextlib.suppress(BenchError):
+            self.till("watch", "--stop")
 
 
 class Borg(Tool):
@@ -347,6 +390,7 @@ class Git(Tool):
 
 
 TOOL_CLASSES: dict[str, type[Tool]] = {
+    "tillage+watch": TillageWatched,
     "tillage": Tillage,
     "borg": Borg,
     "restic": Restic,
