@@ -24,6 +24,7 @@ from tillage.core.ids import object_hash
 from tillage.errors import IntegrityError
 from tillage.platform import failpoints
 from tillage.platform.fs import fd_budget, fsync_dir, raise_if_disk_full
+from tillage.platform.locks import is_held
 from tillage.platform.names import random_hex
 
 # zstandard (and the typing it imports) costs 4 ms: a command that reads or writes no object
@@ -346,16 +347,7 @@ def scan_pack(path: Path) -> PackScan:
 def being_written(path: Path) -> bool:
     """Tells whether a live writer still holds the pack (its flock); False when it is free or
     gone."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
+    return is_held(path)
     return False
 
 

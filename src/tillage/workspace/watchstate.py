@@ -86,23 +86,9 @@ def lock_path(home: Path, workspace_id: str) -> Path:
 def is_watching(home: Path, workspace_id: str) -> bool:
     """True while a watcher process holds the workspace's watch lock (a crashed one does not:
     the kernel drops a dead process's flock)."""
-    import fcntl
+    from tillage.platform.locks import is_held
 
-    try:
-        fd = os.open(lock_path(home, workspace_id), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
+    return is_held(lock_path(home, workspace_id))
 
 
 def read_info(home: Path, workspace_id: str) -> dict[str, Any] | None:
