@@ -29,14 +29,18 @@ GIT_ENV = {
 }
 
 
-def till(folder: Path, *args: str) -> Any:
-    proc = subprocess.run(
+def _run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "tillage", "--json", *args],
         cwd=folder,
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def till(folder: Path, *args: str) -> Any:
+    proc = _run(folder, *args)
     if proc.returncode != 0:
         raise SystemExit(
             f"till {' '.join(args)} failed ({proc.returncode}): {proc.stdout}{proc.stderr}"
@@ -46,26 +50,15 @@ def till(folder: Path, *args: str) -> Any:
 
 def till_lines(folder: Path, *args: str) -> list[Any]:
     """A streaming command's JSON lines."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "tillage", "--json", *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    proc = _run(folder, *args)
+    if proc.returncode != 0:
+        raise SystemExit(f"till {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
 def till_status_watching(folder: Path) -> bool:
     """Whether a watcher still runs for the folder (false once it is forgotten)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "tillage", "--json", "status"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    doc = json.loads(proc.stdout)
+    doc = json.loads(_run(folder, "status").stdout)
     return bool(doc.get("watching"))
 
 
