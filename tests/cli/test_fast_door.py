@@ -32,6 +32,7 @@ from tests.helpers import make_project
 from tillage.core.paths import CONTROL_DIR
 from tillage.hosts.cli import fast, where
 from tillage.hosts.cli.main import NotServableError, run_served
+from tillage.platform.identity import code_identity
 from tillage.verbs.registry import COMMANDS, verb_for_command
 from tillage.workspace import attach, watchstate
 
@@ -299,7 +300,7 @@ def test_a_served_answer_is_printed_as_sent(
 ) -> None:
     def answer(request: dict[str, Any]) -> bytes:
         if request["method"] == "tillage.ping":
-            return _reply(request, {"id": "x"})
+            return _reply(request, {"id": "x", "code": code_identity()})
         return _reply(request, {"exit": 3, "stdout_b64": "b3V0Cg==", "stderr_b64": "ZXJyCg=="})
 
     watcher = fake_watcher(answer)
@@ -317,14 +318,21 @@ def test_a_served_answer_is_printed_as_sent(
 
 @needs_script
 @pytest.mark.parametrize(
-    "kind", ["garbage", "error", "wrong_id", "closes", "bad_result", "silent_ping"]
+    "kind",
+    ["garbage", "error", "wrong_id", "closes", "bad_result", "silent_ping", "other_install"],
 )
 def test_a_watcher_in_trouble_gives_the_local_answer_promptly(
     till: Till, fake_watcher: Callable[..., FakeWatcher], kind: str
 ) -> None:
     def answer(request: dict[str, Any]) -> bytes | None:
         if request["method"] == "tillage.ping":
-            return None if kind == "silent_ping" else _reply(request, {"id": "x"})
+            if kind == "silent_ping":
+                return None
+            # A watcher started by another install (an upgrade) must not answer for this one.
+            code = "0.0.1@/elsewhere/tillage" if kind == "other_install" else code_identity()
+            return _reply(request, {"id": "x", "code": code})
+        if kind == "other_install":
+            return _reply(request, {"exit": 0, "stdout_b64": "b2xkCg==", "stderr_b64": ""})
         return {
             "garbage": b"{not json\n",
             "error": json.dumps(
@@ -357,7 +365,7 @@ def test_an_interrupt_while_the_watcher_works_prints_the_interrupted_envelope(
 
     def answer(request: dict[str, Any]) -> bytes | None:
         if request["method"] == "tillage.ping":
-            return _reply(request, {"id": "x"})
+            return _reply(request, {"id": "x", "code": code_identity()})
         asked.set()
         return None
 

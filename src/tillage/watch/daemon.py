@@ -68,11 +68,15 @@ def log_tail(home: Path, workspace_id: str, limit: int = 2000) -> str:
 def start(home: Path, root: Path, workspace_id: str, debounce_ms: int) -> dict[str, Any]:
     """Starts the workspace's watcher detached (unless one runs) and returns its ping answer
     once it answers; unavailable, with the log's tail, when it never does."""
+    from tillage.platform.identity import code_identity
+
     for _attempt in range(3):
         if watchstate.is_watching(home, workspace_id):
             doc = ping(home, workspace_id)
-            if doc is not None:
+            if doc is not None and doc.get("code") == code_identity():
                 return doc
+            if doc is not None:  # a watcher of another install (an upgrade): replace it
+                stop(home, workspace_id)
         doc = _spawn_and_wait(home, root, workspace_id, debounce_ms)
         if doc is not None:
             return doc

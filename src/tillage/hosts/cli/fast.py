@@ -33,6 +33,7 @@ from tillage.hosts.cli.where import (
     store_home,
     workspace_id,
 )
+from tillage.platform.identity import code_identity
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -130,7 +131,9 @@ def _through(path: str, argv: list[str]) -> int:
     try:
         try:
             conn.settimeout(PING_TIMEOUT)
-            _call(conn, 1, "tillage.ping", "{}")
+            pong = _call(conn, 1, "tillage.ping", "{}")
+            if pong.get("code") != code_identity():
+                raise ValueError("a watcher of another tillage install")
             if command_word(argv) in STDIN_COMMANDS:
                 from tillage.hosts.cli.payload import read_fd
 

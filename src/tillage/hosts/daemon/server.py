@@ -173,7 +173,9 @@ class Server:
 
 
 def _ping(server: Server, _params: dict[str, Any]) -> Any:
-    return server.service.describe()
+    from tillage.platform.identity import code_identity
+
+    return {**server.service.describe(), "code": code_identity()}
 
 
 def _changes_since(server: Server, params: dict[str, Any]) -> Any:
