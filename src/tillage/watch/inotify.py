@@ -72,7 +72,8 @@ class FolderWatcher:
 
     Callbacks run on the reader thread: `on_change(rel_dir)`, `on_lost(reason)` (events may
     have been missed), `on_degraded(reason)` (watches cannot cover the tree: fall back to
-    periodic rescans), `on_cookie(name)` (a sync cookie arrived), `on_batch()` after every read.
+    periodic rescans), `on_cookie(name)` (a sync cookie arrived), `on_batch()` after every read,
+    `on_gone()` (the workspace folder itself was deleted or moved away).
     """
 
     def __init__(
@@ -87,8 +88,11 @@ class FolderWatcher:
         on_cookie: Callable[[str], None],
         on_batch: Callable[[], None],
         max_watches: int | None = None,
+        on_gone: Callable[[], None] | None = None,
     ) -> None:
         self.root = root
+        # The workspace folder itself was deleted or moved: nothing is left to watch here.
+        self.on_gone = on_gone
         self.max_watches = max_watches  # a test's stand-in for fs.inotify.max_user_watches
         self.skip_dirs = skip_dirs  # absolute paths never watched (the store inside the root)
         self.cookie_dir = cookie_dir
@@ -296,6 +300,8 @@ class FolderWatcher:
                 if mask & (IN_DELETE_SELF | IN_MOVE_SELF):
                     if folder == "":
                         self.on_lost("the workspace folder itself was moved or deleted")
+                        if self.on_gone is not None:
+                            self.on_gone()
                     # The parent's own event notes the parent; this folder's watch is gone.
                     if mask & IN_DELETE_SELF:
                         self._drop_tree(folder)

@@ -55,6 +55,7 @@ class WatchService:
         user_home: Path | None = None,
         on_mode: Callable[[], None] | None = None,
         max_watches: int | None = None,
+        on_gone: Callable[[], None] | None = None,
     ) -> None:
         self.home = home
         self.root = root
@@ -93,6 +94,7 @@ class WatchService:
             on_cookie=self._cookie,
             on_batch=lambda: None,
             max_watches=max_watches,
+            on_gone=on_gone,
         )
         self._loop: threading.Thread | None = None
 

@@ -189,6 +189,7 @@ def _serve(
         user_home=user_home,
         on_mode=write_info,
         max_watches=int(limit) if limit.isdigit() else None,
+        on_gone=stop.set,  # a folder deleted or moved away is not watched by a lingering daemon
     )
     service.start()
     server = Server(
