@@ -113,6 +113,16 @@ def _read_at(dir_fd: int, name: str, where: Path) -> bytes | None:
         os.close(fd)
 
 
+def _open_in_root(ws: Workspace, name: str, *, control: bool) -> int:
+    """Opens (making it if needed) the folder `name` right under the workspace root, never
+    through a symlink."""
+    root_fd = _open_root(ws)
+    try:
+        return _open_dir(root_fd, name, ws.root, control=control)
+    finally:
+        os.close(root_fd)
+
+
 def _open_root(ws: Workspace) -> int:
     return os.open(ws.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
@@ -124,11 +134,7 @@ def install_claude_code(ws: Workspace, till: tuple[str, ...]) -> list[str]:
     commands = {name: hook_command(till, root, event) for name, event in CLAUDE_EVENTS.items()}
     folder = ws.root / CLAUDE_DIR
     path = folder / CLAUDE_SETTINGS
-    root_fd = _open_root(ws)
-    try:
-        dir_fd = _open_dir(root_fd, CLAUDE_DIR, ws.root, control=False)
-    finally:
-        os.close(root_fd)
+    dir_fd = _open_in_root(ws, CLAUDE_DIR, control=False)
     try:
         old = _read_at(dir_fd, CLAUDE_SETTINGS, folder)
         doc = _parse_settings(old, path) if old is not None else {}
@@ -166,11 +172,7 @@ def _parse_settings(data: bytes, path: Path) -> dict[str, object]:
 def install_generic(ws: Workspace, till: tuple[str, ...]) -> list[str]:
     """Writes executable `pre-turn`, `post-tool` and `turn-end` scripts into
     `<workspace>/.tillage/hooks/`; returns the paths written (none already up to date)."""
-    root_fd = _open_root(ws)
-    try:
-        control_fd = _open_dir(root_fd, CONTROL_DIR, ws.root, control=True)
-    finally:
-        os.close(root_fd)
+    control_fd = _open_in_root(ws, CONTROL_DIR, control=True)
     try:
         hooks_fd = _open_dir(control_fd, HOOKS_DIR, ws.root / CONTROL_DIR, control=True)
     finally:
