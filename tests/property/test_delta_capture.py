@@ -78,8 +78,25 @@ def _parent(path: str) -> str:
     return path.rpartition("/")[0]
 
 
-def _apply(root: Path, op: Op, log: ChangeLog) -> None:
-    """Applies one edit and notes what a watcher would; an edit that does not fit is skipped."""
+def _base(path: str) -> str:
+    return path.rpartition("/")[2]
+
+
+def _apply(root: Path, op: Op, log: ChangeLog, by_name: bool) -> None:
+    """Applies one edit and notes what a watcher would; an edit that does not fit is skipped.
+
+    With `by_name`, as the watcher does: the name that changed in its folder (a new folder
+    whole, with everything in it; a folder's own attribute change also whole, from its own
+    watch). Without: only the folders, as a watcher that names nothing would."""
+
+    def note(path: str, whole_folder: str | None = None) -> None:
+        if by_name:
+            log.note(_parent(path), _base(path))
+            if whole_folder is not None:
+                log.note(whole_folder)
+        else:
+            log.note(whole_folder if whole_folder is not None else _parent(path))
+
     kind, a, b, data = op
     dirs, files = _listing(root)
     inner = dirs[1:]
@@ -94,7 +111,9 @@ def _apply(root: Path, op: Op, log: ChangeLog) -> None:
             (root / path).mkdir()
         else:
             os.symlink(f"target{len(data)}", root / path)
-        log.note(folder)
+        note(path)
+        if kind == "mkdir" and by_name:
+            log.note(path)  # a new folder is watched and noted whole
     elif kind in ("modify", "append", "delete", "hardlink", "rename_file") and files:
         path = files[a % len(files)]
         if kind == "modify":
@@ -113,17 +132,17 @@ def _apply(root: Path, op: Op, log: ChangeLog) -> None:
                 os.link(root / path, root / name)
             else:
                 (root / path).rename(root / name)
-                log.note(_parent(path))
-            log.note(into)  # a new link: only where the name appeared, the other sees nothing
+                note(path)
+            note(name)  # a new link: only where the name appeared, the other sees nothing
             return
-        log.note(_parent(path))
+        note(path)
     elif kind == "rmtree" and inner:
         gone = inner[a % len(inner)]
         for d in dirs:
             if d == gone or d.startswith(gone + "/"):
                 log.note(d)  # every name below it is deleted
         shutil.rmtree(root / gone)
-        log.note(_parent(gone))
+        note(gone)
     elif kind == "rename_dir" and inner:
         src = inner[a % len(inner)]
         outside = [d for d in dirs if d != src and not d.startswith(src + "/")]
@@ -132,8 +151,12 @@ def _apply(root: Path, op: Op, log: ChangeLog) -> None:
         if os.path.lexists(root / dest):
             return
         (root / src).rename(root / dest)
-        log.note(_parent(src))
-        log.note(dest_parent)
+        note(src)
+        note(dest)
+        if by_name:  # the watcher watches the moved-in folders afresh and notes them whole
+            for d in _listing(root)[0]:
+                if d == dest or d.startswith(dest + "/"):
+                    log.note(d)
     elif kind == "chmod":
         targets = inner + files
         if not targets:
@@ -142,16 +165,16 @@ def _apply(root: Path, op: Op, log: ChangeLog) -> None:
         is_dir = (root / path).is_dir()
         modes = (0o755, 0o700) if is_dir else (0o644, 0o600)
         os.chmod(root / path, modes[b % 2])
-        log.note(path if is_dir else _parent(path))
+        note(path, path if is_dir else None)
     elif kind == "xattr_dir" and inner:
         path = inner[a % len(inner)]
         os.setxattr(root / path, "user.k", data or b"-")
-        log.note(path)
+        note(path, path)
 
 
 @examples(40)
-@given(rounds=rounds)
-def test_a_delta_seal_equals_a_full_walk(rounds: list[list[Op]]) -> None:
+@given(rounds=rounds, by_name=st.booleans())
+def test_a_delta_seal_equals_a_full_walk(rounds: list[list[Op]], by_name: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "ws"
         folder.mkdir()
@@ -164,7 +187,7 @@ def test_a_delta_seal_equals_a_full_walk(rounds: list[list[Op]]) -> None:
             seal_result(ws, options)  # the full walk that gets the first token
             for edits in rounds:
                 for op in edits:
-                    _apply(folder, op, log)
+                    _apply(folder, op, log, by_name)
                 delta = seal_result(ws, options).capture
                 full = Walker(folder, Policy([]), PathIndex(), None, ws.store.tmp_dir, 0).run()
                 assert delta.root == full.root

@@ -87,18 +87,20 @@ def test_a_delta_seal_lists_only_the_changed_folders_and_equals_a_full_walk(
     log.note("d07")
     second = _seal(ws).capture
 
-    assert second.listed == 4  # the root, d03, d03/sub, d07
+    # The folders noted without names are listed whole; the root and d03 above them are not
+    # listed at all: only their subfolders on the way to a change are looked at again.
+    assert second.listed == 2
     assert second.statted < first.statted / 3
     # The two changed files, and any file that was racily clean at the first seal (INV-8).
     assert 2 <= second.read_files <= second.statted
     _same_as_full(ws, second)
 
 
-def test_nothing_noted_lists_only_the_root(ws: Workspace) -> None:
+def test_nothing_noted_lists_nothing(ws: Workspace) -> None:
     _watch(ws)
     _seal(ws)
     again = _seal(ws).capture
-    assert again.listed == 1
+    assert again.listed == 0
     _same_as_full(ws, again)
 
 
@@ -112,7 +114,7 @@ def test_a_scan_of_the_live_folder_may_use_the_delta_and_keeps_the_whole_manifes
 
     live = scan_live(ws)
 
-    assert live.listed == 2
+    assert live.listed == 1  # d05 (noted whole); the root above it is not listed
     full = Walker(
         ws.root, Policy([]), PathIndex(), None, ws.store.tmp_dir, 0, keep_manifest=True
     ).run()
@@ -128,7 +130,7 @@ def test_without_a_watcher_the_seal_walks_everything_and_keeps_no_token(ws: Work
     _watch(ws)
     assert _seal(ws).capture.listed == ALL_FOLDERS  # the first token comes from a full walk
     assert pathindex.load(ws.store, ws.id).token is not None
-    assert _seal(ws).capture.listed == 1
+    assert _seal(ws).capture.listed == 0  # a token and nothing noted: nothing listed
 
 
 @pytest.mark.parametrize("why", ["another run", "lost events", "a token from the future"])
@@ -149,7 +151,7 @@ def test_a_watcher_that_cannot_vouch_means_a_full_walk(ws: Workspace, why: str) 
 
     assert capture.listed == ALL_FOLDERS
     _same_as_full(ws, capture)
-    assert _seal(ws).capture.listed == 1  # and the next seal has a token again
+    assert _seal(ws).capture.listed == 0  # and the next seal has a token again
 
 
 def test_a_changed_policy_means_a_full_walk(ws: Workspace) -> None:
@@ -170,7 +172,7 @@ def test_folders_with_a_hard_link_are_always_visited(ws: Workspace) -> None:
     _seal(ws)
 
     unchanged = _seal(ws).capture
-    assert unchanged.listed == 3  # the root, d01 and d09, though nothing was noted
+    assert unchanged.listed == 2  # d01 and d09, though nothing was noted
     _same_as_full(ws, unchanged)
 
     # Removing one name changes the other's link count and first name: no event in d01.
@@ -192,7 +194,7 @@ def test_a_new_hard_link_to_a_file_in_a_skipped_folder_gives_a_full_walk(
 
     _same_as_full(ws, capture)
     assert capture.listed == ALL_FOLDERS
-    assert _seal(ws).capture.listed == 3  # from now on d00 and d10 are always visited
+    assert _seal(ws).capture.listed == 2  # from now on d00 and d10 are always listed
 
 
 def test_a_replaced_folder_is_walked_whole_even_if_not_noted(ws: Workspace) -> None:
@@ -272,4 +274,40 @@ def test_a_damaged_or_old_path_index_means_a_full_walk(ws: Workspace, damage: st
 
     assert capture.listed == ALL_FOLDERS
     assert capture.read_files == capture.files  # nothing known: every file read again
+    _same_as_full(ws, capture)
+
+
+def test_names_told_by_the_watcher_are_all_a_seal_looks_at_in_their_folder(
+    ws: Workspace,
+) -> None:
+    """With the changed names told, a folder is not listed: its other entries, their path
+    index rows and their fidelity notes (a FIFO here) are the ones the last seal stored."""
+    os.mkfifo(ws.root / "d03" / "pipe")
+    os.symlink("f0.txt", ws.root / "d03" / "link")
+    log = _watch(ws)
+    _seal(ws)
+    (ws.root / "d03" / "f1.txt").write_text("changed\n")
+    log.note("d03", "f1.txt")
+    (ws.root / "d03" / "new.txt").write_text("new\n")
+    log.note("d03", "new.txt")
+    (ws.root / "d03" / "sub" / "g0.txt").unlink()
+    log.note("d03/sub", "g0.txt")
+
+    capture = _seal(ws).capture
+
+    assert capture.listed == 0
+    assert capture.statted == 5  # the three names, and d03 and d03/sub on the way to them
+    assert any(n.path == "d03/pipe" for n in capture.notes)
+    _same_as_full(ws, capture)
+
+
+def test_a_told_name_that_is_a_sqlite_sidecar_lists_its_folder_whole(ws: Workspace) -> None:
+    log = _watch(ws)
+    _seal(ws)
+    (ws.root / "d04" / "app.db-wal").write_bytes(b"not really a wal\n")
+    log.note("d04", "app.db-wal")
+
+    capture = _seal(ws).capture
+
+    assert capture.listed == 1  # d04, whole: a sidecar folds into its database's entry
     _same_as_full(ws, capture)

@@ -9,7 +9,8 @@ is Git's fsmonitor and watchman's "since" query, with folders as the unit of cha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,10 +22,15 @@ else:
 @dataclass(frozen=True)
 class Changes:
     """The answer to since(token): a fresh token for the view as of now, and the folders
-    (workspace-relative, "" for the root) changed after the asked token, or None: unknown."""
+    (workspace-relative, "" for the root) changed after the asked token, or None: unknown.
+
+    `names` says, for the changed folders where the watcher knows it, which names in them
+    changed (created, deleted, renamed, written, or their attributes); a changed folder
+    missing from `names` changed in ways not told by name, and is listed whole."""
 
     token: str
     dirs: frozenset[str] | None
+    names: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 class ChangeSource(Protocol):
@@ -60,17 +66,26 @@ class ChangeLog:
         self.generation = 0
         self.lost_at = 0
         self._changed: dict[str, int] = {}
+        self._whole: dict[str, int] = {}  # folder -> last generation it changed without a name
+        self._names: dict[str, dict[str, int]] = {}  # folder -> name -> generation
 
-    def note(self, rel_dir: str) -> None:
-        """Records that `rel_dir`'s listing or one of its entries changed."""
+    def note(self, rel_dir: str, name: str | None = None) -> None:
+        """Records that the entry `name` of folder `rel_dir` changed, or with no name, that
+        the folder changed in ways not told by name (it is listed whole)."""
         self.generation += 1
         self._changed[rel_dir] = self.generation
+        if name is None:
+            self._whole[rel_dir] = self.generation
+        else:
+            self._names.setdefault(rel_dir, {})[name] = self.generation
 
     def lose(self) -> None:
         """Records that changes may have been missed: earlier tokens fall back to a full walk."""
         self.generation += 1
         self.lost_at = self.generation
         self._changed.clear()
+        self._whole.clear()
+        self._names.clear()
 
     def token(self) -> str:
         return f"{self.epoch}:{self.generation}"
@@ -83,7 +98,13 @@ class ChangeLog:
         generation = parsed[1]
         if generation > self.generation or generation < self.lost_at:
             return Changes(now, None)
-        return Changes(now, frozenset(d for d, g in self._changed.items() if g > generation))
+        dirs = frozenset(d for d, g in self._changed.items() if g > generation)
+        names = {
+            d: frozenset(n for n, g in self._names.get(d, {}).items() if g > generation)
+            for d in dirs
+            if self._whole.get(d, 0) <= generation
+        }
+        return Changes(now, dirs, names)
 
 
 def folders_to_visit(changed: frozenset[str]) -> frozenset[str]:

@@ -70,7 +70,8 @@ class WatchLimitError(Exception):
 class FolderWatcher:
     """Per-folder inotify watches over one workspace, reporting changed folders.
 
-    Callbacks run on the reader thread: `on_change(rel_dir)`, `on_lost(reason)` (events may
+    Callbacks run on the reader thread: `on_change(rel_dir, name)` (name None: the folder
+    changed in ways not told by name), `on_lost(reason)` (events may
     have been missed), `on_degraded(reason)` (watches cannot cover the tree: fall back to
     periodic rescans), `on_cookie(name)` (a sync cookie arrived), `on_batch()` after every read,
     `on_gone()` (the workspace folder itself was deleted or moved away).
@@ -82,7 +83,7 @@ class FolderWatcher:
         *,
         skip_dirs: frozenset[str],
         cookie_dir: Path,
-        on_change: Callable[[str], None],
+        on_change: Callable[[str, str | None], None],
         on_lost: Callable[[str], None],
         on_degraded: Callable[[str], None],
         on_cookie: Callable[[str], None],
@@ -171,7 +172,7 @@ class FolderWatcher:
                 self._degrade(str(exc))
                 return
             if note:
-                self.on_change(current)
+                self.on_change(current, None)
             try:
                 entries = list(os.scandir(self._abs(current)))
             except OSError:
@@ -308,7 +309,7 @@ class FolderWatcher:
                     continue
                 name = os.fsdecode(raw_name)
                 if not name:
-                    self.on_change(folder)
+                    self.on_change(folder, None)  # the folder's own attributes: list it whole
                     continue
                 rel = f"{folder}/{name}" if folder else name
                 is_dir = bool(mask & IN_ISDIR)
@@ -316,7 +317,7 @@ class FolderWatcher:
                     reload = True
                 if self._excluded(rel, is_dir):
                     continue
-                self.on_change(folder)
+                self.on_change(folder, name)
                 if is_dir and mask & (IN_MOVED_FROM | IN_DELETE):
                     self._drop_tree(rel)  # its parent, noted above, no longer lists it
                 elif is_dir and mask & (IN_CREATE | IN_MOVED_TO):

@@ -107,11 +107,11 @@ class WatchService:
             self._cond.notify_all()  # only the idle-to-pending edge wakes the loop
         self._last = now
 
-    def _changed(self, folder: str) -> None:
+    def _changed(self, folder: str, name: str | None) -> None:
         with self._cond:
             if self._dropping:
                 return
-            self._changes.note(folder)
+            self._changes.note(folder, name)
             self._mark_pending()
 
     def _lost(self, reason: str) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +34,7 @@ from tillage.core.models import (
     FidelityNote,
     is_hole,
 )
-from tillage.core.paths import CONTROL_DIR, fs_encode, join
+from tillage.core.paths import CONTROL_DIR, fs_decode, fs_encode, join
 from tillage.core.progress import Progress, ProgressFn
 from tillage.errors import TillageError
 from tillage.store.store import ObjectWriter, Store
@@ -84,6 +84,46 @@ def _open(name: str, flags: int, dir_fd: int | None = None) -> int:
         except PermissionError:
             pass  # O_NOATIME is for the owner only: read like anyone else
     return os.open(name, flags, dir_fd=dir_fd)
+
+
+class TreeCache:
+    """Decoded trees by ID, for a process that seals the same workspace again and again (the
+    watcher): a seal told which names changed takes a folder's other entries from the tree the
+    last seal made, and a tree ID names its content, so a cached tree is never stale. Bounded
+    by the entries it holds; the oldest trees go first."""
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        import threading
+        from collections import OrderedDict
+
+        self.max_entries = max_entries
+        self._trees: OrderedDict[bytes, tuple[Entry, ...]] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+        self.enabled = False  # only a long-lived process turns it on
+
+    def get(self, tid: bytes) -> tuple[Entry, ...] | None:
+        with self._lock:
+            entries = self._trees.get(tid)
+            if entries is not None:
+                self._trees.move_to_end(tid)
+            return entries
+
+    def put(self, tid: bytes, entries: Sequence[Entry]) -> None:
+        if not self.enabled or len(entries) > self.max_entries // 4:
+            return
+        with self._lock:
+            if tid in self._trees:
+                self._trees.move_to_end(tid)
+                return
+            self._trees[tid] = tuple(entries)
+            self._held += len(entries)
+            while self._held > self.max_entries:
+                _old, dropped = self._trees.popitem(last=False)
+                self._held -= len(dropped)
+
+
+TREES = TreeCache()
 
 
 # Longer absolute paths are handed to SQLite through the folder's descriptor instead.
@@ -151,6 +191,7 @@ class Walker:
         visit: frozenset[str] | None = None,
         store: Store | None = None,
         manifest_scopes: Sequence[str] | None = None,
+        names: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.root = root
         self.policy = policy
@@ -161,6 +202,19 @@ class Walker:
         # that held a multiply linked file: a name added or removed elsewhere changes its
         # entries (link order, nlink) without an event in it.
         self.visit = None if visit is None else visit | folders_to_visit(previous.links)
+        # Of the folders to visit, those where the watcher told which names changed: only
+        # those names (and the subfolders on the way to a change) are looked at again; every
+        # other entry is the one the last seal stored. A folder that held a hard link is
+        # always listed whole.
+        self.names: dict[str, frozenset[str]] | None = None
+        self.visit_children: dict[str, set[str]] = {}
+        if self.visit is not None and names is not None:
+            self.names = {d: n for d, n in names.items() if d not in previous.links}
+            for folder in self.visit:
+                if folder:
+                    parent, _, child = folder.rpartition("/")
+                    self.visit_children.setdefault(parent, set()).add(child)
+        self._prior_notes: dict[str, list[str]] | None = None
         # Where the trees of skipped folders are read when a manifest is kept.
         self.trees = store if store is not None else writer.store if writer is not None else None
         # With scopes, a kept manifest need only be whole within them and along the way there
@@ -191,6 +245,7 @@ class Walker:
             self.links = {}
             self.skipped = set()
             self.visit = None
+            self.names = None
             self._run()
         self.result.notes.sort(key=lambda n: (n.path, n.reason))
         return self.result
@@ -257,6 +312,9 @@ class Walker:
     def _directory(self, rel: str, fd: int, abs_dir: str) -> bytes:
         """Captures the open folder `fd`; only the descriptors of the folders above it are open
         meanwhile, so memory and descriptors grow with depth, not with the tree."""
+        kept = self._unchanged_entries(rel)
+        if kept is not None:
+            return self._tree(rel, self._partial(rel, fd, abs_dir, *kept))
         self.result.listed += 1
         try:
             with os.scandir(fd) as it:
@@ -283,9 +341,102 @@ class Walker:
                 entries.append(entry)
         return self._tree(rel, entries)
 
+    # -- a folder the watcher told by name --------------------------------------------------
+
+    def _unchanged_entries(self, rel: str) -> tuple[list[tuple[str, Entry]], set[str]] | None:
+        """For a folder whose changed names the watcher told: the entries the last seal stored
+        that did not change, and the names to look at again. None: list the folder whole (no
+        names told, a folder not vouched for, no stored tree, a SQLite database or sidecar in
+        it, or an entry whose record is not in the path index)."""
+        if self.names is None or not self.vouched or self.trees is None:
+            return None
+        told = self.names.get(rel)
+        tid = self.previous_dirs.get(rel)
+        if told is None or tid is None:
+            return None
+        if any(sidecar_base(n) is not None for n in told):
+            return None
+        stored: Sequence[Entry] | None = TREES.get(tid)
+        if stored is None:
+            try:
+                stored = codec.decode_tree(self.trees.read(tid))
+            except TillageError:
+                return None
+            TREES.put(tid, stored)
+        check = set(told) | self.visit_children.get(rel, set())
+        kept: list[tuple[str, Entry]] = []
+        for entry in stored:
+            name = fs_decode(entry.name)
+            if name in check:
+                continue
+            path = join(rel, name)
+            if entry.flags & (EntryFlag.SQLITE_IMAGE | EntryFlag.HARDLINK):
+                return None
+            if sidecar_base(name) is not None:
+                return None
+            if entry.kind is EntryKind.DIR and (
+                self.prior.folders.get(path) is None or self.previous_dirs.get(path) is None
+            ):
+                return None
+            if entry.kind is EntryKind.FILE:
+                row = self.previous.get(path)
+                if row is None or row[8] != entry.content:
+                    return None
+            kept.append((name, entry))
+        return kept, check
+
+    def _partial(
+        self, rel: str, fd: int, abs_dir: str, kept: list[tuple[str, Entry]], check: set[str]
+    ) -> list[Entry]:
+        """The folder's entries: the unchanged ones as stored, the told names looked at again."""
+        entries: list[Entry] = []
+        for name, entry in kept:
+            self._keep(join(rel, name), entry)
+            entries.append(entry)
+        for name in sorted(check):
+            fresh = self._entry(rel, fd, abs_dir, name, set())
+            if fresh is not None:
+                entries.append(fresh)
+        return entries
+
+    def _keep(self, path: str, entry: Entry) -> None:
+        """Counts an unchanged entry in, with what the last seal recorded of it."""
+        result = self.result
+        if entry.kind is EntryKind.DIR:
+            known = self.prior.folders[path]
+            self.skipped.add(path)
+            result.files += known[0]
+            result.total_bytes += known[1]
+            result.dirs[path] = entry.content
+            result.folders[path] = known
+            if result.manifest is not None and reaches(path, self.manifest_scopes):
+                assert self.trees is not None
+                result.manifest.update(
+                    flatten(self.trees, entry.content, self.manifest_scopes, prefix=path)
+                )
+        elif entry.kind is EntryKind.FILE:
+            row = self.previous[path]
+            result.rows[path] = row
+            result.files += 1
+            result.total_bytes += row[10]
+        elif entry.kind is EntryKind.SYMLINK:
+            result.files += 1
+        for reason in self._notes_of(path):
+            result.notes.append(FidelityNote(path, reason))
+        if result.manifest is not None:
+            result.manifest[path] = entry
+
+    def _notes_of(self, path: str) -> list[str]:
+        if self._prior_notes is None:
+            self._prior_notes = {}
+            for p, reason in self.prior.notes:
+                self._prior_notes.setdefault(p, []).append(reason)
+        return self._prior_notes.get(path, [])
+
     def _tree(self, rel: str, entries: list[Entry]) -> bytes:
         encoded = codec.encode_tree(entries)
         tid = tree_id(encoded)
+        TREES.put(tid, entries)
         # A tree the last seal stored under the same directory is known to exist already.
         if self.writer is not None and self.previous_dirs.get(rel) != tid:
             self.writer.put(Kind.TREE, tid, encoded)

@@ -12,7 +12,7 @@ interval, or none, means the full walk. The walk's result is the same either way
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +104,7 @@ def _walker(
     policy, fingerprint = _policy(ws.root)
     changes = _changes(ws, index.token)
     visit = None
+    names: Mapping[str, frozenset[str]] | None = None
     if (
         changes is not None
         and changes.dirs is not None
@@ -111,6 +112,8 @@ def _walker(
         and index.policy == fingerprint
     ):
         visit = folders_to_visit(changes.dirs)
+        names = {d: changes.names.get(d, frozenset()) for d in visit if d not in changes.dirs}
+        names.update(changes.names)
     walker = Walker(
         ws.root,
         policy,
@@ -122,6 +125,7 @@ def _walker(
         skip_dirs=_store_dirs(ws),
         on_progress=on_progress,
         visit=visit,
+        names=names,
         store=ws.store,
         manifest_scopes=manifest_scopes,
     )

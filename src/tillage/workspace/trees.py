@@ -12,6 +12,10 @@ from tillage.core.models import ChunkRef, ContentKind, Entry, EntryKind, is_hole
 from tillage.core.paths import covers, fs_decode, join
 from tillage.store.store import ObjectWriter, Store
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tillage.workspace.capture import TreeCache
+
 
 def flatten(
     store: Store, root: bytes, scopes: Sequence[str] | None = None, *, prefix: str = ""
@@ -30,6 +34,18 @@ def flatten(
             if entry.kind is EntryKind.DIR and reaches(path, scopes):
                 stack.append((path, entry.content))
     return out
+
+
+def cache_trees(store: Store, root: bytes, cache: TreeCache) -> None:
+    """Reads every tree below `root` into `cache` (a long-lived process warming up)."""
+    stack = [root]
+    while stack:
+        tid = stack.pop()
+        cached = cache.get(tid)
+        entries = list(cached) if cached is not None else codec.decode_tree(store.read(tid))
+        if cached is None:
+            cache.put(tid, entries)
+        stack.extend(e.content for e in entries if e.kind is EntryKind.DIR)
 
 
 def reaches(folder: str, scopes: Sequence[str] | None) -> bool:

@@ -202,7 +202,9 @@ class SocketChangeSource:
                 raise TypeError("token")
             if dirs is None:
                 return Changes(new_token, None)
-            return Changes(new_token, frozenset(str(d) for d in dirs))
+            told = result.get("names") or {}  # a folder not told by name is listed whole
+            names = {str(d): frozenset(str(n) for n in ns) for d, ns in told.items()}
+            return Changes(new_token, frozenset(str(d) for d in dirs), names)
         except (OSError, RpcError, ValueError, TypeError, KeyError):
             # A watcher that cannot answer vouches for nothing: the seal walks everything, and
             # the old token stays (the watcher's next answer for it is a superset).

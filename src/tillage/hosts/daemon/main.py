@@ -139,8 +139,10 @@ WARM_MODULES = (
 )
 
 
-def _warm_up() -> None:
-    """Imports what the first calls will need, and every verb module, off the serving path."""
+def _warm_up(home: Path, root: Path, user_home: Path | None) -> None:
+    """Imports what the first calls will need, and every verb module, off the serving path;
+    then reads the head snapshot's trees into the tree cache, so the first seal told which
+    names changed need not read them from the store."""
     import importlib
 
     from tillage.verbs.registry import all_verbs
@@ -149,6 +151,19 @@ def _warm_up() -> None:
     for name in WARM_MODULES:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    from tillage.errors import TillageError
+    from tillage.workspace.attach import require_workspace
+    from tillage.workspace.capture import TREES
+    from tillage.workspace.trees import cache_trees
+
+    with contextlib.suppress(OSError, TillageError):
+        ws = require_workspace(home, root, user_home)
+        try:
+            head = ws.store.head(ws.id)
+            if head is not None:
+                cache_trees(ws.store, bytes.fromhex(head.tree), TREES)
+        finally:
+            ws.store.close()
 
 
 def _serve(
@@ -201,7 +216,12 @@ def _serve(
     )
     server.start()
     write_info()
-    threading.Thread(target=_warm_up, name="tillage-warm-up", daemon=True).start()
+    from tillage.workspace.capture import TREES
+
+    TREES.enabled = True  # this process seals this workspace again and again
+    threading.Thread(
+        target=_warm_up, args=(home, root, user_home), name="tillage-warm-up", daemon=True
+    ).start()
     sys.stderr.write(
         f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} watching {root} "
         f"(pid {os.getpid()}, {service.mode}, {service.watcher.watch_count()} folders, "

@@ -184,7 +184,8 @@ def _changes_since(server: Server, params: dict[str, Any]) -> Any:
         raise _RpcFailureError(INVALID_PARAMS, "token must be a string or null")
     changes = server.service.since(token)
     dirs = None if changes.dirs is None else sorted(changes.dirs)
-    return {"token": changes.token, "dirs": dirs}
+    names = {d: sorted(n) for d, n in sorted(changes.names.items())}
+    return {"token": changes.token, "dirs": dirs, "names": names}
 
 
 def _cli(_server: Server, params: dict[str, Any]) -> Any:
