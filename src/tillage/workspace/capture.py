@@ -124,6 +124,7 @@ class TreeCache:
 
 
 TREES = TreeCache()
+_IMAGE_OR_LINK = EntryFlag.SQLITE_IMAGE | EntryFlag.HARDLINK
 
 
 # Longer absolute paths are handed to SQLite through the folder's descriptor instead.
@@ -370,7 +371,7 @@ class Walker:
             if name in check:
                 continue
             path = join(rel, name)
-            if entry.flags & (EntryFlag.SQLITE_IMAGE | EntryFlag.HARDLINK):
+            if entry.flags and entry.flags & _IMAGE_OR_LINK:  # most entries have no flags
                 return None
             if sidecar_base(name) is not None:
                 return None
