@@ -311,3 +311,20 @@ def test_a_told_name_that_is_a_sqlite_sidecar_lists_its_folder_whole(ws: Workspa
 
     assert capture.listed == 1  # d04, whole: a sidecar folds into its database's entry
     _same_as_full(ws, capture)
+
+
+def test_a_note_on_an_unchanged_folder_is_carried_once(ws: Workspace) -> None:
+    """A folder the last seal could not read carries its note into a seal that does not list
+    its parent, once (as a full walk would give it), not once per way of carrying it."""
+    log = _watch(ws)
+    _seal(ws)
+    index = pathindex.load(ws.store, ws.id)
+    index.notes.append(("d05/sub", "directory unreadable: Permission denied"))
+    pathindex.save(ws.store, ws.id, index)
+    (ws.root / "d05" / "f1.txt").write_text("changed\n")
+    log.note("d05", "f1.txt")
+
+    capture = _seal(ws).capture
+
+    assert capture.listed == 0
+    assert [n.path for n in capture.notes].count("d05/sub") == 1

@@ -422,8 +422,9 @@ class Walker:
             result.total_bytes += row[10]
         elif entry.kind is EntryKind.SYMLINK:
             result.files += 1
-        for reason in self._notes_of(path):
-            result.notes.append(FidelityNote(path, reason))
+        if entry.kind is not EntryKind.DIR:  # a skipped folder's own notes come by _carry
+            for reason in self._notes_of(path):
+                result.notes.append(FidelityNote(path, reason))
         if result.manifest is not None:
             result.manifest[path] = entry
 
