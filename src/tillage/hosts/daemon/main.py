@@ -147,6 +147,14 @@ def _warm_up(home: Path, root: Path, user_home: Path | None) -> None:
 
     from tillage.verbs.registry import all_verbs
 
+    # glibc hands out large buffers as fresh mappings (a page fault per 4 KiB on first touch)
+    # until one of that size is freed, then raises its threshold and serves them from the
+    # heap: free one now, so the first seal's chunk reads do not pay ~20 ms of page faults.
+    del_me = bytearray(8 << 20)
+    del del_me
+    # ... and touch the heap those buffers will come from, which it keeps once grown.
+    heap = [bytearray(1 << 20) for _ in range(8)]
+    del heap
     all_verbs()
     for name in WARM_MODULES:
         with contextlib.suppress(ImportError):
