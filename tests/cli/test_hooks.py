@@ -477,3 +477,29 @@ def test_generic_scripts_exit_0_even_when_till_fails(
         timeout=60,
     )
     assert run.returncode == 0
+
+
+def test_a_session_that_does_not_number_its_turns_is_numbered_by_its_pre_turn_hooks(
+    till: Till, attached: Path
+) -> None:
+    """Claude Code's payload carries no turn: each UserPromptSubmit (pre-turn) of a session
+    starts the next turn, and the tool calls and the Stop of that turn carry its number."""
+
+    def claude(event: str, session: str = "s-one") -> dict[str, Any]:
+        payload = {"session_id": session, "hook_event_name": event, "cwd": str(attached)}
+        if event == "PostToolUse":
+            payload["tool_name"] = "Write"
+        return dict(ok(hook(till, stdin=json.dumps(payload))))
+
+    turns = []
+    for n, event in enumerate(("UserPromptSubmit", "PostToolUse", "Stop") * 2):
+        (attached / "a.txt").write_text(f"edit {n}")
+        turns.append(claude(event)["turn"])
+    assert turns == ["1", "1", "1", "2", "2", "2"]
+    assert claude("UserPromptSubmit", session="s-two")["turn"] == "1"
+    labels = [s["label"] for s in till.json("timeline", "--session", "s-one")["snapshots"]]
+    assert labels[0] == "hook turn-end agent=claude-code turn=2"
+    assert (
+        ok(hook(till, "turn-end", "--turn", "7", stdin=json.dumps({"session_id": "s-one"})))["turn"]
+        == "7"
+    )  # a turn the caller names wins

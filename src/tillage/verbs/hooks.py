@@ -33,7 +33,11 @@ class HookRequest:
         "for install, the harness: claude-code (default) or generic",
         default=None,
     )
-    turn: str | None = param("the agent's turn this boundary belongs to", default=None)
+    turn: str | None = param(
+        "the agent's turn this boundary belongs to (default: counted from the session's "
+        "pre-turn hooks)",
+        default=None,
+    )
     tool: str | None = param("the tool that just ran (post-tool)", default=None)
     session: str | None = param(
         "the agent session (default: the payload's session_id)", default=None
@@ -76,14 +80,16 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
     session = req.session or payload.session
     notes = [payload.problem] if payload.problem else []
 
-    def answer(row: object | None, sealed: bool, workspace: str | None) -> HookResult:
+    def answer(
+        row: object | None, sealed: bool, workspace: str | None, turn: str | None = req.turn
+    ) -> HookResult:
         return HookResult(
             event=event,
             snapshot=snapshot_info(row) if row is not None else None,
             sealed=sealed,
             workspace=workspace,
             agent=agent,
-            turn=req.turn,
+            turn=turn,
             session=session,
             tool=tool,
             installed=(),
@@ -98,14 +104,15 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
         return answer(None, False, None)
 
     from tillage.core.agent_hooks import hook_label
-    from tillage.workspace.agent_hooks import seal_hook
+    from tillage.workspace.agent_hooks import seal_hook, session_turn
     from tillage.workspace.seal import SealOptions
 
+    turn = req.turn if req.turn is not None else session_turn(ws, session, event)
     options = SealOptions(
         trigger="hook",
-        label=hook_label(event, agent, req.turn, tool),
+        label=hook_label(event, agent, turn, tool),
         agent=agent,
-        turn=req.turn,
+        turn=turn,
         session=session,
         skip_unchanged=event == "post-tool",
     )
@@ -119,7 +126,7 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
         ) from None
     if not done.sealed:
         notes.insert(0, "nothing changed since the last snapshot; nothing was sealed")
-    return answer(done.snapshot, done.sealed, str(ws.root))
+    return answer(done.snapshot, done.sealed, str(ws.root), turn)
 
 
 def _install(ctx: Context, req: HookRequest) -> HookResult:

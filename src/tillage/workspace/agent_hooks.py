@@ -62,6 +62,22 @@ def seal_hook(ws: Workspace, options: SealOptions) -> HookSeal:
     return HookSeal(snapshot=row, sealed=sealed)
 
 
+def session_turn(ws: Workspace, session: str | None, event: str) -> str | None:
+    """The turn of an agent session that did not number its turns (Claude Code's payload has
+    no turn): the count of the session's pre-turn restore points, this one included. None
+    without a session, or before the session's first pre-turn."""
+    if not session:
+        return None
+    turns = sum(
+        1
+        for row in ws.store.snapshots(ws.id, trigger="hook", session=session)
+        if (row.label or "").startswith("hook pre-turn")
+    )
+    if event == "pre-turn":
+        turns += 1
+    return str(turns) if turns else None
+
+
 def till_command() -> tuple[str, ...]:
     """How a hook calls this same tillage: the `till` script installed beside the running
     interpreter (an absolute path, so no PATH or virtualenv is needed), else the interpreter
