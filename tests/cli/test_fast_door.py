@@ -11,6 +11,8 @@ the full command line (tillage.hosts.cli.main).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import pty
@@ -568,3 +570,27 @@ def test_concurrent_calls_through_the_watcher_each_get_their_own_answer(
         out, err = proc.communicate(timeout=60)
         want = expected[n % 3]
         assert (proc.returncode, out, err) == (want.returncode, want.stdout, want.stderr)
+
+
+def test_a_served_call_leaves_no_store_open_in_the_serving_process(
+    till: Till, project: dict[str, Any], folder: Path
+) -> None:
+    """The watcher lives on after each call: an index left open would keep its WAL growing
+    and its descriptors held until a garbage-collection pass."""
+
+    def open_index_fds() -> list[str]:
+        found = []
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/self/fd/{fd}")
+                if target.startswith(str(till.home)):
+                    found.append(target)
+        return found
+
+    gc.collect()
+    before = open_index_fds()
+    (folder / "served.txt").write_text("x\n")
+    for argv in (["--json", "status"], ["--json", "snap"], ["--json", "timeline"]):
+        code, _out, _err = run_served(argv, str(folder), till.env(), None)
+        assert code == 0
+    assert open_index_fds() == before  # no gc.collect() in between: closed, not collected

@@ -12,6 +12,8 @@ import errno
 import json
 import os
 import sqlite3
+import threading
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +82,16 @@ def _snapshot_row(row: tuple[Any, ...]) -> SnapshotRow:
     return SnapshotRow(*(*row[:-1], bool(row[-1])))
 
 
+_OPEN: weakref.WeakSet[Store] = weakref.WeakSet()
+
+
+def close_stores_opened_by(thread_id: int) -> None:
+    """Closes every store the thread `thread_id` opened and left open (a served call ends)."""
+    for store in list(_OPEN):
+        if store.opened_by == thread_id:
+            store.close()
+
+
 class Store:
     """A store at `home` ($TILLAGE_HOME)."""
 
@@ -96,6 +108,11 @@ class Store:
         self.repairing = False
         self.read_only = False
         self.log_problem: str | None = None
+        # Which thread opened it: a long-lived process closes what one call opened (an
+        # SQLite connection sits in a reference cycle and would stay open until a gc pass,
+        # holding the index's WAL and file descriptors).
+        self.opened_by = threading.get_ident()
+        _OPEN.add(self)
 
     # -- opening --------------------------------------------------------------------------
 
@@ -146,10 +163,17 @@ class Store:
             d.mkdir(parents=True, exist_ok=True)
         atomic_write(marker, json.dumps({"format": FORMAT_VERSION}).encode() + b"\n")
 
+    def _adopt(self, conn: sqlite3.Connection) -> None:
+        """Makes `conn` the index connection, closed with the store or when the store is
+        collected: a connection sits in a cycle with its statement cache, so without this a
+        store dropped unclosed held the index (and its WAL) open until a gc pass."""
+        self._conn = conn
+        weakref.finalize(self, conn.close)
+
     def _open_index(self) -> None:
         missing = not self.index_path.exists()
         try:
-            self._conn = ix.connect(self.index_path)
+            self._adopt(ix.connect(self.index_path))
             schema = ix.get_meta(self.conn, "schema")
         except sqlite3.OperationalError:
             raise  # a full disk or a lock, not damage: keep the index (public_errors told why)
@@ -160,7 +184,7 @@ class Store:
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     os.replace(f"{self.index_path}{suffix}", f"{self.index_path}{suffix}.damaged")
-            self._conn = ix.connect(self.index_path)
+            self._adopt(ix.connect(self.index_path))
             missing, schema = True, None
         if missing or schema != str(ix.SCHEMA_VERSION):
             self.rebuild_index()
@@ -185,7 +209,7 @@ class Store:
                 memory.close()
                 memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         memory.executescript(ix.SCHEMA)
-        self._conn = memory
+        self._adopt(memory)
         if schema != str(ix.SCHEMA_VERSION):
             self.rebuild_index()
         else:
@@ -202,6 +226,7 @@ class Store:
         return self._conn
 
     def close(self) -> None:
+        _OPEN.discard(self)
         self._reader.close()
         if self._conn is not None:
             self._conn.close()

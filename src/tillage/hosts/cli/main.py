@@ -382,9 +382,18 @@ def run_served(
 
     if env.get("TZ") != os.environ.get("TZ"):
         raise NotServableError("the caller's time zone is not this process's")
+    import threading
+
+    from tillage.store.store import close_stores_opened_by
+
     out, err = _io.BytesIO(), _io.BytesIO()
     served = IO(cwd=cwd, env=dict(env), stdin=stdin, stdout=out, stderr=err)
-    code = run(list(argv), served)
+    try:
+        code = run(list(argv), served)
+    finally:
+        # Everything is printed: whatever the call opened is done with; the serving process
+        # lives on, and an unclosed index keeps its WAL and descriptors until a gc pass.
+        close_stores_opened_by(threading.get_ident())
     return code, out.getvalue(), err.getvalue()
 
 

@@ -169,7 +169,12 @@ class Server:
         settings = Settings(
             home=self.service.home, folder=self.service.root, user_home=self.user_home
         )
-        return to_wire(invoke(verb, settings, request))
+        try:
+            return to_wire(invoke(verb, settings, request))
+        finally:
+            from tillage.store.store import close_stores_opened_by
+
+            close_stores_opened_by(threading.get_ident())  # the answer is whole: done with them
 
 
 def _ping(server: Server, _params: dict[str, Any]) -> Any:
