@@ -40,3 +40,14 @@ def test_a_hook_in_a_folder_that_is_not_attached_says_so_and_exits_0(
     run = wtill("--repo", str(elsewhere), "hook", "turn-end")
     assert run.code == 0
     assert "is not attached" in run.stdout and "nothing was sealed" in run.stdout
+
+
+def test_an_absurd_debounce_is_refused_before_anything_is_attached(
+    wtill: WatchTill, folder: Path
+) -> None:
+    """A debounce beyond a day would never seal (and its timer overflows time_t, which
+    killed the seal loop while status still said watching): refused, nothing attached."""
+    for value in ("-1", "86400001", "99999999999999999999"):
+        run = wtill("--json", "watch", "--debounce-ms", value)
+        assert run.code == 1 and run.error["name"] == "invalid_argument", run
+    assert not (folder / ".tillage").exists()

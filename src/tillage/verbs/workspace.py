@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_DEBOUNCE_MS = 500
+# A day: beyond it a "debounce" means never sealing, and a timer that long overflows time_t.
+MAX_DEBOUNCE_MS = 86_400_000
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,10 @@ def watch(ctx: Context, req: WatchRequest) -> WatchResult:
     from tillage.workspace.recovery import recover_if_interrupted
     from tillage.workspace.seal import SealOptions, seal
 
-    if req.debounce_ms < 0:
-        raise InvalidArgumentError("--debounce-ms must not be negative")
+    if not 0 <= req.debounce_ms <= MAX_DEBOUNCE_MS:
+        raise InvalidArgumentError(
+            f"--debounce-ms must be between 0 and {MAX_DEBOUNCE_MS} (a day), not {req.debounce_ms}"
+        )
     if sum((req.no_daemon, req.foreground, req.stop)) > 1:
         raise InvalidArgumentError("--no-daemon, --foreground and --stop exclude each other")
     if req.stop:
