@@ -96,6 +96,7 @@ class WatchService:
             max_watches=max_watches,
             on_gone=on_gone,
         )
+        self.on_gone = on_gone
         self._loop: threading.Thread | None = None
 
     # -- the change log -------------------------------------------------------------------
@@ -186,7 +187,9 @@ class WatchService:
                 os.unlink(self.cookie_dir / stale)
         self.watcher.start()
         watchstate.register_local(self.id, self)
-        self._loop = threading.Thread(target=self._run, name="tillage-seal-loop", daemon=True)
+        self._loop = threading.Thread(
+            target=self._loop_or_stop, name="tillage-seal-loop", daemon=True
+        )
         self._loop.start()
 
     def stop(self, *, final_seal: bool = True) -> None:
@@ -201,6 +204,17 @@ class WatchService:
         if final_seal and pending:
             self._seal_once()
         watchstate.register_local(self.id, None)
+
+    def _loop_or_stop(self) -> None:
+        """The seal loop; if it ever fails, the watcher stops rather than say it watches while
+        nothing seals (status then reports watching: false, truthfully)."""
+        try:
+            self._run()
+        except Exception as exc:
+            _log(f"the seal loop failed ({type(exc).__name__}: {exc}): stopping")
+            if self.on_gone is not None:
+                self.on_gone()
+            raise
 
     def _run(self) -> None:
         while True:
