@@ -25,6 +25,12 @@ class FakeStore:
     def snapshot(self, sid: str) -> Any:
         return sid if sid in self.ids else None
 
+    def fork_of(self, _ws: str) -> None:
+        return None  # a workspace with no forks and no parent: its timeline is all there is
+
+    def forks_of(self, _ws: str, *, removed: bool = False) -> list[Any]:
+        return []
+
 
 def _ws(ids: list[str]) -> Workspace:
     return Workspace("w", Path("/nowhere"), FakeStore(ids))  # type: ignore[arg-type]

@@ -160,7 +160,7 @@ def decode_blob(data: bytes) -> tuple[int, list[ChunkRef]]:
 
 def snapshot_summary(record: SnapshotRecord) -> dict[str, Any]:
     """The snapshot's fields but its fidelity notes: what the publication log repeats."""
-    return {
+    body = {
         "workspace": record.workspace,
         "tree": record.tree,
         "parent": record.parent,
@@ -174,6 +174,11 @@ def snapshot_summary(record: SnapshotRecord) -> dict[str, Any]:
         "turn": record.turn,
         "session": record.session,
     }
+    # Only a merge's snapshot carries the key, so every other snapshot keeps the encoding (and
+    # so the ID) it had before the field existed.
+    if record.merged_from is not None:
+        body["merged_from"] = record.merged_from
+    return body
 
 
 def encode_snapshot(record: SnapshotRecord) -> bytes:
@@ -203,6 +208,7 @@ def decode_snapshot(data: bytes) -> SnapshotRecord:
             turn=body.get("turn"),
             session=body.get("session"),
             fidelity=tuple(FidelityNote(f["path"], f["reason"]) for f in body["fidelity"]),
+            merged_from=body.get("merged_from"),
         )
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise IntegrityError(f"snapshot object does not decode: {exc}") from exc

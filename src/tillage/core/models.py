@@ -87,6 +87,9 @@ class SnapshotRecord:
     turn: str | None = None
     session: str | None = None
     fidelity: tuple[FidelityNote, ...] = field(default=())
+    # The second parent of a snapshot sealed by a merge of a stored snapshot (CONTRACT.md:
+    # `merged_from`), so it descends from both sides; None for every other snapshot.
+    merged_from: str | None = None
 
 
 class ChangeKind(enum.StrEnum):

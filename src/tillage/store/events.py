@@ -28,6 +28,14 @@ EVENT_RECORD = "event"
 
 # Facts that are events by themselves: their record kind, and the event kind they are.
 FACT_EVENTS = {"snapshot": "sealed", "pin": "pinned", "unpin": "unpinned"}
+# Facts about universes, which name their workspace themselves: record kind, event kind, the
+# body's key naming the workspace the event is about, and the body keys its detail repeats.
+UNIVERSE_EVENTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "fork": ("forked", "parent", ("name", "root", "base", "workspace")),
+    "fork_removed": ("fork_removed", "parent", ("name", "workspace", "snapshot")),
+    "claim": ("claimed", "workspace", ("id", "pattern", "owner", "expires_ns")),
+    "release": ("released", "workspace", ("id", "pattern", "owner")),
+}
 
 # Every event kind (CONTRACT.md: `till events`); the ones that are not facts are appended.
 KINDS = (
@@ -43,7 +51,11 @@ KINDS = (
     "unpinned",
     "session",
 )
-APPENDED_KINDS = frozenset(KINDS) - frozenset(FACT_EVENTS.values())
+APPENDED_KINDS = (
+    frozenset(KINDS)
+    - frozenset(FACT_EVENTS.values())
+    - frozenset(kind for kind, _, _ in UNIVERSE_EVENTS.values())
+)
 
 # Below this many bytes between the bounds, the seek reads lines in order instead of probing.
 SCAN_BYTES = 16 << 10
@@ -84,6 +96,17 @@ def event_of(store: Store, record: LogRecord) -> Event | None:
             kind,
             workspace if isinstance(workspace, str) else None,
             detail if isinstance(detail, dict) else {},
+        )
+    universe = UNIVERSE_EVENTS.get(record.kind)
+    if universe is not None:
+        kind, about, keys = universe
+        workspace = body.get(about)
+        return Event(
+            record.seq,
+            record.at_ns,
+            kind,
+            workspace if isinstance(workspace, str) else None,
+            {k: body.get(k) for k in keys},
         )
     kind = FACT_EVENTS.get(record.kind)
     snapshot = body.get("id" if record.kind == "snapshot" else "snapshot")

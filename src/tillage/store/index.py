@@ -16,7 +16,7 @@ from pathlib import Path
 from tillage.errors import BusyError
 from tillage.platform.errors import DiskFullError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -30,10 +30,19 @@ CREATE INDEX IF NOT EXISTS workspaces_root ON workspaces(root);
 CREATE TABLE IF NOT EXISTS snapshots(
     id TEXT PRIMARY KEY, workspace TEXT NOT NULL, seq INT NOT NULL, sealed_at_ns INT NOT NULL,
     trigger TEXT NOT NULL, label TEXT, parent TEXT, tree TEXT NOT NULL, files INT NOT NULL,
-    bytes INT NOT NULL, grade TEXT NOT NULL, agent TEXT, turn TEXT, session TEXT);
+    bytes INT NOT NULL, grade TEXT NOT NULL, agent TEXT, turn TEXT, session TEXT,
+    merged_from TEXT);
 CREATE INDEX IF NOT EXISTS snapshots_ws ON snapshots(workspace, seq);
 CREATE TABLE IF NOT EXISTS pins(snapshot TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS pathindex(workspace TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS forks(
+    workspace TEXT PRIMARY KEY, parent TEXT NOT NULL, name TEXT NOT NULL, base TEXT NOT NULL,
+    root TEXT NOT NULL, created_ns INT NOT NULL, removed_ns INT, last TEXT);
+CREATE INDEX IF NOT EXISTS forks_parent ON forks(parent, name);
+CREATE TABLE IF NOT EXISTS claims(
+    id TEXT PRIMARY KEY, family TEXT NOT NULL, pattern TEXT NOT NULL, owner TEXT NOT NULL,
+    expires_ns INT, claimed_ns INT NOT NULL);
+CREATE INDEX IF NOT EXISTS claims_family ON claims(family);
 """
 
 
@@ -79,6 +88,18 @@ def connect(path: Path) -> sqlite3.Connection:
         )
         conn.executescript(SCHEMA)
     return conn
+
+
+TABLES = ("objects", "workspaces", "snapshots", "pins", "meta", "pathindex", "forks", "claims")
+
+
+def reset_schema(conn: sqlite3.Connection) -> None:
+    """Drops every table and makes them anew: an index of an older schema may lack a column,
+    and since it is only a cache (INV-4) it is rebuilt rather than migrated."""
+    with public_errors(_path_of(conn)):
+        for table in TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.executescript(SCHEMA)
 
 
 @contextmanager

@@ -61,6 +61,7 @@ class SnapshotRow:
     agent: str | None
     turn: str | None
     session: str | None
+    merged_from: str | None
     pinned: bool
 
 
@@ -71,9 +72,38 @@ class WorkspaceRow:
     attached_at_ns: int
 
 
+@dataclass(frozen=True)
+class ForkRow:
+    """A universe forked from `parent` at snapshot `base`, attached at `root` (its own
+    timeline); `removed_ns` and `last` (its final state, sealed first) once `fork-rm` ran."""
+
+    workspace: str
+    parent: str
+    name: str
+    base: str
+    root: str
+    created_ns: int
+    removed_ns: int | None
+    last: str | None
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    """An advisory lease on a path glob, shared by a workspace and all its forks (`family`:
+    the ID of the workspace at the root of the fork tree); expires_ns None means no expiry."""
+
+    id: str
+    family: str
+    pattern: str
+    owner: str
+    expires_ns: int | None
+    claimed_ns: int
+
+
 _SNAP_COLS = (
     "id, workspace, seq, sealed_at_ns, trigger, label, parent, tree, files, bytes, grade, "
-    "agent, turn, session, EXISTS(SELECT 1 FROM pins WHERE pins.snapshot = snapshots.id)"
+    "agent, turn, session, merged_from, "
+    "EXISTS(SELECT 1 FROM pins WHERE pins.snapshot = snapshots.id)"
 )
 
 
@@ -187,6 +217,8 @@ class Store:
             self._adopt(ix.connect(self.index_path))
             missing, schema = True, None
         if missing or schema != str(ix.SCHEMA_VERSION):
+            if not missing:
+                ix.reset_schema(self.conn)
             self.rebuild_index()
         else:
             self.catch_up()
@@ -211,6 +243,7 @@ class Store:
         memory.executescript(ix.SCHEMA)
         self._adopt(memory)
         if schema != str(ix.SCHEMA_VERSION):
+            ix.reset_schema(memory)
             self.rebuild_index()
         else:
             self.catch_up()
@@ -283,7 +316,7 @@ class Store:
             )
         elif r.kind == "snapshot":
             c.execute(
-                "INSERT OR REPLACE INTO snapshots VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO snapshots VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     b["id"],
                     b["workspace"],
@@ -299,8 +332,35 @@ class Store:
                     b.get("agent"),
                     b.get("turn"),
                     b.get("session"),
+                    b.get("merged_from"),
                 ),
             )
+        elif r.kind == "fork":
+            # A fork is attached where it was published, and linked to its parent by its base.
+            c.execute(
+                "INSERT OR REPLACE INTO workspaces(id, root, attached_at, forgotten) "
+                "VALUES (?,?,?,0)",
+                (b["workspace"], b["root"], r.at_ns),
+            )
+            c.execute(
+                "INSERT OR REPLACE INTO forks VALUES (?,?,?,?,?,?,NULL,NULL)",
+                (b["workspace"], b["parent"], b["name"], b["base"], b["root"], r.at_ns),
+            )
+        elif r.kind == "fork_removed":
+            # Its timeline stays (forgotten, not purged): its last state is restorable by ID.
+            c.execute("UPDATE workspaces SET forgotten=1 WHERE id=?", (b["workspace"],))
+            c.execute("DELETE FROM pathindex WHERE workspace=?", (b["workspace"],))
+            c.execute(
+                "UPDATE forks SET removed_ns=?, last=? WHERE workspace=?",
+                (r.at_ns, b.get("snapshot"), b["workspace"]),
+            )
+        elif r.kind == "claim":
+            c.execute(
+                "INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?,?)",
+                (b["id"], b["family"], b["pattern"], b["owner"], b.get("expires_ns"), r.at_ns),
+            )
+        elif r.kind == "release":
+            c.execute("DELETE FROM claims WHERE id=?", (b["id"],))
         elif r.kind == "pin":
             c.execute("INSERT OR IGNORE INTO pins(snapshot) VALUES (?)", (b["snapshot"],))
         elif r.kind == "unpin":
@@ -327,7 +387,7 @@ class Store:
         """Rebuilds the index from the packs and the log; returns the objects found (INV-4)."""
         count = 0
         with ix.write_txn(self.conn):
-            for table in ("objects", "workspaces", "snapshots", "pins", "meta", "pathindex"):
+            for table in ix.TABLES:
                 self.conn.execute(f"DELETE FROM {table}")
             for pack in iter_packs(self.packs_dir):
                 records = scan_pack(pack).records
@@ -486,6 +546,50 @@ class Store:
             (workspace_id, prefix, prefix + "g"),
         )
         return [r[0] for r in rows]
+
+    def snapshots_with_prefix_in(self, workspace_ids: list[str], prefix: str) -> list[str]:
+        """Like snapshots_with_prefix, over several timelines (a workspace and its forks)."""
+        marks = ",".join("?" * len(workspace_ids))
+        rows = self.conn.execute(
+            f"SELECT id FROM snapshots WHERE workspace IN ({marks}) AND id >= ? AND id < ? LIMIT 2",
+            (*workspace_ids, prefix, prefix + "g"),
+        )
+        return [r[0] for r in rows]
+
+    # -- forks and claims ------------------------------------------------------------------
+
+    _FORK_COLS = "workspace, parent, name, base, root, created_ns, removed_ns, last"
+
+    def fork_of(self, workspace_id: str) -> ForkRow | None:
+        """The fork record of a workspace that is a fork (removed or not); None otherwise."""
+        row = self.conn.execute(
+            f"SELECT {self._FORK_COLS} FROM forks WHERE workspace=?", (workspace_id,)
+        ).fetchone()
+        return None if row is None else ForkRow(*row)
+
+    def forks_of(self, parent_id: str, *, removed: bool = False) -> list[ForkRow]:
+        """A workspace's forks, oldest first: live ones, or with `removed` every one."""
+        sql = f"SELECT {self._FORK_COLS} FROM forks WHERE parent=?"
+        if not removed:
+            sql += " AND removed_ns IS NULL"
+        return [ForkRow(*r) for r in self.conn.execute(sql + " ORDER BY created_ns", (parent_id,))]
+
+    def fork_named(self, parent_id: str, name: str) -> ForkRow | None:
+        """The live fork of `parent_id` called `name`."""
+        row = self.conn.execute(
+            f"SELECT {self._FORK_COLS} FROM forks WHERE parent=? AND name=? AND removed_ns IS NULL",
+            (parent_id, name),
+        ).fetchone()
+        return None if row is None else ForkRow(*row)
+
+    def claims(self, family: str) -> list[ClaimRow]:
+        """Every claim recorded for a family, expired ones included (the caller has the clock)."""
+        rows = self.conn.execute(
+            "SELECT id, family, pattern, owner, expires_ns, claimed_ns FROM claims "
+            "WHERE family=? ORDER BY claimed_ns, id",
+            (family,),
+        )
+        return [ClaimRow(*r) for r in rows]
 
     def bytes_on_disk(self) -> int:
         """The store's size without walking it: every indexed record's bytes plus the log and

@@ -55,6 +55,7 @@ def snapshot_info(row: Any) -> SnapshotInfo:
         agent=row.agent,
         turn=row.turn,
         session=row.session,
+        merged_from=row.merged_from,
     )
 
 

@@ -14,13 +14,20 @@ _HEX = set(string.hexdigits.lower())
 
 
 def resolve(ws: Workspace, ref: str) -> SnapshotRow:
-    """Returns the snapshot `ref` names: a full ID or a unique prefix of at least 6 hex digits."""
+    """Returns the snapshot `ref` names: a full ID or a unique prefix of at least 6 hex digits,
+    in the workspace's own timeline first, then in its family's (forks and their parents)."""
     prefix = ref.strip().lower()
     if len(prefix) < MIN_PREFIX or len(prefix) > 64 or not set(prefix) <= _HEX:
         raise BadSnapshotIdError(
             f"{echo(ref)} is not a snapshot ID (64 hex characters, or a prefix of at least 6)"
         )
     matches = ws.store.snapshots_with_prefix(ws.id, prefix)
+    if not matches and _in_family(ws):
+        # Not in its own timeline: a snapshot of its family (a fork's base, the last state of
+        # a removed fork) is named by ID as well.
+        from tillage.workspace.family import members
+
+        matches = ws.store.snapshots_with_prefix_in(members(ws.store, ws.id), prefix)
     if not matches:
         raise SnapshotNotFoundError(f"no snapshot matches {echo(ref)}")
     if len(matches) > 1:
@@ -28,3 +35,7 @@ def resolve(ws: Workspace, ref: str) -> SnapshotRow:
     row = ws.store.snapshot(matches[0])
     assert row is not None
     return row
+
+
+def _in_family(ws: Workspace) -> bool:
+    return ws.store.fork_of(ws.id) is not None or bool(ws.store.forks_of(ws.id, removed=True))
