@@ -43,6 +43,8 @@ class SealOptions:
     # Publish nothing when the folder's tree equals the head snapshot's (a hook after a tool
     # that changed nothing, the watcher after churn that cancelled out).
     skip_unchanged: bool = False
+    # A merge of a stored snapshot records it as the second parent (CONTRACT.md).
+    merged_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,7 @@ def _publish(
         turn=options.turn,
         session=options.session,
         fidelity=tuple(capture.notes),
+        merged_from=options.merged_from,
     )
     encoded = codec.encode_snapshot(record)
     sid = snapshot_id(encoded)
