@@ -73,6 +73,8 @@ class ParamSpec:
     short: str | None = None
     metavar: str | None = None
     aliases: tuple[str, ...] = ()
+    # The words after `--`: a command the verb runs (`till run NAME -- CMD ...`).
+    remainder: bool = False
 
 
 def param(
@@ -84,10 +86,17 @@ def param(
     short: str | None = None,
     metavar: str | None = None,
     aliases: tuple[str, ...] = (),
+    remainder: bool = False,
 ) -> Any:
     """Declares one request field with its documentation and its command-line spelling."""
     spec = ParamSpec(
-        doc=doc, positional=positional, flag=flag, short=short, metavar=metavar, aliases=aliases
+        doc=doc,
+        positional=positional,
+        flag=flag,
+        short=short,
+        metavar=metavar,
+        aliases=aliases,
+        remainder=remainder,
     )
     if isinstance(default, (list, dict, set)):
         raise TypeError("request defaults must be immutable")

@@ -34,6 +34,8 @@ the agent API: every command takes `--json` and then prints exactly one JSON doc
 
 
 def _flag_for(name: str, spec: Any) -> str:
+    if spec.remainder:
+        return "-- CMD ..."
     if spec.positional:
         return name.upper()
     flag: str = spec.flag or "--" + name.replace("_", "-")

@@ -37,6 +37,10 @@ class Settings:
     # The door is a process of its own that may keep running after its reply (a command line
     # in a terminal), not a call served for someone else or a library caller's process.
     own_process: bool = False
+    # Where a user command a verb runs (`run`, `exec`, `try`) writes its output, as a file
+    # descriptor: the terminal's stdout, stderr under --json (stdout holds one document); None
+    # when the door has no descriptors of its own (a library call): the output is captured.
+    command_output: int | None = None
 
 
 @dataclass

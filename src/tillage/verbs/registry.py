@@ -25,6 +25,10 @@ VERB_MODULES = (
     "tillage.verbs.store",
     "tillage.verbs.events",
     "tillage.verbs.hooks",
+    "tillage.verbs.forks",
+    "tillage.verbs.merge",
+    "tillage.verbs.radar",
+    "tillage.verbs.bisect",
 )
 
 

@@ -248,7 +248,8 @@ def _interrupted(argv: list[str], *, terminated: bool) -> int:
     cut short, it leaves nothing half-done."""
     from tillage.hosts.cli.main import interrupted_output
 
-    code, out, err = interrupted_output("--json" in argv, terminated=terminated)
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    code, out, err = interrupted_output("--json" in own, terminated=terminated)
     return _print(code, out, err)
 
 

@@ -483,6 +483,33 @@ RENDERERS: dict[str, Callable[[Page], None]] = {
 }
 
 
+# Pages of the universe verbs live in their own modules, loaded only to render that verb.
+FEATURE_PAGES = {
+    "fork.": "tillage.hosts.cli.human_forks",
+    "merge.": "tillage.hosts.cli.human_merge",
+    "radar.": "tillage.hosts.cli.human_radar",
+    "claim.": "tillage.hosts.cli.human_radar",
+    "try.": "tillage.hosts.cli.human_radar",
+    "bisect.": "tillage.hosts.cli.human_bisect",
+}
+
+
+def renderer_for(verb: str) -> Callable[[Page], None] | None:
+    """The page renderer of a verb: the ones above, or one from its feature's module."""
+    found = RENDERERS.get(verb)
+    if found is not None:
+        return found
+    for prefix, module_name in FEATURE_PAGES.items():
+        if verb.startswith(prefix):
+            import importlib
+
+            pages: dict[str, Callable[[Page], None]] = importlib.import_module(
+                module_name
+            ).RENDERERS
+            return pages.get(verb)
+    return None
+
+
 # -- the generic fallback --------------------------------------------------------------------
 
 
@@ -566,7 +593,7 @@ def render(
     lines (a preview shown before a confirmation prompt asks instead).
     """
     document = _printable(document)
-    renderer = RENDERERS.get(verb)
+    renderer = renderer_for(verb)
     if renderer is None or not isinstance(document, dict):
         lines = generic(document, now, style)
     else:

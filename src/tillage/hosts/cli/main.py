@@ -219,6 +219,8 @@ def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
         kwargs["type"] = int
     if spec.metavar:
         kwargs["metavar"] = spec.metavar
+    if spec.remainder:
+        return  # the words after `--`, split off before parsing (_split_command)
     if spec.positional:
         del kwargs["dest"]
         if prm.optional:
@@ -233,6 +235,12 @@ def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
     if not prm.optional:
         kwargs["required"] = True
     p.add_argument(*names, **kwargs)
+
+
+def own_words(argv: list[str]) -> list[str]:
+    """The words that are `till`'s own: those before `--` (after it comes a user command,
+    whose `--json` is not ours)."""
+    return argv[: argv.index("--")] if "--" in argv else argv
 
 
 def _streams(result: Any) -> bool:
@@ -401,7 +409,8 @@ def run(argv: list[str], io: IO) -> int:
     """Runs one command line against `io` and returns its exit status; every answer, error
     and interruption is printed to `io`'s streams. A reader that closed stdout
     (BrokenPipeError) is left to the caller, which owns the process's descriptors."""
-    call = _Call(io, "--json" in argv)
+    own = own_words(argv)
+    call = _Call(io, "--json" in own)
     _RUNNING.err = call.err
     try:
         code = _run(argv, call)
@@ -413,7 +422,7 @@ def run(argv: list[str], io: IO) -> int:
     except BaseException as exc:  # the last line of defence: no traceback without --debug
         if isinstance(exc, SystemExit):
             raise
-        code = _internal(exc, call, debug="--debug" in argv)
+        code = _internal(exc, call, debug="--debug" in own)
     finally:
         _RUNNING.err = None
     return code
@@ -495,6 +504,7 @@ def _run(argv: list[str], call: _Call) -> int:
     word = command_word(argv)
     only = verb_for_command(word) if word is not None else None
     columns = call.io.env.get("COLUMNS", "")
+    argv, command = _split_command(only, argv)
     try:
         parser = build_parser(only, out=call.out, width=int(columns) if columns.isdigit() else 100)
         ns = parser.parse_args(argv)
@@ -509,6 +519,9 @@ def _run(argv: list[str], call: _Call) -> int:
         return EXIT_USAGE
     verb = only
     assert verb is not None
+    for prm in verb.contract.params():
+        if prm.spec.remainder:
+            setattr(ns, prm.name, command)
     try:
         code = _execute(verb, ns, call)
     except TillageError as err:
@@ -542,6 +555,7 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
         debug=bool(ns.debug),
         user_home=Path(home) if home is not None else None,
         own_process=io.own_process,
+        command_output=(2 if call.json_mode else 1) if io.own_process else None,
     )
     values = {p.name: getattr(ns, p.name) for p in verb.contract.params()}
     field = verb.contract.stdin_param
@@ -591,6 +605,17 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
         verb.contract.after_reply(settings, request, result)
     status = getattr(result, "exit_status", None)
     return int(status()) if callable(status) else EXIT_OK
+
+
+def _split_command(verb: Any, argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
+    """For a verb that runs a command (`till run NAME -- CMD ...`): `till`'s own words, and
+    the command's (everything after the first `--`, passed on untouched)."""
+    if verb is None or "--" not in argv:
+        return argv, ()
+    if not any(p.spec.remainder for p in verb.contract.params()):
+        return argv, ()
+    at = argv.index("--")
+    return argv[:at], tuple(argv[at + 1 :])
 
 
 def _folder(repo: str | None, io: IO) -> Path:
