@@ -23,6 +23,9 @@ MODULE_RANGES: Mapping[str, tuple[int, int]] = {
     "workspace": (-32109, -32080),
     "store": (-32139, -32110),
     "rewind": (-32159, -32140),
+    "forks": (-32189, -32160),
+    "merge": (-32209, -32190),
+    "claims": (-32229, -32210),
 }
 
 
