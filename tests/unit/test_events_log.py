@@ -157,11 +157,12 @@ def test_salvage_drops_a_line_whose_seq_was_damaged_and_keeps_every_other_cursor
 
 def test_facts_and_events_are_refused_as_appended_kinds() -> None:
     assert "sealed" not in ev.APPENDED_KINDS and "pinned" not in ev.APPENDED_KINDS
-    assert {"rewound", "merged", "conflict", "session"} <= ev.APPENDED_KINDS
-    # A fork, its removal, a claim and a release are facts that are their own events.
+    assert {"rewound", "conflict", "session"} <= ev.APPENDED_KINDS
+    # A fork, its removal and merge, a claim and a release are facts that are their own events
+    # (a merge of a stored snapshot, which changes no fork, is appended as `merged`).
     universe = {kind for kind, _, _ in ev.UNIVERSE_EVENTS.values()}
-    assert universe == {"forked", "fork_removed", "claimed", "released"}
-    assert not universe & ev.APPENDED_KINDS
+    assert universe == {"forked", "fork_removed", "merged", "claimed", "released"}
+    assert "merged" in ev.APPENDED_KINDS
     assert set(ev.KINDS) == ev.APPENDED_KINDS | set(ev.FACT_EVENTS.values()) | universe
 
 

@@ -33,6 +33,7 @@ FACT_EVENTS = {"snapshot": "sealed", "pin": "pinned", "unpin": "unpinned"}
 UNIVERSE_EVENTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "fork": ("forked", "parent", ("name", "root", "base", "workspace")),
     "fork_removed": ("fork_removed", "parent", ("name", "workspace", "snapshot")),
+    "fork_merged": ("merged", "parent", ("name", "workspace", "base", "result", "changes")),
     "claim": ("claimed", "workspace", ("id", "pattern", "owner", "expires_ns")),
     "release": ("released", "workspace", ("id", "pattern", "owner")),
 }
@@ -51,11 +52,12 @@ KINDS = (
     "unpinned",
     "session",
 )
+# `merged` is both: a fork's merge is its `fork_merged` fact, a stored snapshot's is appended.
 APPENDED_KINDS = (
     frozenset(KINDS)
     - frozenset(FACT_EVENTS.values())
     - frozenset(kind for kind, _, _ in UNIVERSE_EVENTS.values())
-)
+) | {"merged"}
 
 # Below this many bytes between the bounds, the seek reads lines in order instead of probing.
 SCAN_BYTES = 16 << 10

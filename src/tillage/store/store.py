@@ -354,6 +354,10 @@ class Store:
                 "UPDATE forks SET removed_ns=?, last=? WHERE workspace=?",
                 (r.at_ns, b.get("snapshot"), b["workspace"]),
             )
+        elif r.kind == "fork_merged":
+            # What landed is now common to both: the next merge (and the radar) counts the
+            # fork's changes from the state that was merged.
+            c.execute("UPDATE forks SET base=? WHERE workspace=?", (b["base"], b["workspace"]))
         elif r.kind == "claim":
             c.execute(
                 "INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?,?)",
