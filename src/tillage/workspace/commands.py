@@ -1,0 +1,174 @@
+"""Running a user's command the one way every verb does (fork, run, exec, try, merge checks,
+bisect probes): one word goes to `/bin/sh -c`, several are exec'd as argv; stdout and stderr
+are captured together (the tail kept, capped) and passed on live; exit statuses read like a
+shell's (128+signal for a killed command, 127 for one that cannot be found).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tillage.errors import InvalidArgumentError
+
+DEFAULT_CAP = 65536
+SHELL = "/bin/sh"
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    """A finished command: its exit status (as a shell reports it) and its combined output,
+    the last `cap` bytes decoded as UTF-8 (invalid bytes replaced), headed by a
+    "[... N bytes cut]" line when earlier output was dropped."""
+
+    exit_code: int
+    output: str
+
+
+def argv_of(command: tuple[str, ...]) -> list[str]:
+    """Returns what is exec'd for `command`: one word runs through the shell (so shell syntax
+    works, as in a merge check), several are the argv themselves (no shell, no quoting)."""
+    if not command:
+        raise InvalidArgumentError(
+            "no command given", next_step="put the command after `--`, e.g. `-- make test`"
+        )
+    if len(command) == 1:
+        return [SHELL, "-c", command[0]]
+    return list(command)
+
+
+class _Tail:
+    """The last `cap` bytes written to it, and how many came before them."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = max(0, cap)
+        self.buf = bytearray()
+        self.cut = 0
+
+    def add(self, data: bytes) -> None:
+        self.buf += data
+        over = len(self.buf) - self.cap
+        if over > 0:
+            del self.buf[:over]
+            self.cut += over
+
+    def text(self) -> str:
+        body = self.buf.decode("utf-8", errors="replace")
+        if self.cut:
+            return f"[... {self.cut} bytes cut]\n{body}"
+        return body
+
+
+def _pass_on(fd: int | None, data: bytes) -> int | None:
+    """Writes `data` to the live output `fd`; a closed or broken one is dropped (None) so
+    the command keeps running and its output is still captured."""
+    if fd is None:
+        return None
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        return None
+    return fd
+
+
+def run_command(
+    command: tuple[str, ...],
+    cwd: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    output_fd: int | None = None,
+    cap: int = DEFAULT_CAP,
+    inherit_stdin: bool = False,
+) -> CommandOutcome:
+    """Runs `command` in `cwd` and waits for it, with no timeout (its runtime is the caller's
+    business). `env` adds to (and overrides) this process's environment. Its stdin is
+    /dev/null unless `inherit_stdin`; its stdout and stderr go into one pipe that is
+    captured (last `cap` bytes) and copied live to `output_fd` when that is not None.
+
+    A command killed by signal N reports 128+N; one that cannot be started reports 127 (not
+    found) or 126 (not executable) with the reason in `output`, as a shell would.
+    """
+    argv = argv_of(command)
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    tail = _Tail(cap)
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=full_env,
+            stdin=None if inherit_stdin else subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            close_fds=True,
+        )
+    except OSError as exc:
+        os.close(read_fd)
+        os.close(write_fd)
+        status = 127 if exc.errno in (errno.ENOENT, errno.ENOTDIR) else 126
+        if not os.path.isdir(cwd):
+            status = 127
+        reason = exc.strerror or str(exc)
+        message = f"till: {argv[0]}: {reason.lower() if status == 126 else 'command not found'}"
+        if not os.path.isdir(cwd):
+            message = f"till: cannot run in {cwd}: {reason}"
+        message += "\n"
+        _pass_on(output_fd, message.encode())
+        return CommandOutcome(exit_code=status, output=message)
+    os.close(write_fd)
+    live = output_fd
+    try:
+        _drain(read_fd, proc, tail, live)
+    finally:
+        os.close(read_fd)
+    code = proc.wait()
+    if code < 0:
+        code = 128 - code
+    return CommandOutcome(exit_code=code, output=tail.text())
+
+
+def _drain(read_fd: int, proc: subprocess.Popen[bytes], tail: _Tail, live: int | None) -> None:
+    """Reads the command's output until the pipe closes, or until the command has exited and
+    the pipe has nothing more to give (a background child that keeps the pipe open must not
+    keep the caller waiting forever)."""
+    pidfd = -1
+    with contextlib.suppress(OSError, AttributeError):
+        pidfd = os.pidfd_open(proc.pid)
+    try:
+        poller = select.poll()
+        poller.register(read_fd, select.POLLIN | select.POLLHUP)
+        if pidfd >= 0:
+            poller.register(pidfd, select.POLLIN)
+        exited = False
+        while True:
+            timeout = 0 if exited else (None if pidfd >= 0 else 100)
+            events = poller.poll(timeout)
+            if not events:
+                if exited:
+                    return
+                if proc.poll() is not None:
+                    exited = True
+                continue
+            for fd, _mask in events:
+                if fd == pidfd:
+                    exited = True
+                    poller.unregister(pidfd)
+                    continue
+                data = os.read(read_fd, 65536)
+                if not data:
+                    return
+                tail.add(data)
+                live = _pass_on(live, data)
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
