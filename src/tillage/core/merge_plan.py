@@ -1,0 +1,264 @@
+"""Planning a three-way merge (the pure half of `till merge`): one decision per path.
+
+Input: three flat manifests (workspace path -> Entry) of the ancestor (`base`), the workspace
+(`ours`) and the other side (`theirs`). They may be partial: a folder whose tree is the same on
+both sides, or untouched by theirs, need not be listed below its own entry (the walker that
+builds them prunes it), since nothing in it can land.
+
+Per path: a side that did not change it yields to the one that did; the same change on both
+sides converges; a text file changed on both sides in different places is handed back as a line
+merge for the caller (who holds the bytes: core does no I/O). Everything else changed on both
+sides differently is a conflict of one of five kinds, named from ours to theirs:
+
+- `modify_modify`: both changed the same file (overlapping lines, binary, a SQLite database,
+  a symlink target, different modes, anything under `.git`);
+- `modify_delete`: ours changed (or added inside) what theirs deleted;
+- `delete_modify`: ours deleted what theirs changed (or added inside);
+- `add_add`: both added the path with different contents;
+- `type_change`: the sides disagree on what the path is (file, folder, symlink).
+
+`.git` internals are never merged line by line: a `.git` folder whose tree changed on both
+sides, differently, is one conflict at `.git`, and nothing below it is planned.
+
+Comparisons ignore modification times (a touch is no change anyone merges); a file's content
+and its metadata (mode, extended attributes) merge separately, so a mode change on one side and
+an edit on the other both land.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from tillage.core.models import Entry, EntryFlag, EntryKind
+from tillage.core.paths import ancestors
+from tillage.core.treediff import same_content, same_link
+
+Manifest = Mapping[str, Entry]
+
+GIT_DIR = ".git"
+
+
+class ConflictKind(enum.StrEnum):
+    MODIFY_MODIFY = "modify_modify"
+    MODIFY_DELETE = "modify_delete"
+    DELETE_MODIFY = "delete_modify"
+    ADD_ADD = "add_add"
+    TYPE_CHANGE = "type_change"
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """A path the two sides disagree about, with its three entries (None: absent there)."""
+
+    path: str
+    kind: ConflictKind
+    base: Entry | None
+    ours: Entry | None
+    theirs: Entry | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextJob:
+    """A file both sides changed, to merge line by line; `entry` is the result's entry but for
+    its content (mode and attributes already merged), `base`/`ours`/`theirs` the three files."""
+
+    path: str
+    base: Entry
+    ours: Entry
+    theirs: Entry
+    entry: Entry
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """What the merge does to the workspace: `land` maps a path to its new entry (None:
+    delete it), `text` lists the line merges still to do, `conflicts` what stops the merge."""
+
+    land: dict[str, Entry | None]
+    text: tuple[TextJob, ...]
+    conflicts: tuple[Conflict, ...]
+
+
+def in_git(path: str) -> bool:
+    """Tells whether a path is `.git` or lies in one (at any depth: submodules have theirs)."""
+    return GIT_DIR in path.split("/")
+
+
+def _content_eq(a: Entry, b: Entry) -> bool:
+    """Same kind and same bytes (or link target, or kind of name); a folder's content is its
+    children, planned one by one, so two folders are always the same here."""
+    if a.kind != b.kind:
+        return False
+    if a.kind is EntryKind.DIR:
+        return True
+    return (
+        same_content(a, b)
+        and same_link(a, b)
+        and (a.flags & EntryFlag.SQLITE_IMAGE) == (b.flags & EntryFlag.SQLITE_IMAGE)
+    )
+
+
+def _meta_eq(a: Entry, b: Entry) -> bool:
+    return a.mode == b.mode and a.xattrs == b.xattrs
+
+
+def same(a: Entry | None, b: Entry | None) -> bool:
+    """Tells whether two entries are the same for a merge: content and metadata, not mtime."""
+    if a is None or b is None:
+        return a is b
+    return _content_eq(a, b) and _meta_eq(a, b)
+
+
+def _tree_changed_both(base: Entry | None, ours: Entry | None, theirs: Entry | None) -> bool:
+    """A folder whose tree both sides changed, differently (its tree IDs pairwise differ)."""
+    if base is None or ours is None or theirs is None:
+        return False
+    if not (base.kind is ours.kind is theirs.kind is EntryKind.DIR):
+        return False
+    return len({base.content, ours.content, theirs.content}) == 3
+
+
+def _line_mergeable(path: str, *entries: Entry) -> bool:
+    return not in_git(path) and all(
+        e.kind is EntryKind.FILE and not e.flags & (EntryFlag.SQLITE_IMAGE | EntryFlag.HARDLINK)
+        for e in entries
+    )
+
+
+def _both_changed(
+    path: str, base: Entry | None, ours: Entry | None, theirs: Entry | None
+) -> Conflict | TextJob | Entry:
+    """Decides a path both sides changed, differently: a conflict, a line merge, or the
+    result's entry (content from one side, metadata from the other)."""
+
+    def conflict(kind: ConflictKind, reason: str) -> Conflict:
+        return Conflict(path, kind, base, ours, theirs, reason)
+
+    if ours is None:
+        return conflict(ConflictKind.DELETE_MODIFY, "deleted here, changed in theirs")
+    if theirs is None:
+        return conflict(ConflictKind.MODIFY_DELETE, "changed here, deleted in theirs")
+    if base is None:
+        if ours.kind != theirs.kind:
+            return conflict(ConflictKind.TYPE_CHANGE, "added as different kinds on both sides")
+        return conflict(ConflictKind.ADD_ADD, "added on both sides with different contents")
+    if ours.kind != theirs.kind or ours.kind != base.kind:
+        return conflict(ConflictKind.TYPE_CHANGE, "changed to different kinds on both sides")
+    # Same kind everywhere: content and metadata merge separately.
+    if _meta_eq(ours, theirs) or _meta_eq(theirs, base):
+        meta = ours
+    elif _meta_eq(ours, base):
+        meta = theirs
+    else:
+        return conflict(ConflictKind.MODIFY_MODIFY, "both sides changed its mode differently")
+    if _content_eq(ours, theirs) or _content_eq(theirs, base):
+        source = ours
+    elif _content_eq(ours, base):
+        source = theirs
+    elif _line_mergeable(path, base, ours, theirs):
+        return TextJob(path, base, ours, theirs, replace(ours, mode=meta.mode, xattrs=meta.xattrs))
+    elif in_git(path):
+        return conflict(ConflictKind.MODIFY_MODIFY, "git's own files are never merged")
+    elif ours.kind is EntryKind.SYMLINK:
+        return conflict(ConflictKind.MODIFY_MODIFY, "both sides changed the link's target")
+    else:
+        return conflict(ConflictKind.MODIFY_MODIFY, "binary file changed on both sides")
+    return replace(source, mode=meta.mode, xattrs=meta.xattrs)
+
+
+def _decide(
+    path: str, base: Entry | None, ours: Entry | None, theirs: Entry | None
+) -> Conflict | TextJob | Entry | bool | None:
+    """One path's decision: False (keep ours), an entry or None (land it), a line merge, or a
+    conflict."""
+    if same(ours, theirs) or same(theirs, base):
+        return False
+    if same(ours, base):
+        return theirs
+    decided = _both_changed(path, base, ours, theirs)
+    if isinstance(decided, Entry) and same(decided, ours):
+        return False
+    return decided
+
+
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+def plan_merge(base: Manifest, ours: Manifest, theirs: Manifest) -> MergePlan:
+    """Plans the merge of base→theirs into ours (see the module's doc)."""
+    land: dict[str, Entry | None] = {}
+    jobs: list[TextJob] = []
+    conflicts: list[Conflict] = []
+    blocked: list[str] = []  # `.git` folders in conflict: nothing below them is planned
+    for path in sorted(base.keys() | ours.keys() | theirs.keys()):
+        if blocked and any(path.startswith(b + "/") for b in blocked):
+            continue
+        b, o, t = base.get(path), ours.get(path), theirs.get(path)
+        if path.rsplit("/", 1)[-1] == GIT_DIR and _tree_changed_both(b, o, t):
+            blocked.append(path)
+            conflicts.append(
+                Conflict(
+                    path,
+                    ConflictKind.MODIFY_MODIFY,
+                    b,
+                    o,
+                    t,
+                    "git's own files changed on both sides (never merged line by line)",
+                )
+            )
+            continue
+        decided = _decide(path, b, o, t)
+        if decided is False:
+            continue
+        if isinstance(decided, Conflict):
+            conflicts.append(decided)
+        elif isinstance(decided, TextJob):
+            jobs.append(decided)
+        elif decided is None or isinstance(decided, Entry):
+            land[path] = decided
+    stopped = {c.path for c in conflicts}
+    conflicts += _orphans(base, ours, theirs, land, {j.path for j in jobs}, stopped)
+    return MergePlan(land, tuple(jobs), tuple(sorted(conflicts, key=lambda c: c.path)))
+
+
+def _orphans(
+    base: Manifest,
+    ours: Manifest,
+    theirs: Manifest,
+    land: Mapping[str, Entry | None],
+    merged: set[str],
+    stopped: set[str],
+) -> list[Conflict]:
+    """Conflicts of paths the result would hold inside a folder it would not: theirs added or
+    changed something in a folder ours deleted (or made a file), or the other way round. What
+    lies below a path already in conflict is part of that conflict."""
+
+    def exists(path: str) -> bool:
+        if path in merged:
+            return True
+        return land[path] is not None if path in land else path in ours
+
+    def result(path: str) -> Entry | None:
+        return land[path] if path in land else ours.get(path)
+
+    found: list[Conflict] = []
+    candidates = {*land, *merged, *(p for p in ours if _parent(p) in land)}
+    for path in sorted(candidates):
+        parent = _parent(path)
+        if not parent or not exists(path) or any(a in stopped for a in ancestors(path)):
+            continue
+        folder = result(parent)
+        if folder is not None and folder.kind is EntryKind.DIR:
+            continue
+        if folder is None and parent in land:
+            kind, why = ConflictKind.MODIFY_DELETE, "its folder was deleted in theirs"
+        elif folder is None:
+            kind, why = ConflictKind.DELETE_MODIFY, "its folder was deleted here"
+        else:
+            kind, why = ConflictKind.TYPE_CHANGE, "its folder is no longer a folder"
+        found.append(Conflict(path, kind, base.get(path), ours.get(path), theirs.get(path), why))
+    return found

@@ -1,0 +1,248 @@
+"""Planning a three-way merge (core.merge_plan): each kind of decision, and a model check.
+
+Folders are flat manifests (path -> Entry). The model: a path only one side changed takes that
+side; a path both changed the same way converges; anything else is a line merge (text files) or
+a conflict; and a merge without conflicts never leaves a path without its folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tillage.core.merge_plan import ConflictKind, MergePlan, TextJob, plan_merge, same
+from tillage.core.models import ContentKind, Entry, EntryFlag, EntryKind
+
+from . import examples
+
+Manifest = dict[str, Entry]
+
+PATHS = ("a", "b", "d", "d/x", "d/y", "d/e", "d/e/z")
+CONTENTS = (b"\x01" * 32, b"\x02" * 32, b"\x03" * 32)
+MODES = (0o644, 0o755)
+
+
+def file(path: str, content: bytes = CONTENTS[0], mode: int = 0o644, mtime: int = 1) -> Entry:
+    return Entry(path.rsplit("/", 1)[-1].encode(), EntryKind.FILE, mode, 3, mtime,
+                 ContentKind.CHUNK, content)  # fmt: skip
+
+
+def folder(path: str, tree: bytes = b"\x0a" * 32, mode: int = 0o755) -> Entry:
+    name = path.rsplit("/", 1)[-1].encode()
+    return Entry(name, EntryKind.DIR, mode, 0, 1, ContentKind.TREE, tree)
+
+
+def link(path: str, target: bytes) -> Entry:
+    name = path.rsplit("/", 1)[-1].encode()
+    return Entry(name, EntryKind.SYMLINK, 0o777, len(target), 1, ContentKind.TARGET, target)
+
+
+def consistent(m: Manifest) -> Manifest:
+    """Drops every entry whose folder is missing or not a folder."""
+    out: Manifest = {}
+    for path in sorted(m, key=lambda p: p.count("/")):
+        parent = path.rpartition("/")[0]
+        if not parent or (parent in out and out[parent].kind is EntryKind.DIR):
+            out[path] = m[path]
+    return out
+
+
+@st.composite
+def entry_at(draw: st.DrawFn, path: str) -> Entry:
+    kind = draw(st.sampled_from([EntryKind.FILE, EntryKind.FILE, EntryKind.DIR, EntryKind.SYMLINK]))
+    if kind is EntryKind.DIR:
+        return folder(path, mode=draw(st.sampled_from(MODES)))
+    if kind is EntryKind.SYMLINK:
+        return link(path, draw(st.sampled_from([b"t1", b"t2"])))
+    mtime = draw(st.integers(1, 3))
+    return file(path, draw(st.sampled_from(CONTENTS)), draw(st.sampled_from(MODES)), mtime)
+
+
+@st.composite
+def manifests(draw: st.DrawFn) -> Manifest:
+    m: Manifest = {}
+    for path in PATHS:
+        if draw(st.booleans()):
+            m[path] = draw(entry_at(path))
+    return consistent(m)
+
+
+@st.composite
+def changed(draw: st.DrawFn, base: Manifest) -> Manifest:
+    """A side's state: each path kept, changed, deleted or added."""
+    m: Manifest = {}
+    for path in PATHS:
+        what = draw(st.sampled_from(["keep", "keep", "keep", "change", "delete"]))
+        if what == "keep" and path in base:
+            m[path] = base[path]
+        elif what == "change" or (what == "keep" and path not in base and draw(st.booleans())):
+            m[path] = draw(entry_at(path))
+    # A folder that stays a folder keeps its children unless they were deleted.
+    return consistent(m)
+
+
+@st.composite
+def triples(draw: st.DrawFn) -> tuple[Manifest, Manifest, Manifest]:
+    base = draw(manifests())
+    return base, draw(changed(base)), draw(changed(base))
+
+
+def result_of(ours: Manifest, plan: MergePlan) -> Manifest:
+    out = dict(ours)
+    for path, entry in plan.land.items():
+        if entry is None:
+            out.pop(path, None)
+        else:
+            out[path] = entry
+    return out
+
+
+@examples(400)
+@given(triples())
+def test_the_plan_follows_the_model(case: tuple[Manifest, Manifest, Manifest]) -> None:
+    base, ours, theirs = case
+    plan = plan_merge(base, ours, theirs)
+    stopped = {c.path for c in plan.conflicts} | {j.path for j in plan.text}
+    result = result_of(ours, plan)
+    for path in base.keys() | ours.keys() | theirs.keys():
+        b, o, t = base.get(path), ours.get(path), theirs.get(path)
+        if path in stopped:
+            if path in {j.path for j in plan.text}:
+                assert not same(o, b) and not same(t, b) and not same(o, t)
+            continue
+        r = result.get(path)
+        if same(t, b) or same(o, t):
+            assert same(r, o), path
+        elif same(o, b):
+            assert same(r, t), path
+    if not plan.conflicts:
+        for path in result:
+            parent = path.rpartition("/")[0]
+            assert not parent or result[parent].kind is EntryKind.DIR, path
+    # Nothing lands that ours already has.
+    for path, entry in plan.land.items():
+        assert not same(entry, ours.get(path)), path
+
+
+@examples(200)
+@given(triples())
+def test_the_plan_is_symmetric_in_what_conflicts(
+    case: tuple[Manifest, Manifest, Manifest],
+) -> None:
+    base, ours, theirs = case
+    one = plan_merge(base, ours, theirs)
+    other = plan_merge(base, theirs, ours)
+    swap = {
+        ConflictKind.MODIFY_DELETE: ConflictKind.DELETE_MODIFY,
+        ConflictKind.DELETE_MODIFY: ConflictKind.MODIFY_DELETE,
+    }
+    assert {(c.path, c.kind) for c in one.conflicts} == {
+        (c.path, swap.get(c.kind, c.kind)) for c in other.conflicts
+    }
+    assert {j.path for j in one.text} == {j.path for j in other.text}
+
+
+def kinds(plan: MergePlan) -> dict[str, str]:
+    return {c.path: str(c.kind) for c in plan.conflicts}
+
+
+def test_one_sided_changes_land_and_identical_ones_converge() -> None:
+    base = {"a": file("a"), "b": file("b"), "c": file("c")}
+    ours = {"a": file("a", CONTENTS[1]), "b": file("b", CONTENTS[2]), "c": file("c")}
+    theirs = {"a": file("a"), "b": file("b", CONTENTS[2], mtime=9), "d": file("d")}
+    plan = plan_merge(base, ours, theirs)
+    assert plan.land == {"c": None, "d": file("d")}
+    assert not plan.conflicts and not plan.text
+
+
+def test_a_text_file_changed_on_both_sides_is_a_line_merge() -> None:
+    base = {"a": file("a")}
+    ours = {"a": file("a", CONTENTS[1], mode=0o755)}
+    theirs = {"a": file("a", CONTENTS[2])}
+    plan = plan_merge(base, ours, theirs)
+    assert plan.land == {} and not plan.conflicts
+    (job,) = plan.text
+    assert isinstance(job, TextJob) and job.entry.mode == 0o755
+
+
+def test_each_conflict_kind() -> None:
+    base = {
+        "mm": file("mm"),
+        "md": file("md"),
+        "dm": file("dm"),
+        "t": file("t"),
+        "bin.db": replace(file("bin.db"), flags=EntryFlag.SQLITE_IMAGE),
+        "l": link("l", b"x"),
+        "m": file("m"),
+    }
+    ours = {
+        "mm": file("mm", CONTENTS[1]),
+        "md": file("md", CONTENTS[1]),
+        "aa": file("aa", CONTENTS[1]),
+        "t": folder("t"),
+        "bin.db": replace(file("bin.db", CONTENTS[1]), flags=EntryFlag.SQLITE_IMAGE),
+        "l": link("l", b"y"),
+        "m": file("m", mode=0o600),
+    }
+    theirs = {
+        "mm": file("mm", CONTENTS[2]),
+        "dm": file("dm", CONTENTS[2]),
+        "aa": file("aa", CONTENTS[2]),
+        "t": link("t", b"x"),
+        "bin.db": replace(file("bin.db", CONTENTS[2]), flags=EntryFlag.SQLITE_IMAGE),
+        "l": link("l", b"z"),
+        "m": file("m", mode=0o700),
+    }
+    plan = plan_merge(base, ours, theirs)
+    assert kinds(plan) == {
+        "md": "modify_delete",
+        "dm": "delete_modify",
+        "aa": "add_add",
+        "t": "type_change",
+        "bin.db": "modify_modify",
+        "l": "modify_modify",
+        "m": "modify_modify",
+    }
+    assert [j.path for j in plan.text] == ["mm"]
+
+
+def test_mode_only_changes_land_from_either_side() -> None:
+    base = {"a": file("a"), "b": file("b")}
+    ours = {"a": file("a", mode=0o755), "b": file("b", CONTENTS[1])}
+    theirs = {"a": file("a", CONTENTS[2]), "b": file("b", mode=0o600)}
+    plan = plan_merge(base, ours, theirs)
+    assert plan.land == {
+        "a": file("a", CONTENTS[2], mode=0o755),
+        "b": file("b", CONTENTS[1], mode=0o600),
+    }
+
+
+def test_git_changed_on_both_sides_is_one_conflict_and_never_a_line_merge() -> None:
+    base = {".git": folder(".git", b"\x0a" * 32), ".git/index": file(".git/index")}
+    ours = {".git": folder(".git", b"\x0b" * 32), ".git/index": file(".git/index", CONTENTS[1])}
+    theirs = {".git": folder(".git", b"\x0c" * 32), ".git/index": file(".git/index", CONTENTS[2])}
+    plan = plan_merge(base, ours, theirs)
+    assert kinds(plan) == {".git": "modify_modify"} and not plan.text
+    # One side only: it lands.
+    plan = plan_merge(base, base, theirs)
+    assert plan.land == {".git/index": theirs[".git/index"]} and not plan.conflicts
+    # A submodule's `.git` file changed on both sides: a conflict, not a line merge.
+    sub = {"m/.git": file("m/.git"), "m": folder("m")}
+    ours = {**sub, "m/.git": file("m/.git", CONTENTS[1])}
+    plan = plan_merge(sub, ours, {**sub, "m/.git": file("m/.git", CONTENTS[2])})
+    assert kinds(plan) == {"m/.git": "modify_modify"}
+
+
+def test_adding_inside_a_folder_the_other_side_deleted_is_a_conflict() -> None:
+    base = {"d": folder("d"), "d/x": file("d/x")}
+    plan = plan_merge(base, {}, {**base, "d/new": file("d/new")})
+    assert kinds(plan) == {"d/new": "delete_modify"}
+    plan = plan_merge(base, {**base, "d/new": file("d/new")}, {})
+    assert kinds(plan) == {"d/new": "modify_delete"}
+    plan = plan_merge(base, {"d": file("d")}, {**base, "d/new": file("d/new")})
+    assert kinds(plan) == {"d/new": "type_change"}
+    # Deleting a folder the other side left alone lands, children and all.
+    plan = plan_merge(base, base, {})
+    assert plan.land == {"d": None, "d/x": None} and not plan.conflicts
