@@ -1,0 +1,80 @@
+"""`till try`: seal, run a command in the workspace, seal again, so the attempt can be undone.
+
+The command runs in the caller's folder (inside the workspace), with no lock held: a watcher
+keeps sealing meanwhile, and the command may itself call `till`. Its result is sealed whether it
+succeeded or not (a failed attempt is exactly what one wants to rewind), and an interrupted one
+(Ctrl-C, SIGTERM) is sealed too before the interruption goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from tillage.store.store import SnapshotRow
+from tillage.workspace.attach import Workspace
+from tillage.workspace.commands import argv_of, run_command
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tillage.core.progress import ProgressFn
+
+LABEL_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class Tried:
+    """An attempt: the state before it, the state after it, and how the command ended."""
+
+    before: SnapshotRow
+    after: SnapshotRow
+    exit_code: int
+    output: str
+
+
+def default_label(command: tuple[str, ...]) -> str:
+    """`try: make test`, cut to LABEL_LIMIT characters: what the timeline shows."""
+    text = "try: " + " ".join(command)
+    return text if len(text) <= LABEL_LIMIT else text[: LABEL_LIMIT - 1] + "…"
+
+
+def _cwd(ws: Workspace, folder: Path) -> Path:
+    """The caller's folder when it lies in the workspace, else the workspace's root."""
+    try:
+        folder.resolve().relative_to(ws.root.resolve())
+    except (OSError, ValueError):
+        return ws.root
+    return folder if folder.is_dir() else ws.root
+
+
+def try_command(
+    ws: Workspace,
+    command: tuple[str, ...],
+    *,
+    folder: Path,
+    label: str | None = None,
+    agent: str | None = None,
+    output_fd: int | None = None,
+    on_progress: ProgressFn | None = None,
+) -> Tried:
+    """Seals (trigger `try_before`), runs `command` in `folder` (its output live to
+    `output_fd`, captured either way), seals again (`try_after`) and returns both states."""
+    from tillage.workspace.seal import SealOptions, seal
+
+    argv_of(command)  # an empty command is refused before anything is sealed
+    text = label if label is not None else default_label(command)
+    before = seal(
+        ws, SealOptions(trigger="try_before", label=text, agent=agent), on_progress=on_progress
+    )
+    try:
+        outcome = run_command(command, _cwd(ws, folder), output_fd=output_fd)
+    except KeyboardInterrupt:
+        # The attempt stops here; what it did so far is sealed, so it can be rewound too.
+        with contextlib.suppress(Exception):
+            seal(ws, SealOptions(trigger="try_after", label=text + " (interrupted)", agent=agent))
+        raise
+    after = seal(
+        ws, SealOptions(trigger="try_after", label=text, agent=agent), on_progress=on_progress
+    )
+    return Tried(before, after, outcome.exit_code, outcome.output)
