@@ -1,11 +1,306 @@
-"""The radar, claims and try verbs."""
+"""The radar, claims and try verbs: `till radar`, `claim`, `claims`, `release`, `try`."""
 
 from __future__ import annotations
 
-from tillage.verbs.contract import Verb
+from dataclasses import dataclass
+
+from tillage.errors import AmbiguousError, BusyError, IntegrityError
+from tillage.platform.errors import DiskFullError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import SnapshotInfo, snapshot_info
+from tillage.workspace.claim_errors import (
+    BadOwnerError,
+    BadPatternError,
+    BadTtlError,
+    ClaimHeldError,
+    ClaimNotFoundError,
+    ClaimNotOwnerError,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-VERBS: tuple[Verb[Any, Any], ...] = ()
+# Declared here (the feature module says the same) so listing contracts imports no feature code.
+DEFAULT_TTL_SECONDS = 3600
+
+
+# -- radar -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RadarRequest:
+    pass
+
+
+@dataclass(frozen=True)
+class ConflictInfo:
+    path: str
+    forks: tuple[str, ...]
+    workspace: bool
+
+
+@dataclass(frozen=True)
+class RadarResult:
+    # Paths changed in two or more places: forks by name (`a/b`: fork b of fork a), and
+    # whether the workspace itself changed it since the fork's base.
+    conflicts: tuple[ConflictInfo, ...]
+    # Live forks compared (forks of forks included).
+    forks_scanned: int
+    # `conflict` events this look appended (a collision that opened, changed or resolved).
+    events: int
+
+
+def radar(ctx: Context, req: RadarRequest) -> RadarResult:
+    from tillage.workspace.radar import observe_scan
+
+    ws = ctx.workspace
+    seen = observe_scan(ws.store, ws.id)
+    return RadarResult(
+        conflicts=tuple(ConflictInfo(c.path, c.forks, c.workspace) for c in seen.collisions),
+        forks_scanned=seen.forks_scanned,
+        events=seen.events,
+    )
+
+
+# -- claims ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClaimInfo:
+    id: str
+    pattern: str
+    owner: str
+    # RFC 3339 UTC; null only for a claim without expiry (none is taken by this version).
+    expires_at: str | None
+    claimed_at: str
+
+
+def _claim_info(row: Any) -> ClaimInfo:
+    from tillage.platform.clock import rfc3339
+
+    return ClaimInfo(
+        id=row.id,
+        pattern=row.pattern,
+        owner=row.owner,
+        expires_at=None if row.expires_ns is None else rfc3339(row.expires_ns),
+        claimed_at=rfc3339(row.claimed_ns),
+    )
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    pattern: str = param(
+        "a workspace-relative glob: `*` and `?` within a name, `[...]`, `**` for any depth; "
+        "a plain name covers the folder's contents too",
+        positional=True,
+    )
+    owner: str = param("who holds the claim (an agent or person's name)")
+    ttl_seconds: int = param(
+        "how long the claim lives, 1 to 2592000 seconds (it vanishes after)",
+        default=DEFAULT_TTL_SECONDS,
+        metavar="N",
+    )
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    claim: ClaimInfo
+    # True when the owner already held this very pattern: same ID, later expiry.
+    renewed: bool
+
+
+def claim(ctx: Context, req: ClaimRequest) -> ClaimResult:
+    from tillage.workspace.claims import take
+
+    taken = take(ctx.workspace, req.pattern, req.owner, req.ttl_seconds)
+    return ClaimResult(claim=_claim_info(taken.claim), renewed=taken.renewed)
+
+
+@dataclass(frozen=True)
+class ClaimsRequest:
+    pass
+
+
+@dataclass(frozen=True)
+class ClaimsResult:
+    # Live claims of the workspace and all its forks, oldest first; expired ones are gone.
+    claims: tuple[ClaimInfo, ...]
+
+
+def claims(ctx: Context, req: ClaimsRequest) -> ClaimsResult:
+    from tillage.workspace.claims import listing
+
+    return ClaimsResult(claims=tuple(_claim_info(c) for c in listing(ctx.workspace)))
+
+
+@dataclass(frozen=True)
+class ReleaseRequest:
+    claim: str = param("the claim's ID (or a unique prefix of 6 or more)", positional=True)
+    owner: str = param("the owner that took it")
+
+
+@dataclass(frozen=True)
+class ReleaseResult:
+    # The claim as it was until released.
+    released: ClaimInfo
+
+
+def release(ctx: Context, req: ReleaseRequest) -> ReleaseResult:
+    from tillage.workspace.claims import release as release_claim
+
+    return ReleaseResult(released=_claim_info(release_claim(ctx.workspace, req.claim, req.owner)))
+
+
+# -- try ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TryRequest:
+    command: tuple[str, ...] = param(
+        "the command, after `--`; one word runs through /bin/sh -c, several are the argv",
+        remainder=True,
+        metavar="CMD",
+    )
+    label: str | None = param(
+        "a label for both snapshots (default: `try: CMD`)",
+        default=None,
+        short="-m",
+        flag="--label",
+        aliases=("--message",),
+        metavar="LABEL",
+    )
+
+
+@dataclass(frozen=True)
+class TryResult:
+    before: SnapshotInfo
+    after: SnapshotInfo
+    exit_code: int
+    # The command's stdout and stderr together (the last 64 KiB).
+    output: str
+    # The exact command that puts the folder back as it was before the attempt.
+    undo: str
+
+    def exit_status(self) -> int:
+        """`till try` exits with the command's own status (CONTRACT: global rules)."""
+        return self.exit_code
+
+
+def try_run(ctx: Context, req: TryRequest) -> TryResult:
+    from tillage.workspace.trying import try_command
+
+    tried = try_command(
+        ctx.workspace,
+        req.command,
+        folder=ctx.settings.folder,
+        label=req.label,
+        agent=ctx.settings.agent,
+        output_fd=ctx.settings.command_output,
+        on_progress=ctx.on_progress,
+    )
+    return TryResult(
+        before=snapshot_info(tried.before),
+        after=snapshot_info(tried.after),
+        exit_code=tried.exit_code,
+        output=tried.output,
+        undo=f"till rewind {tried.before.id} --yes",
+    )
+
+
+CLAIM_ERRORS = (BadPatternError, BadOwnerError, BadTtlError, BusyError)
+
+VERBS = (
+    Verb(
+        Contract(
+            name="radar.scan",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.READ,
+            request=RadarRequest,
+            result=RadarResult,
+            cli="radar",
+            errors=(BusyError, IntegrityError),
+            event="conflict",
+            doc="Paths changed in two or more places among this workspace and its live forks "
+            "(each fork since its base, the workspace since each fork's base), from sealed "
+            "states only: seal first to see live edits. Each collision that opened, changed or "
+            "resolved since the last look is appended as a `conflict` event.",
+        ),
+        radar,
+    ),
+    Verb(
+        Contract(
+            name="claim.take",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.WRITE,
+            request=ClaimRequest,
+            result=ClaimResult,
+            cli="claim",
+            errors=(*CLAIM_ERRORS, ClaimHeldError),
+            event="claimed",
+            doc="Take an advisory lease on a path glob, shared by the workspace and all its "
+            "forks, for --ttl-seconds (default 3600). A live claim of another owner that "
+            "overlaps it is a conflict naming the holder; the same owner may overlap its own "
+            "claims, and claiming the same pattern again renews it.",
+        ),
+        claim,
+    ),
+    Verb(
+        Contract(
+            name="claim.list",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.READ,
+            request=ClaimsRequest,
+            result=ClaimsResult,
+            cli="claims",
+            doc="The live claims of the workspace and all its forks; expired ones are gone.",
+        ),
+        claims,
+    ),
+    Verb(
+        Contract(
+            name="claim.release",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.WRITE,
+            request=ReleaseRequest,
+            result=ReleaseResult,
+            cli="release",
+            errors=(
+                *CLAIM_ERRORS,
+                ClaimNotOwnerError,
+                ClaimNotFoundError,
+                AmbiguousError,
+            ),
+            event="released",
+            doc="Release a live claim; only its owner can (another owner's is a conflict "
+            "naming the holder); an unknown or expired claim is not_found.",
+        ),
+        release,
+    ),
+    Verb(
+        Contract(
+            name="try.run",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.WRITE,
+            request=TryRequest,
+            result=TryResult,
+            cli="try",
+            errors=(BusyError, DiskFullError, IntegrityError),
+            doc="Seal (trigger try_before), run the command in the workspace, seal again "
+            "(try_after, even when it fails) and exit with its status; `undo` is the rewind "
+            "that puts the folder back as it was before.",
+        ),
+        try_run,
+    ),
+)

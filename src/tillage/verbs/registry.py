@@ -52,6 +52,11 @@ COMMANDS = {
     "verify": "tillage.verbs.store",
     "events": "tillage.verbs.events",
     "hook": "tillage.verbs.hooks",
+    "radar": "tillage.verbs.radar",
+    "claim": "tillage.verbs.radar",
+    "claims": "tillage.verbs.radar",
+    "release": "tillage.verbs.radar",
+    "try": "tillage.verbs.radar",
 }
 
 

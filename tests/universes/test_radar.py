@@ -1,0 +1,271 @@
+"""The conflict radar: `till radar` over real forks, its `conflict` events, and its pure rules."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Till
+from tillage.core.radar import Collision, ForkChanges, changed_paths, find_collisions, transitions
+from tillage.store.store import Store
+from tillage.verbs.registry import COMMANDS
+
+
+def _status_id(till: Till, folder: Path) -> str:
+    return str(till.json("status", cwd=folder)["id"])
+
+
+def make_fork(till: Till, parent: Path, name: str) -> Path:
+    """A fork of `parent` called `name`, made by `till fork` (or, where that verb has not
+    landed, by copying the folder, attaching the copy and publishing the `fork` fact the verb
+    publishes); returns its folder."""
+    if "fork" in COMMANDS:
+        return Path(till.json("fork", name, cwd=parent)["fork"]["path"])
+    base = till.json("snap", "-m", f"base of {name}", cwd=parent)["snapshot"]["id"]
+    dest = parent.parent / f"{parent.name}.forks" / name
+    shutil.copytree(parent, dest, symlinks=True, ignore=shutil.ignore_patterns(".tillage"))
+    till.json("watch", "--no-daemon", cwd=dest)
+    store = Store.open(till.home)
+    try:
+        store.publish(
+            "fork",
+            {
+                "workspace": _status_id(till, dest),
+                "parent": _status_id(till, parent),
+                "name": name,
+                "base": base,
+                "root": str(dest.resolve()),
+            },
+        )
+    finally:
+        store.close()
+    return dest
+
+
+@pytest.fixture
+def project(till: Till, folder: Path) -> Path:
+    (folder / "src").mkdir()
+    for i in range(6):
+        (folder / "src" / f"m{i}.py").write_text(f"x = {i}\n")
+    (folder / "README.md").write_text("# demo\n")
+    till.json("watch", "--no-daemon")
+    return folder
+
+
+def _edit(till: Till, where: Path, path: str, text: str) -> None:
+    (where / path).write_text(text)
+    till.json("snap", "-m", f"edit {path}", cwd=where)
+
+
+def _radar(till: Till, where: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = till.json("radar", cwd=where)
+    return doc
+
+
+def _conflict_events(till: Till, where: Path) -> list[dict[str, Any]]:
+    run = till("--json", "events", cwd=where)
+    assert run.code == 0, run.stderr
+    events = [json.loads(line) for line in run.stdout.splitlines()]
+    return [e for e in events if e["kind"] == "conflict"]
+
+
+def test_two_forks_editing_the_same_file_collide_and_different_files_do_not(
+    till: Till, project: Path
+) -> None:
+    alpha = make_fork(till, project, "alpha")
+    beta = make_fork(till, project, "beta")
+    _edit(till, alpha, "src/m1.py", "alpha\n")
+    _edit(till, beta, "src/m2.py", "beta\n")
+    doc = _radar(till, project)
+    assert doc["conflicts"] == []
+    assert doc["forks_scanned"] == 2
+
+    _edit(till, beta, "src/m1.py", "beta too\n")
+    doc = _radar(till, project)
+    assert doc["conflicts"] == [
+        {"path": "src/m1.py", "forks": ["alpha", "beta"], "workspace": False}
+    ]
+
+
+def test_a_fork_and_the_workspace_editing_one_file_collide(till: Till, project: Path) -> None:
+    alpha = make_fork(till, project, "alpha")
+    _edit(till, alpha, "README.md", "fork\n")
+    _edit(till, project, "README.md", "workspace\n")
+    _edit(till, project, "src/m3.py", "only here\n")
+    doc = _radar(till, project)
+    assert doc["conflicts"] == [{"path": "README.md", "forks": ["alpha"], "workspace": True}]
+
+
+def test_a_change_the_workspace_made_before_the_fork_is_no_collision(
+    till: Till, project: Path
+) -> None:
+    _edit(till, project, "README.md", "before the fork\n")
+    alpha = make_fork(till, project, "alpha")
+    _edit(till, alpha, "src/m0.py", "fork\n")
+    assert _radar(till, project)["conflicts"] == []
+
+
+def test_the_radar_reads_only_sealed_states(till: Till, project: Path) -> None:
+    alpha = make_fork(till, project, "alpha")
+    beta = make_fork(till, project, "beta")
+    _edit(till, alpha, "src/m4.py", "alpha\n")
+    (beta / "src" / "m4.py").write_text("beta, not sealed yet\n")
+    assert _radar(till, project)["conflicts"] == []
+    till.json("snap", cwd=beta)
+    assert [c["path"] for c in _radar(till, project)["conflicts"]] == ["src/m4.py"]
+
+
+def test_conflict_events_open_change_and_resolve(till: Till, project: Path) -> None:
+    alpha = make_fork(till, project, "alpha")
+    beta = make_fork(till, project, "beta")
+    gamma = make_fork(till, project, "gamma")
+    alpha_start = till.json("timeline", "-n", "1", cwd=alpha)["snapshots"][0]["id"]
+    _edit(till, alpha, "src/m1.py", "alpha\n")
+    _edit(till, beta, "src/m1.py", "beta\n")
+    assert _radar(till, project)["events"] == 1
+    again = _radar(till, project)  # nothing changed: nothing to announce
+    assert again["events"] == 0 and len(again["conflicts"]) == 1
+
+    _edit(till, gamma, "src/m1.py", "gamma\n")
+    _radar(till, project)
+    till.json("rewind", alpha_start, "--yes", cwd=alpha)
+    till.json("snap", "-m", "rewound", cwd=alpha)
+    _radar(till, project)
+    till.json("rewind", till.json("timeline", cwd=gamma)["snapshots"][-1]["id"], "--yes", cwd=gamma)
+    till.json("snap", cwd=gamma)
+    assert _radar(till, project)["conflicts"] == []
+
+    events = _conflict_events(till, project)
+    assert [(e["detail"]["state"], e["detail"]["forks"]) for e in events] == [
+        ("opened", ["alpha", "beta"]),
+        ("changed", ["alpha", "beta", "gamma"]),
+        ("changed", ["beta", "gamma"]),
+        ("resolved", ["beta", "gamma"]),
+    ]
+    assert {e["detail"]["path"] for e in events} == {"src/m1.py"}
+    assert all(e["detail"]["workspace"] is False for e in events)
+
+
+def test_concurrent_looks_announce_each_transition_once(till: Till, project: Path) -> None:
+    alpha = make_fork(till, project, "alpha")
+    beta = make_fork(till, project, "beta")
+    for i in range(3):
+        _edit(till, alpha, f"src/m{i}.py", "alpha\n")
+        _edit(till, beta, f"src/m{i}.py", "beta\n")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tillage", "--json", "radar"],
+            cwd=project,
+            env=till.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    docs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        docs.append(json.loads(out))
+    assert sum(d["events"] for d in docs) == 3
+    assert all(len(d["conflicts"]) == 3 for d in docs)
+    opened = [e["detail"]["path"] for e in _conflict_events(till, project)]
+    assert sorted(opened) == ["src/m0.py", "src/m1.py", "src/m2.py"]
+
+
+def test_a_fork_of_a_fork_collides_only_with_what_its_parent_changed_after_it(
+    till: Till, project: Path
+) -> None:
+    alpha = make_fork(till, project, "alpha")
+    _edit(till, alpha, "src/m5.py", "alpha first\n")
+    inner = make_fork(till, alpha, "inner")
+    _edit(till, inner, "src/m5.py", "inner\n")
+    # alpha's edit came before the inner fork: inherited, not a second change.
+    assert _radar(till, project)["conflicts"] == []
+    _edit(till, alpha, "src/m5.py", "alpha again\n")
+    doc = _radar(till, project)
+    assert doc["forks_scanned"] == 2
+    assert doc["conflicts"] == [
+        {"path": "src/m5.py", "forks": ["alpha", "alpha/inner"], "workspace": False}
+    ]
+    # Seen from alpha, the inner fork is its own fork.
+    assert _radar(till, alpha)["conflicts"] == [
+        {"path": "src/m5.py", "forks": ["inner"], "workspace": True}
+    ]
+
+
+def test_radar_without_forks_and_its_human_page(till: Till, project: Path) -> None:
+    run = till("radar")
+    assert run.code == 0
+    assert "No forks" in run.stdout
+    alpha = make_fork(till, project, "alpha")
+    _edit(till, alpha, "README.md", "a\n")
+    _edit(till, project, "README.md", "w\n")
+    run = till("radar")
+    assert run.code == 0, run.stderr
+    assert "README.md" in run.stdout and "workspace, alpha" in run.stdout
+
+
+def test_radar_outside_a_workspace_is_not_attached(till: Till) -> None:
+    run = till("--json", "radar")
+    assert run.code == 1
+    assert run.error["name"] == "workspace.not_attached"
+
+
+# -- pure rules ----------------------------------------------------------------------------
+
+
+def test_find_collisions_pairs_unrelated_forks_and_forks_with_what_is_above_them() -> None:
+    forks = [
+        ForkChanges("a", frozenset({"x", "y"}), {"": frozenset({"y", "z"})}),
+        ForkChanges("b", frozenset({"x"}), {"": frozenset()}),
+        ForkChanges("a/c", frozenset({"x", "w"}), {"": frozenset(), "a": frozenset({"w"})}),
+    ]
+    assert find_collisions(forks) == [
+        # a/c's x is checked against a's changes since a/c's base (w only), not a's own x.
+        Collision("w", ("a", "a/c"), False),
+        Collision("x", ("a", "a/c", "b"), False),
+        Collision("y", ("a",), True),
+    ]
+
+
+def test_transitions_say_opened_changed_and_resolved() -> None:
+    before = {"p": (("a", "b"), False), "q": (("a",), True)}
+    now = [Collision("p", ("a", "b", "c"), False), Collision("r", ("b",), True)]
+    assert [(t.path, t.state) for t in transitions(before, now)] == [
+        ("p", "changed"),
+        ("q", "resolved"),
+        ("r", "opened"),
+    ]
+
+
+def test_changed_paths_prunes_equal_subtrees_and_lists_the_files_of_a_new_folder() -> None:
+    from tillage.core.models import ContentKind, Entry, EntryKind
+
+    def file(name: str, content: bytes) -> Entry:
+        return Entry(name.encode(), EntryKind.FILE, 0o644, 1, 0, ContentKind.CHUNK, content)
+
+    def folder(name: str, tree: bytes) -> Entry:
+        return Entry(name.encode(), EntryKind.DIR, 0o755, 0, 0, ContentKind.TREE, tree)
+
+    trees = {
+        b"same": [file("k", b"1")],
+        b"new": [file("n1", b"1"), file("n2", b"2")],
+        b"old_root": [folder("keep", b"same"), file("f", b"1")],
+        b"new_root": [folder("keep", b"same"), file("f", b"2"), folder("added", b"new")],
+    }
+    read: list[bytes] = []
+
+    def read_tree(tid: bytes) -> list[Entry]:
+        read.append(tid)
+        return trees[tid]
+
+    assert changed_paths(read_tree, b"old_root", b"new_root") == {"f", "added/n1", "added/n2"}
+    assert b"same" not in read
