@@ -2,10 +2,234 @@
 
 from __future__ import annotations
 
-from tillage.verbs.contract import Verb
+from dataclasses import dataclass
+
+from tillage.errors import BusyError, IntegrityError
+from tillage.platform.errors import DiskFullError
+from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import ChangeInfo, change_infos
+from tillage.workspace.merge_errors import (
+    ForkFolderMissingError,
+    MergeRequestError,
+    MergeStoppedError,
+    NoCommonAncestorError,
+    UnknownForkError,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-VERBS: tuple[Verb[Any, Any], ...] = ()
+    from tillage.core.merge_plan import Conflict
+    from tillage.core.models import Entry
+    from tillage.workspace.merge import MergeOutcome
+
+# Exit status of a merge that completed but landed nothing (CONTRACT.md: global rules).
+LANDED_NOTHING = 3
+
+
+@dataclass(frozen=True)
+class MergeRequest:
+    name: str | None = param(
+        "the fork to merge back (see `till forks`)", default=None, positional=True
+    )
+    snapshot: str | None = param(
+        "merge this stored snapshot instead of a fork (ID or unique prefix)",
+        default=None,
+        metavar="ID",
+    )
+    base: str | None = param(
+        "with --snapshot: the common ancestor (found from both timelines when not given)",
+        default=None,
+        metavar="ID",
+    )
+    check: str | None = param(
+        "a command that must pass on the merged result before anything lands; it runs "
+        "through /bin/sh -c in a scratch copy, never in the workspace",
+        default=None,
+        metavar="CMD",
+    )
+    dry_run: bool = param("plan and report; write and check nothing", default=False)
+
+
+@dataclass(frozen=True)
+class MergeSide:
+    """One side of a conflicting path: what it is there, its object ID and size."""
+
+    kind: str
+    id: str
+    size: int | None
+    mode: str
+
+
+@dataclass(frozen=True)
+class MergeConflictInfo:
+    """A path the two sides disagree about: its kind (ours first: `modify_delete` is changed
+    here, deleted in theirs), why, and the path on each side (null: absent there)."""
+
+    path: str
+    kind: str
+    reason: str
+    base: MergeSide | None
+    ours: MergeSide | None
+    theirs: MergeSide | None
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    # The fork merged (null for --snapshot).
+    fork: str | None
+    landed: bool
+    # The snapshot sealed after landing (trigger `merge`), or null.
+    result: str | None
+    changes: int
+    conflicts: tuple[MergeConflictInfo, ...]
+    check_output: str | None
+    check_failed: bool
+    check_exit_code: int | None
+    # The three sides: the ancestor, the workspace sealed first (`pre_merge`), the other side.
+    base: str
+    ours: str
+    theirs: str
+    # What lands (or would land, or would have): each path as in `till diff`.
+    changed: tuple[ChangeInfo, ...]
+    # The paths merged line by line.
+    merged: tuple[str, ...]
+    dry_run: bool
+    # The snapshot a rewind goes back to, to undo a landed merge (its `pre_merge`), and the
+    # command that does it; null when nothing landed.
+    undo: str | None
+    next: str | None
+
+    def exit_status(self) -> int:
+        """3 when the merge landed nothing because of conflicts or a failed check."""
+        return LANDED_NOTHING if self.conflicts or self.check_failed else 0
+
+    def event_detail(self, _req: MergeRequest) -> dict[str, Any] | None:
+        """None: a landed merge records its own `merged` (a fork's `fork_merged` fact, or an
+        event appended with the merge's seal, so a merge finished by recovery has it too)."""
+        return None
+
+
+def _side(entry: Entry | None) -> MergeSide | None:
+    if entry is None:
+        return None
+    from tillage.core.models import EntryKind
+
+    kind = {
+        EntryKind.FILE: "file",
+        EntryKind.DIR: "dir",
+        EntryKind.SYMLINK: "symlink",
+        EntryKind.SPECIAL: "special",
+    }[entry.kind]
+    size = entry.size if entry.kind is not EntryKind.DIR else None
+    return MergeSide(kind, entry.content.hex(), size, f"{entry.mode & 0o7777:04o}")
+
+
+def _conflict_info(conflict: Conflict) -> MergeConflictInfo:
+    return MergeConflictInfo(
+        path=conflict.path,
+        kind=str(conflict.kind),
+        reason=conflict.reason,
+        base=_side(conflict.base),
+        ours=_side(conflict.ours),
+        theirs=_side(conflict.theirs),
+    )
+
+
+def result_of(outcome: MergeOutcome) -> MergeResult:
+    """The verb's result from what the merge did."""
+    check = outcome.check
+    undo = outcome.ours.id if outcome.landed else None
+    return MergeResult(
+        fork=outcome.fork,
+        landed=outcome.landed,
+        result=outcome.result.id if outcome.result is not None else None,
+        changes=len(outcome.changes),
+        conflicts=tuple(_conflict_info(c) for c in outcome.conflicts),
+        check_output=check.output if check is not None else None,
+        check_failed=check is not None and check.exit_code != 0,
+        check_exit_code=check.exit_code if check is not None else None,
+        base=outcome.base.id,
+        ours=outcome.ours.id,
+        theirs=outcome.theirs.id,
+        changed=change_infos(outcome.changes),
+        merged=outcome.merged,
+        dry_run=outcome.dry_run,
+        undo=undo,
+        next=f"till rewind {undo} --yes" if undo else None,
+    )
+
+
+def merge(ctx: Context, req: MergeRequest) -> MergeResult:
+    from tillage.workspace import merge as mg
+
+    mg.check_request(req.name, req.snapshot, req.base)
+    output_fd = ctx.settings.command_output
+    if req.name is not None:
+        outcome = mg.merge_fork(
+            ctx.workspace,
+            req.name,
+            check=req.check,
+            dry_run=req.dry_run,
+            output_fd=output_fd,
+            on_progress=ctx.on_progress,
+        )
+    else:
+        assert req.snapshot is not None
+        outcome = mg.merge_snapshot(
+            ctx.workspace,
+            req.snapshot,
+            req.base,
+            check=req.check,
+            dry_run=req.dry_run,
+            output_fd=output_fd,
+            on_progress=ctx.on_progress,
+        )
+    return result_of(outcome)
+
+
+def _validate(_ctx: Context, req: MergeRequest) -> None:
+    from tillage.workspace.merge import check_request
+
+    check_request(req.name, req.snapshot, req.base)
+
+
+VERBS: tuple[Verb[Any, Any], ...] = (
+    Verb(
+        Contract(
+            name="merge.apply",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.WRITE,
+            request=MergeRequest,
+            result=MergeResult,
+            cli="merge",
+            errors=(
+                UnknownForkError,
+                ForkFolderMissingError,
+                MergeRequestError,
+                NoCommonAncestorError,
+                MergeStoppedError,
+                SnapshotNotFoundError,
+                SnapshotAmbiguousError,
+                BadSnapshotIdError,
+                BusyError,
+                IntegrityError,
+                DiskFullError,
+            ),
+            event="merged",
+            validate=_validate,
+            doc="Merge a fork (or a stored snapshot) back into the workspace, three-way: the "
+            "fork's base is the ancestor, the workspace is sealed first (`pre_merge`, the "
+            "undo), the fork's head is sealed now. Text changed on both sides in different "
+            "places merges line by line; any conflict, or a --check that fails in a scratch "
+            "copy of the result, lands nothing and exits 3. `till rewind UNDO --yes` undoes "
+            "a landed merge.",
+        ),
+        merge,
+    ),
+)

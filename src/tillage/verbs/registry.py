@@ -57,6 +57,7 @@ COMMANDS = {
     "claims": "tillage.verbs.radar",
     "release": "tillage.verbs.radar",
     "try": "tillage.verbs.radar",
+    "merge": "tillage.verbs.merge",
 }
 
 

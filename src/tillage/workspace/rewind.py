@@ -204,8 +204,15 @@ def finish_interrupted(
 
     The folder is sealed again first: whatever was written into it after the crash is kept in
     that snapshot, and the interrupted rewind's own `undo` still holds the state before it.
-    The caller holds the workspace lock.
+    The caller holds the workspace lock. An interrupted merge (its intent says so) is finished
+    by the merge's own code, on the same machinery.
     """
+    intent = _read_intent(ws)
+    if intent is not None and intent.get("op") == "merge":
+        from tillage.workspace.merge_land import finish_merge
+
+        finish_merge(ws, intent)
+        return
     _remove_staging(ws.root)
     remove_temp_files(ws.root)
     try:
@@ -231,6 +238,62 @@ def finish_interrupted(
             raise
         raise err from exc
     intent_path(ws).unlink()
+
+
+def land_planned(
+    ws: Workspace,
+    current: dict[str, Entry],
+    want: dict[str, Entry],
+    intent: dict[str, object],
+    *,
+    on_progress: ProgressFn | None = None,
+    before_done: Callable[[], object] | None = None,
+) -> None:
+    """Turns the paths of `current` (what the folder holds, as sealed) into `want`, journaled
+    exactly as a rewind is (stage, intent, apply, one sync): a merge lands through this.
+
+    Both manifests hold only the paths to change and the folders above them; the caller holds
+    the workspace lock and has sealed the present. `intent` (with a `target` snapshot, as
+    recovery expects) is written before the folder is touched; `before_done` (the merge's
+    seal) runs after the writes are durable, before the intent is removed. A failure part-way
+    removes the intent and raises: the caller names the way back.
+    """
+    planned = plan_actions(current, want)
+    applier = Applier(ws, current, on_progress)
+    applier.stage(planned.actions)
+    atomic_write(intent_path(ws), json.dumps(intent).encode())
+    failpoints.hit("rewind.after_intent")
+    try:
+        applier.run(planned.actions)
+    except (OSError, TillageError):
+        # Not a crash: this process is alive to say what happened (see apply).
+        intent_path(ws).unlink()
+        raise
+    remember_written(ws, applier.written)
+    if before_done is not None:
+        before_done()
+    failpoints.hit("rewind.before_intent_removed")
+    intent_path(ws).unlink()
+
+
+def apply_to_copy(
+    ws: Workspace, root: Path, current: dict[str, Entry], want: dict[str, Entry]
+) -> None:
+    """Turns `current` into `want` in a disposable copy of the workspace at `root` (a merge
+    check's scratch folder), reading objects from the workspace's store: no intent, no seal,
+    no sync (nothing there needs to survive a crash)."""
+    planned = plan_actions(current, want)
+    applier = Applier(Workspace(ws.id, root, ws.store), current)
+    applier.stage(planned.actions)
+    applier.run(planned.actions, durable=False)
+
+
+def _read_intent(ws: Workspace) -> dict[str, object] | None:
+    try:
+        intent = json.loads(intent_path(ws).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return intent if isinstance(intent, dict) else None
 
 
 def _remove_staging(root: Path) -> None:
@@ -494,13 +557,15 @@ class Applier:
 
     # -- applying -------------------------------------------------------------------------
 
-    def run(self, actions: tuple[Action, ...]) -> None:
-        """Applies the actions in order; the folder's data is durable when it returns."""
+    def run(self, actions: tuple[Action, ...], *, durable: bool = True) -> None:
+        """Applies the actions in order; the folder's data is durable when it returns (unless
+        told it need not be: a disposable copy)."""
         try:
             self._spread_new_folders(actions)
             self._run(actions)
             self._restore_lent()
-            syncfs(self._root_fd)
+            if durable:
+                syncfs(self._root_fd)
         finally:
             try:
                 self._restore_lent()

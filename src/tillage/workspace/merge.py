@@ -1,0 +1,471 @@
+"""`till merge`: a three-way merge of a fork (or a stored snapshot) into the workspace.
+
+Ancestor, ours and theirs are snapshots: the fork's base, the workspace sealed first (trigger
+`pre_merge`, which is also the merge's undo) and the fork's head sealed now (trigger `fork`).
+Their trees are walked together from the store, descending only into folders whose trees differ
+where it matters, so a merge costs what changed, not the size of the workspace. The pure plan
+(core.merge_plan) decides each path; text files both sides changed are merged line by line
+(core.textmerge). Any conflict, or a failed `--check`, lands nothing. The check runs in a
+scratch copy of the merged result beside the workspace, never in it, and the copy is removed
+however the check ends. Landing is merge_land's, on rewind's crash-safe machinery.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections import deque
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from tillage.core import codec
+from tillage.core.format import WHOLE_FILE_MAX
+from tillage.core.ids import chunk_id
+from tillage.core.merge_plan import Conflict, ConflictKind, TextJob, plan_merge
+from tillage.core.models import Change, ContentKind, Entry, EntryFlag, EntryKind
+from tillage.core.paths import CONTROL_DIR, fs_decode, join
+from tillage.core.progress import ProgressFn
+from tillage.core.textmerge import MAX_MERGE_BYTES, merge_text
+from tillage.core.treediff import diff_entry
+from tillage.platform import clock
+from tillage.store.errors import SnapshotNotFoundError
+from tillage.store.store import ObjectWriter, SnapshotRow, Store
+from tillage.workspace.attach import Workspace
+from tillage.workspace.merge_errors import (
+    ForkFolderMissingError,
+    MergeRequestError,
+    NoCommonAncestorError,
+    UnknownForkError,
+)
+from tillage.workspace.merge_land import Tell, drifted, manifests_for, rewrite_tree
+from tillage.workspace.seal import SealOptions, seal, seal_result, workspace_lock
+from tillage.workspace.trees import read_file_bytes
+
+Manifest = dict[str, Entry]
+
+# The environment a merge check runs with, so a check script can tell it is one.
+CHECK_ENV = {"TILLAGE_MERGE_CHECK": "1"}
+# Ancestor search: snapshots visited at most (a damaged index's cycle must not spin).
+MAX_ANCESTRY = 1_000_000
+
+_REASONS = {
+    "overlap": "both sides changed the same lines",
+    "binary": "binary file changed on both sides",
+    "too_large": f"too large to merge line by line (over {MAX_MERGE_BYTES >> 20} MiB)",
+}
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    """The merge check: its exit status and its captured output."""
+
+    exit_code: int
+    output: str
+
+
+@dataclass(frozen=True)
+class MergeOutcome:
+    """What a merge did or would do (see the verb's result for the fields' meaning)."""
+
+    fork: str | None
+    base: SnapshotRow
+    ours: SnapshotRow
+    theirs: SnapshotRow
+    changes: tuple[Change, ...]
+    merged: tuple[str, ...]
+    conflicts: tuple[Conflict, ...]
+    check: CheckRun | None
+    landed: bool
+    result: SnapshotRow | None
+    dry_run: bool
+
+
+# -- finding the three sides ------------------------------------------------------------------
+
+
+def merge_fork(
+    ws: Workspace,
+    name: str,
+    *,
+    check: str | None = None,
+    dry_run: bool = False,
+    output_fd: int | None = None,
+    on_progress: ProgressFn | None = None,
+) -> MergeOutcome:
+    """Merges the live fork `name` of `ws` into it: the fork's base is the ancestor."""
+    row = ws.store.fork_named(ws.id, name)
+    if row is None:
+        raise UnknownForkError(f"this workspace has no fork named {name!r}")
+    base = ws.store.snapshot(row.base)
+    if base is None:
+        raise SnapshotNotFoundError(f"the fork's base {row.base[:12]} is not in the store")
+    fork_ws = Workspace(row.workspace, Path(row.root), ws.store)
+    if not fork_ws.root.is_dir():
+        raise ForkFolderMissingError(f"the folder of fork {name!r} ({row.root}) is gone")
+    ours = _seal_ours(ws, f"before merge {name}", dry_run)
+    theirs = seal_result(
+        fork_ws,
+        SealOptions(trigger="fork", label=f"merged into its parent ({name})", skip_unchanged=True),
+    ).row
+    return _merge(
+        ws,
+        base,
+        ours,
+        theirs,
+        fork=name,
+        check=check,
+        dry_run=dry_run,
+        output_fd=output_fd,
+        on_progress=on_progress,
+        label=f"merge {name}",
+        merged_from=None,
+        tell=Tell(
+            "fact",
+            {"workspace": row.workspace, "parent": ws.id, "name": name, "base": theirs.id},
+        ),
+    )
+
+
+def merge_snapshot(
+    ws: Workspace,
+    ref: str,
+    base_ref: str | None = None,
+    *,
+    check: str | None = None,
+    dry_run: bool = False,
+    output_fd: int | None = None,
+    on_progress: ProgressFn | None = None,
+) -> MergeOutcome:
+    """Merges a stored snapshot into `ws`; the ancestor is `base_ref`, or the nearest snapshot
+    both sides descend from (following `parent` and `merged_from`)."""
+    theirs = find_snapshot(ws, ref)
+    base = find_snapshot(ws, base_ref) if base_ref is not None else None
+    ours = _seal_ours(ws, f"before merge {theirs.id[:12]}", dry_run)
+    if base is None:
+        base = common_ancestor(ws.store, ours, theirs)
+        if base is None:
+            raise NoCommonAncestorError(
+                f"snapshot {theirs.id[:12]} shares no ancestor with this workspace's timeline"
+            )
+    return _merge(
+        ws,
+        base,
+        ours,
+        theirs,
+        fork=None,
+        check=check,
+        dry_run=dry_run,
+        output_fd=output_fd,
+        on_progress=on_progress,
+        label=f"merge {theirs.id[:12]}",
+        merged_from=theirs.id,
+        tell=Tell("event", {"snapshot": theirs.id, "short": theirs.id[:12], "base": base.id}),
+    )
+
+
+def check_request(name: str | None, snapshot: str | None, base: str | None) -> None:
+    """A merge names a fork or a snapshot, exactly one; --base goes with --snapshot."""
+    if (name is None) == (snapshot is None):
+        raise MergeRequestError(
+            "give a fork's NAME or --snapshot ID, not both"
+            if name is not None
+            else "nothing to merge: give a fork's NAME or --snapshot ID"
+        )
+    if base is not None and snapshot is None:
+        raise MergeRequestError("--base goes with --snapshot (a fork's base is known)")
+
+
+def find_snapshot(ws: Workspace, ref: str) -> SnapshotRow:
+    """A snapshot of the workspace's family by ID or prefix, or any snapshot of the store by
+    its full ID (one pulled from another machine)."""
+    from tillage.workspace.timeline import resolve
+
+    try:
+        return resolve(ws, ref)
+    except SnapshotNotFoundError:
+        found = ws.store.snapshot(ref.strip().lower())
+        if found is None:
+            raise
+        return found
+
+
+def _seal_ours(ws: Workspace, label: str, dry_run: bool) -> SnapshotRow:
+    """Seals the workspace (trigger `pre_merge`); a dry run adds no snapshot when nothing
+    changed since the head."""
+    options = SealOptions(trigger="pre_merge", label=label, skip_unchanged=dry_run)
+    return seal_result(ws, options).row if dry_run else seal(ws, options)
+
+
+def common_ancestor(store: Store, ours: SnapshotRow, theirs: SnapshotRow) -> SnapshotRow | None:
+    """The nearest snapshot both descend from, searching both histories a step at a time
+    (parents, merge parents, and a fork's base for its first snapshot)."""
+    marks: dict[str, int] = {}
+    rows: dict[str, SnapshotRow] = {ours.id: ours, theirs.id: theirs}
+    queues = (deque([ours.id]), deque([theirs.id]))
+    for side, start in enumerate((ours.id, theirs.id)):
+        marks[start] = marks.get(start, 0) | (1 << side)
+        if marks[start] == 3:
+            return rows[start]
+    visited = 0
+    while (queues[0] or queues[1]) and visited < MAX_ANCESTRY:
+        for side in (0, 1):
+            if not queues[side]:
+                continue
+            current = rows[queues[side].popleft()]
+            visited += 1
+            for parent in _parents(store, current):
+                if parent not in rows:
+                    row = store.snapshot(parent)
+                    if row is None:
+                        continue
+                    rows[parent] = row
+                before = marks.get(parent, 0)
+                if before & (1 << side):
+                    continue
+                marks[parent] = before | (1 << side)
+                if marks[parent] == 3:
+                    return rows[parent]
+                queues[side].append(parent)
+    return None
+
+
+def _parents(store: Store, row: SnapshotRow) -> list[str]:
+    found = [p for p in (row.parent, row.merged_from) if p]
+    if row.parent is None:
+        fork = store.fork_of(row.workspace)
+        if fork is not None and fork.base != row.id:
+            found.append(fork.base)
+    return found
+
+
+# -- planning ---------------------------------------------------------------------------------
+
+
+def three_way(
+    store: Store, base: bytes | None, ours: bytes | None, theirs: bytes | None
+) -> tuple[Manifest, Manifest, Manifest]:
+    """The three trees as flat manifests, read only where they matter: a folder is entered
+    when theirs changed it and ours is not already the same as theirs (and never a `.git`
+    both sides changed: that is one conflict). Everything the plan needs is there, and a merge
+    of 100 files in a 5,000-file workspace reads a few dozen trees."""
+    out: tuple[Manifest, Manifest, Manifest] = ({}, {}, {})
+    stack: list[tuple[str, tuple[bytes | None, bytes | None, bytes | None]]] = [
+        ("", (base, ours, theirs))
+    ]
+    while stack:
+        folder, tids = stack.pop()
+        listed: list[dict[str, Entry]] = []
+        for tid in tids:
+            entries = codec.decode_tree(store.read(tid)) if tid is not None else []
+            listed.append({fs_decode(e.name): e for e in entries})
+        for name in sorted(listed[0].keys() | listed[1].keys() | listed[2].keys()):
+            path = join(folder, name)
+            sides = tuple(side.get(name) for side in listed)
+            for manifest, entry in zip(out, sides, strict=True):
+                if entry is not None:
+                    manifest[path] = entry
+            b, o, t = (
+                e.content if e is not None and e.kind is EntryKind.DIR else None for e in sides
+            )
+            if t in (o, b):
+                continue
+            if name == ".git" and b is not None and o is not None and t is not None and b != o:
+                continue
+            stack.append((path, (b, o, t)))
+    return out
+
+
+def _merge_job(store: Store, job: TextJob) -> bytes | str | None:
+    """The merged bytes of a file both sides changed, why it is a conflict, or None when the
+    merge is what ours already holds (theirs' change is in it already)."""
+    if max(job.base.size, job.ours.size, job.theirs.size) > MAX_MERGE_BYTES:
+        return _REASONS["too_large"]
+    ours = read_file_bytes(store, job.ours)
+    merged = merge_text(read_file_bytes(store, job.base), ours, read_file_bytes(store, job.theirs))
+    if merged.merged is None:
+        return _REASONS.get(str(merged.reason), "both sides changed it")
+    if merged.merged == ours and job.entry.mode == job.ours.mode:
+        return None
+    return merged.merged
+
+
+def _merged_entry(writer: ObjectWriter | None, job: TextJob, data: bytes) -> Entry:
+    """The result's entry for merged bytes, storing them through `writer` (None: a dry run,
+    the ID is computed only)."""
+    if len(data) <= WHOLE_FILE_MAX:
+        cid = chunk_id(data)
+        if writer is not None:
+            writer.put(codec.Kind.CHUNK, cid, data)
+        kind, content = ContentKind.CHUNK, bytes(cid)
+    else:
+        from tillage.workspace.capture import store_content
+
+        fd = os.memfd_create("tillage-merge")
+        try:
+            os.write(fd, data)
+            raw_kind, content, _size = store_content(fd, writer, st=os.fstat(fd))
+            kind = ContentKind(raw_kind)
+        finally:
+            os.close(fd)
+    return replace(
+        job.entry,
+        size=len(data),
+        mtime_ns=clock.now_ns(),
+        content_kind=kind,
+        content=content,
+        flags=EntryFlag.NONE,
+        link=b"",
+    )
+
+
+def _merge(
+    ws: Workspace,
+    base: SnapshotRow,
+    ours: SnapshotRow,
+    theirs: SnapshotRow,
+    *,
+    fork: str | None,
+    check: str | None,
+    dry_run: bool,
+    output_fd: int | None,
+    on_progress: ProgressFn | None,
+    label: str,
+    merged_from: str | None,
+    tell: Tell,
+) -> MergeOutcome:
+    store = ws.store
+    b, o, t = three_way(
+        store, bytes.fromhex(base.tree), bytes.fromhex(ours.tree), bytes.fromhex(theirs.tree)
+    )
+    plan = plan_merge(b, o, t)
+    conflicts = list(plan.conflicts)
+    land: dict[str, Entry | None] = dict(plan.land)
+    merged: list[str] = []
+    tree = ""
+
+    def outcome(
+        *, landed: bool = False, result: SnapshotRow | None = None, ran: CheckRun | None = None
+    ) -> MergeOutcome:
+        changes = (diff_entry(p, o.get(p), land[p]) for p in sorted(land))
+        return MergeOutcome(
+            fork=fork,
+            base=base,
+            ours=ours,
+            theirs=theirs,
+            changes=tuple(c for c in changes if c is not None),
+            merged=tuple(merged),
+            conflicts=tuple(sorted(conflicts, key=lambda c: c.path)),
+            check=ran,
+            landed=landed,
+            result=result,
+            dry_run=dry_run,
+        )
+
+    with contextlib.ExitStack() as stack:
+        writer = None if dry_run else stack.enter_context(store.writer())
+        for job in plan.text:
+            data = _merge_job(store, job)
+            if data is None:
+                continue
+            if isinstance(data, str):
+                conflicts.append(
+                    Conflict(
+                        job.path, ConflictKind.MODIFY_MODIFY, job.base, job.ours, job.theirs, data
+                    )
+                )
+            else:
+                land[job.path] = _merged_entry(writer, job, data)
+                merged.append(job.path)
+        if conflicts or dry_run:
+            return outcome()
+        if writer is not None and land:
+            tree = rewrite_tree(store, writer, bytes.fromhex(ours.tree), land).hex()
+            writer.commit()  # INV-2: the intent will name this tree and its new bytes
+    ran = run_check(ws, o, land, check, output_fd) if check is not None else None
+    if ran is not None and ran.exit_code != 0:
+        return outcome(ran=ran)
+    if not land:
+        return outcome(ran=ran)
+    from tillage.workspace import merge_land
+
+    with workspace_lock(ws):
+        moved = drifted(ws.root, land, o)
+        if moved:
+            conflicts.extend(
+                Conflict(
+                    path,
+                    ConflictKind.MODIFY_MODIFY,
+                    b.get(path),
+                    o.get(path),
+                    t.get(path),
+                    "changed in the workspace while merging: merge again",
+                )
+                for path in moved
+            )
+            return outcome(ran=ran)
+        changes = sum(1 for p in land if diff_entry(p, o.get(p), land[p]) is not None)
+        row = merge_land.land(
+            ws,
+            ours,
+            o,
+            land,
+            tree,
+            label=label,
+            merged_from=merged_from,
+            tell=replace(tell, body={**tell.body, "changes": changes}),
+            on_progress=on_progress,
+        )
+    return outcome(landed=True, result=row, ran=ran)
+
+
+# -- the check --------------------------------------------------------------------------------
+
+
+def run_check(
+    ws: Workspace,
+    ours: Manifest,
+    land: dict[str, Entry | None],
+    command: str,
+    output_fd: int | None,
+) -> CheckRun:
+    """Runs `command` through /bin/sh -c in a scratch copy of the merged result: the live
+    folder copied (fast drivers first) beside the workspace, the merge applied there. The copy
+    is removed however the check ends."""
+    from tillage.platform.clone import copy_tree
+    from tillage.workspace.commands import run_command
+    from tillage.workspace.rewind import apply_to_copy
+
+    holder = _scratch_holder(ws)
+    try:
+        copy = holder / ws.root.name
+        copy_tree(ws.root, copy, skip=lambda rel: rel == CONTROL_DIR)
+        if land:
+            now, want = manifests_for(ours, land)
+            apply_to_copy(ws, copy, now, want)
+        done = run_command((command,), copy, env=CHECK_ENV, output_fd=output_fd)
+        return CheckRun(done.exit_code, done.output)
+    finally:
+        _remove_folder(holder)
+
+
+def _scratch_holder(ws: Workspace) -> Path:
+    """A new folder beside the workspace (same file system: the copy can share extents), or
+    in the store's temporary folder when the workspace's parent is not writable."""
+    prefix = f".{ws.root.name}.merge-check-"
+    try:
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=ws.root.parent))
+    except OSError:
+        ws.store.tmp_dir.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=ws.store.tmp_dir))
+
+
+def _remove_folder(folder: Path) -> None:
+    from tillage.platform.folders import remove_tree
+
+    parent = os.open(folder.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            remove_tree(parent, folder.name)
+    finally:
+        os.close(parent)

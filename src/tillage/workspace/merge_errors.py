@@ -1,0 +1,54 @@
+"""Public errors of `till merge` (module range -32190..-32209, shared codes first).
+
+Apart from the feature code so that the verb can name them in its contract without importing
+the merge machinery (listing contracts stays cheap).
+"""
+
+from __future__ import annotations
+
+from tillage.errors import InvalidArgumentError, NotFoundError, TillageError
+
+
+class UnknownForkError(NotFoundError):
+    """No live fork of this workspace has that name."""
+
+    name = "merge.unknown_fork"
+    module = "merge"
+    next_step = "list this workspace's forks with `till forks`"
+
+
+class ForkFolderMissingError(NotFoundError):
+    """The fork is recorded but its folder is gone: there is no live state to merge."""
+
+    name = "merge.fork_folder_missing"
+    module = "merge"
+    next_step = (
+        "merge its last stored state with `till merge --snapshot ID`, or remove it with "
+        "`till fork-rm NAME --yes`"
+    )
+
+
+class MergeRequestError(InvalidArgumentError):
+    """A merge names both a fork and a snapshot, or neither."""
+
+    name = "merge.bad_request"
+    module = "merge"
+    next_step = "give a fork's NAME, or --snapshot ID (with --base ID when needed), not both"
+
+
+class NoCommonAncestorError(InvalidArgumentError):
+    """`merge --snapshot` found no snapshot both sides descend from."""
+
+    name = "merge.no_common_ancestor"
+    module = "merge"
+    next_step = "name the common ancestor with --base ID"
+
+
+class MergeStoppedError(TillageError):
+    """Landing failed part-way (a full disk, a permission): the workspace's `pre_merge`
+    snapshot (`undo`) holds the state before it."""
+
+    code = -32190
+    name = "merge.stopped"
+    module = "merge"
+    next_step = "fix the cause and merge again; `till rewind UNDO --yes` puts the folder back"
