@@ -539,3 +539,28 @@ def plan_tree(src: Path, *, skip: Skip | None = None) -> tuple[int, int]:
         finally:
             os.close(fd)
     return files, total
+
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def rename_noreplace(src: Path, dst: Path) -> None:
+    """Renames `src` to `dst` atomically, failing with FileExistsError when `dst` exists (an
+    empty folder included, which a plain rename would silently replace)."""
+    import ctypes
+
+    try:
+        call = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        call = None
+    if call is not None:
+        rc = call(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+        if rc == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS):
+            raise OSError(err, os.strerror(err), str(src), None, str(dst))
+    if os.path.lexists(dst):  # no renameat2 here: a check, then the rename
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(dst))
+    os.rename(src, dst)

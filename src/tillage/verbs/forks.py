@@ -2,10 +2,522 @@
 
 from __future__ import annotations
 
-from tillage.verbs.contract import Verb
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from tillage.errors import BusyError, TillageError
+from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import SnapshotInfo, snapshot_info
+from tillage.workspace.fork_errors import (
+    BadDestinationError,
+    DestinationExistsError,
+    ForkExistsError,
+    ForkFolderMissingError,
+    ForkHasForksError,
+    ForkNotFoundError,
+    InvalidForkNameError,
+    NotTheForkError,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-VERBS: tuple[Verb[Any, Any], ...] = ()
+COMMAND_DOC = (
+    "the command, after `--`; one word runs through /bin/sh -c, several are the argv; it "
+    "gets TILLAGE_FORK, TILLAGE_FORK_INDEX and PORT (3000 + index)"
+)
+AT_ERRORS = (BadSnapshotIdError, SnapshotNotFoundError, SnapshotAmbiguousError)
+MAKE_ERRORS = (
+    InvalidForkNameError,
+    ForkExistsError,
+    DestinationExistsError,
+    BadDestinationError,
+    BusyError,
+    *AT_ERRORS,
+)
+
+
+@dataclass(frozen=True)
+class ForkInfo:
+    """A universe and what happened in it: `base`/`head` are snapshot IDs (the state it was
+    made from, and its newest sealed state); `driver` how it was copied (null when it was not
+    made now); `exit_code`/`output` the command's (null when none ran)."""
+
+    name: str
+    path: str
+    base: str
+    head: str | None
+    driver: str | None
+    exit_code: int | None
+    output: str | None
+    workspace: str
+    parent: str
+    index: int
+    port: int
+    created: bool
+    files: int | None
+    bytes: int | None
+    seconds: float | None
+
+
+@dataclass(frozen=True)
+class ForkResult:
+    fork: ForkInfo
+
+    def exit_status(self) -> int:
+        """The command's own status (0 when no command ran)."""
+        return self.fork.exit_code or 0
+
+
+def _fork_info(ws: Any, ran: Any = None, made: Any = None) -> ForkInfo:
+    from tillage.workspace.fork_ops import PORT_BASE
+
+    forked = made if made is not None else ran.made
+    row = forked.row if forked is not None else ran.row
+    if ran is not None:
+        head = ran.head.id if ran.head is not None else None
+        index = ran.index
+    else:
+        from tillage.workspace.fork import fork_index
+
+        head = forked.head.id
+        index = fork_index(ws.store, row)
+    return ForkInfo(
+        name=row.name,
+        path=row.root,
+        base=row.base,
+        head=head,
+        driver=forked.driver if forked is not None else None,
+        exit_code=ran.exit_code if ran is not None else None,
+        output=ran.output if ran is not None else None,
+        workspace=row.workspace,
+        parent=str(ws.root),
+        index=index,
+        port=PORT_BASE + index,
+        created=forked is not None,
+        files=forked.files if forked is not None else None,
+        bytes=forked.bytes if forked is not None else None,
+        seconds=round(forked.seconds, 3) if forked is not None else None,
+    )
+
+
+def _destination(ctx: Context, raw: str | None) -> Path | None:
+    """--destination, relative to the caller's folder."""
+    if raw is None:
+        return None
+    path = Path(raw)
+    return path if path.is_absolute() else ctx.settings.folder / path
+
+
+# -- fork ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ForkRequest:
+    name: str = param(
+        "the fork's name: a short slug (a-z, 0-9, '.', '_', '-'; at most 40)", positional=True
+    )
+    destination: str | None = param(
+        "where to make it (must not exist; default: <workspace>.forks/NAME beside it)",
+        default=None,
+        metavar="D",
+    )
+    at: str | None = param(
+        "fork this stored snapshot (ID or prefix) instead of the live folder",
+        default=None,
+        metavar="ID",
+    )
+    command: tuple[str, ...] = param(
+        "optionally a command to run in the new fork, after `--` (see `till run`)",
+        default=(),
+        remainder=True,
+        metavar="CMD",
+    )
+
+
+def fork(ctx: Context, req: ForkRequest) -> ForkResult:
+    ws = ctx.workspace
+    destination = _destination(ctx, req.destination)
+    if req.command:
+        from tillage.workspace.fork_ops import run_in_fork
+
+        ran = run_in_fork(
+            ws,
+            req.name,
+            req.command,
+            at=req.at,
+            create=True,
+            destination=destination,
+            caller=ctx.settings.folder,
+            output_fd=ctx.settings.command_output,
+        )
+        return ForkResult(_fork_info(ws, ran=ran))
+    from tillage.workspace.fork import create_fork
+
+    made = create_fork(
+        ws, req.name, destination=destination, at=req.at, on_progress=ctx.on_progress
+    )
+    return ForkResult(_fork_info(ws, made=made))
+
+
+# -- forks -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ForksRequest:
+    no_disk: bool = param(
+        "skip measuring each fork's disk cost (disk_bytes null): faster with big forks",
+        default=False,
+    )
+
+
+@dataclass(frozen=True)
+class ForkListInfo:
+    """A live universe: `disk_bytes` what it costs beyond what it shares with its parent,
+    `changed_paths` paths its head changed since its base, `conflicts` paths it changed that
+    another fork or the workspace changed too; `missing` when its folder is gone."""
+
+    name: str
+    path: str
+    base: str
+    head: str | None
+    created_at: str
+    disk_bytes: int | None
+    changed_paths: int
+    conflicts: tuple[str, ...]
+    missing: bool
+    workspace: str
+    index: int
+
+
+@dataclass(frozen=True)
+class ForksResult:
+    forks: tuple[ForkListInfo, ...]
+
+
+def forks(ctx: Context, req: ForksRequest) -> ForksResult:
+    from tillage.platform.clock import rfc3339
+    from tillage.workspace.fork_list import list_forks
+    from tillage.workspace.radar import conflicts_by_fork
+
+    ws = ctx.workspace
+    listing = list_forks(ws, with_disk=not req.no_disk)
+    conflicts = conflicts_by_fork(ws) if listing else {}
+    return ForksResult(
+        forks=tuple(
+            ForkListInfo(
+                name=f.row.name,
+                path=f.row.root,
+                base=f.row.base,
+                head=f.head.id if f.head is not None else None,
+                created_at=rfc3339(f.row.created_ns),
+                disk_bytes=f.disk_bytes,
+                changed_paths=f.changed_paths,
+                conflicts=tuple(conflicts.get(f.row.name, ())),
+                missing=f.missing,
+                workspace=f.row.workspace,
+                index=f.index,
+            )
+            for f in listing
+        )
+    )
+
+
+# -- fork-rm ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ForkRemoveRequest:
+    name: str = param("the fork to remove", positional=True)
+    keep_files: bool = param(
+        "retire the fork (seal it, end its timeline) but leave its folder on disk", default=False
+    )
+    dry_run: bool = param("say what would be removed and change nothing", default=False)
+    yes: bool = param("confirm: delete the fork's folder", default=False)
+
+
+@dataclass(frozen=True)
+class ForkRemoveResult:
+    """`snapshot` is the fork's last state, sealed before removal: restorable by ID from the
+    parent (`till cat`, `till rewind`)."""
+
+    name: str
+    files_removed: int
+    snapshot: SnapshotInfo | None
+    removed: bool
+    kept_files: bool
+    path: str | None
+
+
+def fork_remove(ctx: Context, req: ForkRemoveRequest) -> ForkRemoveResult:
+    from tillage.watch import daemon
+    from tillage.workspace.fork_ops import remove_fork
+
+    home = ctx.workspace.store.home
+    done = remove_fork(
+        ctx.workspace,
+        req.name,
+        keep_files=req.keep_files,
+        dry_run=req.dry_run,
+        stop_watcher=lambda fork_id: daemon.stop(home, fork_id),
+    )
+    return ForkRemoveResult(
+        name=done.row.name,
+        files_removed=done.files_removed,
+        snapshot=snapshot_info(done.snapshot) if done.snapshot is not None else None,
+        removed=done.removed,
+        kept_files=done.kept_files,
+        path=done.folder,
+    )
+
+
+def _remove_needs_yes(req: ForkRemoveRequest) -> bool:
+    return not (req.yes or req.dry_run or req.keep_files)
+
+
+def _validate_remove(ctx: Context, req: ForkRemoveRequest) -> None:
+    """An unknown or invalid name is answered before asking for --yes."""
+    from tillage.workspace.fork import require_fork
+
+    require_fork(ctx.workspace, req.name)
+
+
+def _remove_preview(req: ForkRemoveRequest) -> ForkRemoveRequest:
+    return replace(req, dry_run=True)
+
+
+def _remove_confirmed(req: ForkRemoveRequest) -> ForkRemoveRequest:
+    return replace(req, yes=True)
+
+
+# -- run -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    name: str = param("the fork to run in (made first when it does not exist)", positional=True)
+    command: tuple[str, ...] = param(COMMAND_DOC, remainder=True, metavar="CMD")
+    at: str | None = param(
+        "make the fork of this stored snapshot (the fork must not exist yet)",
+        default=None,
+        metavar="ID",
+    )
+
+
+def run(ctx: Context, req: RunRequest) -> ForkResult:
+    from tillage.workspace.fork_ops import run_in_fork
+
+    ran = run_in_fork(
+        ctx.workspace,
+        req.name,
+        req.command,
+        at=req.at,
+        caller=ctx.settings.folder,
+        output_fd=ctx.settings.command_output,
+    )
+    return ForkResult(_fork_info(ctx.workspace, ran=ran))
+
+
+# -- exec ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExecRequest:
+    command: tuple[str, ...] = param(COMMAND_DOC, remainder=True, metavar="CMD")
+    n: int = param("how many universes to run at once", default=1, short="-n", metavar="N")
+    fork: str | None = param(
+        "name prefix of the universes: NAME-1, NAME-2, ... (default: exec)",
+        default=None,
+        metavar="NAME",
+    )
+    at: str | None = param(
+        "make the universes of this stored snapshot instead of the live folder",
+        default=None,
+        metavar="ID",
+    )
+    plan: bool = param("say which driver and how many bytes, and create nothing", default=False)
+
+
+@dataclass(frozen=True)
+class UniverseInfo:
+    fork: str
+    path: str
+    base: str
+    head: str | None
+    exit_code: int
+    output: str
+    workspace: str
+    index: int
+    port: int
+    driver: str | None
+
+
+@dataclass(frozen=True)
+class PlanInfo:
+    driver: str
+    count: int
+    bytes: int
+    files: int
+    total_bytes: int
+    extra_disk_bytes: int
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    universes: tuple[UniverseInfo, ...]
+    plan: PlanInfo | None
+
+    def exit_status(self) -> int:
+        """The first non-zero status, in universe order (0 when all passed or planned)."""
+        return next((u.exit_code for u in self.universes if u.exit_code != 0), 0)
+
+
+def exec_(ctx: Context, req: ExecRequest) -> ExecResult:
+    from tillage.workspace import fork_ops
+
+    ws = ctx.workspace
+    if req.plan:
+        p = fork_ops.plan_exec(ws, req.n)
+        return ExecResult(
+            universes=(),
+            plan=PlanInfo(p.driver, p.count, p.bytes, p.files, p.total_bytes, p.extra_disk_bytes),
+        )
+    ran = fork_ops.exec_universes(
+        ws,
+        req.command,
+        count=req.n,
+        prefix=req.fork,
+        at=req.at,
+        caller=ctx.settings.folder,
+        output_fd=ctx.settings.command_output,
+    )
+    return ExecResult(
+        universes=tuple(
+            UniverseInfo(
+                fork=r.row.name,
+                path=r.row.root,
+                base=r.base,
+                head=r.head.id if r.head is not None else None,
+                exit_code=r.exit_code,
+                output=r.output,
+                workspace=r.row.workspace,
+                index=r.index,
+                port=fork_ops.PORT_BASE + r.index,
+                driver=r.made.driver if r.made is not None else None,
+            )
+            for r in ran
+        ),
+        plan=None,
+    )
+
+
+def _contract(
+    name: str,
+    cli: str,
+    request: type,
+    result: type,
+    effect: Effect,
+    doc: str,
+    errors: tuple[type[TillageError], ...],
+) -> Contract[Any, Any]:
+    return Contract(
+        name=name,
+        since=1,
+        scope=Scope.WORKSPACE,
+        audience=Audience.AGENT,
+        effect=effect,
+        request=request,
+        result=result,
+        cli=cli,
+        errors=errors,
+        doc=doc,
+    )
+
+
+VERBS: tuple[Verb[Any, Any], ...] = (
+    Verb(
+        _contract(
+            "fork.create",
+            "fork",
+            ForkRequest,
+            ForkResult,
+            Effect.WRITE,
+            "Make a universe: a full-state, attached copy of the live workspace (sealed first "
+            "as its base) or of snapshot --at, with its own timeline; default destination "
+            "<workspace>.forks/NAME. With `-- CMD` the command runs in it and its status is "
+            "this command's.",
+            MAKE_ERRORS,
+        ),
+        fork,
+    ),
+    Verb(
+        _contract(
+            "fork.list",
+            "forks",
+            ForksRequest,
+            ForksResult,
+            Effect.READ,
+            "List this workspace's live universes: base, head, disk cost beyond what they "
+            "share with it, paths changed since their base, and paths that collide.",
+            (),
+        ),
+        forks,
+    ),
+    Verb(
+        Contract(
+            name="fork.remove",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.DESTRUCTIVE,
+            request=ForkRemoveRequest,
+            result=ForkRemoveResult,
+            cli="fork-rm",
+            errors=(
+                InvalidForkNameError,
+                ForkNotFoundError,
+                NotTheForkError,
+                ForkHasForksError,
+                BusyError,
+            ),
+            validate=_validate_remove,
+            needs_confirmation=_remove_needs_yes,
+            preview=_remove_preview,
+            confirmed=_remove_confirmed,
+            doc="Retire a universe: seal its last state (restorable by ID from here), then "
+            "delete its folder (--keep-files leaves it). Needs --yes; a folder that is not the "
+            "recorded fork is never removed.",
+        ),
+        fork_remove,
+    ),
+    Verb(
+        _contract(
+            "fork.run",
+            "run",
+            RunRequest,
+            ForkResult,
+            Effect.WRITE,
+            "Run a command in universe NAME (made first when it does not exist), then seal "
+            "it; exits with the command's status.",
+            (*MAKE_ERRORS, ForkFolderMissingError, NotTheForkError),
+        ),
+        run,
+    ),
+    Verb(
+        _contract(
+            "fork.exec",
+            "exec",
+            ExecRequest,
+            ExecResult,
+            Effect.WRITE,
+            "Run a command in N new universes at once (NAME-1..NAME-N from one base), each "
+            "sealed after; exits with the first non-zero status. --plan says what it would "
+            "copy and creates nothing.",
+            MAKE_ERRORS,
+        ),
+        exec_,
+    ),
+)

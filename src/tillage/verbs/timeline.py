@@ -125,10 +125,28 @@ def show(ctx: Context, req: ShowRequest) -> ShowResult:
     )
 
 
+def _resolve_or_fork(ws: Any, ref: str) -> Any:
+    """A live fork of this workspace by name (its head), else a snapshot ID or prefix: a
+    name is chosen on purpose, so it wins over an ID prefix that happens to spell it."""
+    from tillage.workspace.timeline import resolve
+
+    row = ws.store.fork_named(ws.id, ref)
+    if row is not None:
+        head = ws.store.head(row.workspace)
+        if head is not None:
+            return head
+    return resolve(ws, ref)
+
+
 @dataclass(frozen=True)
 class DiffRequest:
-    target: str = param("snapshot ID or prefix to compare from", positional=True)
-    to: str | None = param("snapshot to compare to (default: the live folder)", default=None)
+    target: str = param(
+        "snapshot ID or prefix to compare from, or a fork's name (its newest sealed state)",
+        positional=True,
+    )
+    to: str | None = param(
+        "snapshot ID or fork name to compare to (default: the live folder)", default=None
+    )
 
 
 @dataclass(frozen=True)
@@ -142,12 +160,11 @@ class DiffResult:
 def diff(ctx: Context, req: DiffRequest) -> DiffResult:
     from tillage.core.treediff import diff_manifests
     from tillage.workspace.seal import scan_live
-    from tillage.workspace.timeline import resolve
     from tillage.workspace.trees import flatten
 
     ws = ctx.workspace
-    origin = resolve(ws, req.target)
-    dest = resolve(ws, req.to) if req.to is not None else None
+    origin = _resolve_or_fork(ws, req.target)
+    dest = _resolve_or_fork(ws, req.to) if req.to is not None else None
     old = flatten(ws.store, bytes.fromhex(origin.tree))
     if dest is None:
         new = scan_live(ws).manifest or {}

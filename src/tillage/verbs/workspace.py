@@ -205,6 +205,17 @@ class WatcherInfo:
 
 
 @dataclass(frozen=True)
+class ForkOfInfo:
+    """What a fork's status adds: its name, its parent's folder and workspace ID, and the
+    snapshot it was forked from (moved on by a merge of it)."""
+
+    name: str
+    parent: str | None
+    parent_workspace: str
+    base: str
+
+
+@dataclass(frozen=True)
 class StatusResult:
     attached: bool
     workspace: str
@@ -216,6 +227,7 @@ class StatusResult:
     store: StoreInfo
     fidelity: tuple[FidelityInfo, ...] | None
     policy_problems: tuple[PolicyProblemInfo, ...]
+    fork: ForkOfInfo | None = None  # null in a workspace that is not a fork
 
 
 def status(ctx: Context, req: StatusRequest) -> StatusResult:
@@ -239,6 +251,20 @@ def status(ctx: Context, req: StatusRequest) -> StatusResult:
         store=StoreInfo(path=str(ws.store.home), bytes=ws.store.bytes_on_disk()),
         fidelity=fidelity,
         policy_problems=policy_problems(ws.root),
+        fork=_fork_of(ws),
+    )
+
+
+def _fork_of(ws: Any) -> ForkOfInfo | None:
+    row = ws.store.fork_of(ws.id)
+    if row is None:
+        return None
+    parent = ws.store.workspace(row.parent)
+    return ForkOfInfo(
+        name=row.name,
+        parent=parent.root if parent is not None else None,
+        parent_workspace=row.parent,
+        base=row.base,
     )
 
 

@@ -1,0 +1,464 @@
+"""Making a universe: a full-state, attached copy of a workspace (or of a stored snapshot) with
+its own timeline, linked to its parent by its base snapshot, sharing the one store.
+
+Crash safety (INV-7 for forks): the copy is built in a staging folder beside the destination
+(same file system: reflinks work and the final rename is atomic) under an intent record in the
+store and a lock only its maker holds. Order: seal the base; copy; write the fork's pointer;
+publish the fork's first snapshot (the base's tree, parent = base: no new objects); publish
+the `fork` record; rename staging into place; drop the intent. A fork killed anywhere leaves
+either no fork (the next fork command removes the staging folder) or a whole one (a published
+record whose folder is still in staging is renamed into place by the next fork command).
+
+The fork's first seal reads nothing that did not change: its path index is seeded from the
+parent's rows for files whose stat facts were the same at the base seal, before and after
+their copy (with the copy's own facts); a file that changed meanwhile gets no row and is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tillage.core.paths import CONTROL_DIR
+from tillage.core.progress import ProgressFn
+from tillage.errors import BusyError, echo
+from tillage.platform import clock, failpoints
+from tillage.platform.clone import CopyStats, copy_tree, rename_noreplace
+from tillage.platform.folders import remove_tree
+from tillage.platform.fs import atomic_write, fsync_dir
+from tillage.platform.locks import file_lock, is_held
+from tillage.platform.names import random_hex
+from tillage.store.store import ForkRow, SnapshotRow, Store
+from tillage.workspace import pathindex
+from tillage.workspace.attach import Workspace, write_pointer
+from tillage.workspace.capture import is_racy
+from tillage.workspace.fork_errors import (
+    BadDestinationError,
+    DestinationExistsError,
+    ForkExistsError,
+    ForkFolderMissingError,
+    ForkNotFoundError,
+    InvalidForkNameError,
+    NotTheForkError,
+)
+from tillage.workspace.pathindex import FACTS, PathIndex, Row, stat_facts
+
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
+MAX_NAME = 40
+FORKS_SUFFIX = ".forks"
+STAGING_MARK = ".tillage-fork-"
+TRASH_MARK = ".tillage-fork-removed-"
+INTENT_PREFIX = "fork-"
+# A fork of a large workspace copies for a while: another fork of the same parent waits.
+FORKS_LOCK_TIMEOUT = 900.0
+
+
+@dataclass(frozen=True)
+class Forked:
+    """A universe just made: its record, the fork as a workspace, the base it was made from,
+    its first snapshot, and what the copy cost."""
+
+    row: ForkRow
+    workspace: Workspace
+    base: SnapshotRow
+    head: SnapshotRow
+    driver: str
+    files: int
+    bytes: int
+    seconds: float
+    seeded: int
+
+
+def check_name(name: str) -> str:
+    """Returns `name` when it is a valid fork name (a short lower-case slug); invalid_name
+    otherwise. Lower case only: two forks never differ by case alone."""
+    if NAME_PATTERN.fullmatch(name) is None:
+        hint = ""
+        if NAME_PATTERN.fullmatch(name.lower()) is not None:
+            hint = f" (lower case only: {name.lower()!r})"
+        raise InvalidForkNameError(
+            f"{echo(name)} is not a fork name: 1-{MAX_NAME} characters of a-z, 0-9, '.', '_', "
+            f"'-', starting with a letter or digit{hint}"
+        )
+    return name
+
+
+def default_destination(ws: Workspace, name: str) -> Path:
+    """`<workspace>.forks/NAME`, beside the workspace (CONTRACT)."""
+    return ws.root.parent / f"{ws.root.name}{FORKS_SUFFIX}" / name
+
+
+def staging_path(root: Path, fork_id: str) -> Path:
+    """Where the fork `fork_id` is built before it is renamed to `root` (same folder)."""
+    return root.parent / f".{root.name}{STAGING_MARK}{fork_id}"
+
+
+def trash_path(root: Path, fork_id: str) -> Path:
+    """Where a removed fork's folder goes (one rename) before it is deleted."""
+    return root.parent / f".{root.name}{TRASH_MARK}{fork_id}"
+
+
+def _within(path: Path, ancestor: Path) -> bool:
+    return path == ancestor or ancestor in path.parents
+
+
+def check_destination(ws: Workspace, destination: Path) -> Path:
+    """Returns the absolute destination for a new fork, or says why it cannot be one: it
+    exists (conflict), it lies inside the workspace, the store or another attached
+    workspace, or its parent folder is missing."""
+    dest = Path(os.path.abspath(destination))
+    if dest.name in ("", ".", ".."):
+        raise BadDestinationError(f"{echo(str(destination))} does not name a new folder")
+    if os.path.lexists(dest):
+        raise DestinationExistsError(f"{dest} already exists; a fork never overwrites anything")
+    parent = dest.parent
+    if not parent.is_dir():
+        raise BadDestinationError(f"the folder {parent} (where the fork would go) does not exist")
+    dest = parent.resolve() / dest.name
+    if os.path.lexists(dest):
+        raise DestinationExistsError(f"{dest} already exists; a fork never overwrites anything")
+    if _within(dest, ws.root):
+        raise BadDestinationError(
+            f"{dest} is inside the workspace {ws.root}: the fork would be sealed into it"
+        )
+    store = ws.store.home.resolve()
+    if _within(dest, store):
+        raise BadDestinationError(f"{dest} is inside tillage's store ({store})")
+    for folder in dest.parents:
+        row = ws.store.workspace_by_root(str(folder))
+        if row is not None:
+            raise BadDestinationError(
+                f"{dest} is inside the attached workspace {folder}: it would be sealed into it"
+            )
+    return dest
+
+
+def require_fork(ws: Workspace, name: str) -> ForkRow:
+    """The live fork of `ws` called `name`; not_found (naming `till forks`) otherwise."""
+    check_name(name)
+    row = ws.store.fork_named(ws.id, name)
+    if row is None:
+        raise ForkNotFoundError(f"this workspace has no fork called {echo(name)}")
+    return row
+
+
+def open_fork(ws: Workspace, row: ForkRow) -> Workspace:
+    """The fork as a workspace of its own, in the same store."""
+    return Workspace(row.workspace, Path(row.root), ws.store)
+
+
+def holds_pointer(root: Path, workspace_id: str) -> bool:
+    """Tells whether the folder `root` is the workspace `workspace_id` (its own `.tillage`
+    pointer names it; a `.tillage` that is a symlink never counts)."""
+    from tillage.workspace.attach import _holds_pointer
+
+    return _holds_pointer(root, workspace_id)
+
+
+def require_fork_folder(row: ForkRow) -> Path:
+    """The fork's folder, checked to be that fork: folder_missing when it is gone,
+    not_the_fork when the folder there is something else."""
+    root = Path(row.root)
+    if not os.path.lexists(root):
+        raise ForkFolderMissingError(f"the folder of fork {row.name!r} ({root}) is gone")
+    if not holds_pointer(root, row.workspace):
+        raise NotTheForkError(
+            f"{root} is not fork {row.name!r} any more: its `.tillage` pointer names another "
+            "workspace, or none",
+            details={"path": str(root)},
+        )
+    return root
+
+
+@contextmanager
+def forks_lock(ws: Workspace) -> Iterator[None]:
+    """Serialises making and removing forks of one workspace (names stay unique)."""
+    with file_lock(
+        ws.store.locks_dir / f"forks-{ws.id}.lock",
+        timeout=FORKS_LOCK_TIMEOUT,
+        what="this workspace's forks",
+    ):
+        yield
+
+
+def _intent_path(store: Store, fork_id: str) -> Path:
+    return store.intents_dir / f"{INTENT_PREFIX}{fork_id}.json"
+
+
+def _maker_lock(store: Store, fork_id: str) -> Path:
+    return store.locks_dir / f"fork-{fork_id}.lock"
+
+
+def _remove_folder(path: Path) -> None:
+    """Removes a folder tillage made (staging or trash), by descriptor."""
+    try:
+        parent_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            remove_tree(parent_fd, path.name)
+        os.fsync(parent_fd)
+    finally:
+        os.close(parent_fd)
+
+
+def finish_pending(ws: Workspace) -> None:
+    """Finishes or undoes what a killed fork command left (INV-7 for forks): a fork made up
+    to its record is renamed into place; one that was not is removed with its staging
+    folder; a removal killed before its record puts the folder back; a removed fork's folder
+    left in the trash is deleted. A fork still being made by a live process is left alone."""
+    store = ws.store
+    with contextlib.suppress(FileNotFoundError):
+        for intent in sorted(store.intents_dir.glob(f"{INTENT_PREFIX}*.json")):
+            fork_id = intent.name[len(INTENT_PREFIX) : -len(".json")]
+            lock = _maker_lock(store, fork_id)
+            if is_held(lock):
+                continue
+            try:
+                with file_lock(lock, timeout=0, what="a fork being made"):
+                    _finish_intent(store, intent, fork_id)
+            except BusyError:
+                continue
+    for row in store.forks_of(ws.id, removed=True):
+        root = Path(row.root)
+        trash = trash_path(root, row.workspace)
+        if not os.path.lexists(trash):
+            continue
+        if row.removed_ns is None and not os.path.lexists(root):
+            rename_noreplace(trash, root)  # a removal killed before its record: undone
+            fsync_dir(root.parent)
+        elif row.removed_ns is not None:
+            _remove_folder(trash)
+
+
+def _finish_intent(store: Store, intent: Path, fork_id: str) -> None:
+    try:
+        doc = json.loads(intent.read_bytes())
+        root = Path(doc["root"])
+        staging = Path(doc["staging"])
+    except (OSError, ValueError, KeyError, TypeError):
+        intent.unlink(missing_ok=True)  # written atomically: a torn one was never acted on
+        return
+    row = store.fork_of(fork_id)
+    if row is not None and row.removed_ns is None:
+        if not os.path.lexists(root) and holds_pointer(staging, fork_id):
+            rename_noreplace(staging, root)
+            fsync_dir(root.parent)
+    elif os.path.lexists(staging) and STAGING_MARK in staging.name:
+        _remove_folder(staging)
+    intent.unlink(missing_ok=True)
+
+
+def _store_rel(ws: Workspace) -> str | None:
+    """The store's folder relative to the workspace, when it lies inside it."""
+    home = ws.store.home.resolve()
+    if ws.root in home.parents:
+        return home.relative_to(ws.root).as_posix()
+    return None
+
+
+def copy_skip(ws: Workspace) -> Callable[[str], bool]:
+    """What a fork's copy leaves out: the workspace's `.tillage/` (the fork gets its own
+    pointer) and the store's folder when it lies inside the workspace."""
+    store_rel = _store_rel(ws)
+
+    skipped = {CONTROL_DIR} if store_rel is None else {CONTROL_DIR, store_rel}
+
+    def skip(rel: str) -> bool:
+        return rel in skipped
+
+    return skip
+
+
+class _Seeder:
+    """Collects the fork's path-index rows while the copy runs (see the module docstring)."""
+
+    def __init__(self, parent: PathIndex) -> None:
+        self.parent = parent.files
+        self.rows: dict[str, Row] = {}
+        self.now = clock.now_ns()
+
+    def __call__(
+        self, rel: str, before: os.stat_result, after: os.stat_result, copy: os.stat_result
+    ) -> None:
+        row = self.parent.get(rel)
+        if row is None or row[FACTS - 1]:
+            return  # unknown to the base seal, or a database with sidecars: read it
+        facts = stat_facts(before)
+        if row[:FACTS] != facts or stat_facts(after) != facts:
+            return  # changed since the base seal, or while it was copied
+        if is_racy(after.st_mtime_ns, after.st_ctime_ns, self.now):
+            return  # INV-8: facts that a later change could leave equal are not trusted
+        size, mtime, ctime, ino, dev, mode, aux = stat_facts(copy)
+        self.rows[rel] = (size, mtime, ctime, ino, dev, mode, aux, *_content(row))
+
+
+def _content(row: Row) -> tuple[int, bytes, int, int, tuple[tuple[bytes, bytes], ...]]:
+    """What reading the file produced, from a path-index row (after its FACTS)."""
+    return row[7], row[8], row[9], row[10], row[11]
+
+
+def materialize(store: Store, snapshot: SnapshotRow, dest: Path) -> dict[str, Row]:
+    """Writes the stored snapshot into the new folder `dest` (its parent must exist), byte-
+    exact, every object verified before a byte is written; returns the path-index rows of
+    what it wrote (racily-clean ones marked so that they are read again)."""
+    from tillage.core.rewind_plan import plan_actions
+    from tillage.workspace.rewind import Applier
+    from tillage.workspace.trees import flatten
+
+    os.mkdir(dest, 0o755)
+    want = flatten(store, bytes.fromhex(snapshot.tree))
+    planned = plan_actions({}, want, None)
+    applier = Applier(Workspace("materialize", dest, store), {})
+    applier.stage(planned.actions)
+    applier.run(planned.actions)
+    now = clock.now_ns()
+    return {
+        path: (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
+        for path, row in applier.written.items()
+    }
+
+
+def create_fork(
+    ws: Workspace,
+    name: str,
+    *,
+    destination: Path | None = None,
+    at: str | None = None,
+    base: SnapshotRow | None = None,
+    on_progress: ProgressFn | None = None,
+) -> Forked:
+    """Makes the fork `name` of `ws`: of the live folder (sealed first as its base, trigger
+    `fork_base`, unless `base` is given: one base for several forks), or of the stored
+    snapshot `at`. See the module docstring for the order and why it is crash-safe."""
+    from tillage.workspace.seal import SealOptions, seal_result
+    from tillage.workspace.timeline import resolve
+
+    check_name(name)
+    started = time.monotonic()
+    finish_pending(ws)
+    store = ws.store
+    with forks_lock(ws):
+        if store.fork_named(ws.id, name) is not None:
+            raise ForkExistsError(f"this workspace already has a fork called {name!r}")
+        dest = check_destination(ws, destination or _default_parent(ws, name))
+        if at is not None:
+            base = resolve(ws, at)
+        elif base is None:
+            base = seal_result(
+                ws,
+                SealOptions(trigger="fork_base", label=f"base of fork {name}", skip_unchanged=True),
+                on_progress=on_progress,
+            ).row
+        fork_id = random_hex(16)
+        staging = staging_path(dest, fork_id)
+        with file_lock(_maker_lock(store, fork_id), timeout=0, what="this fork"):
+            intent = _intent_path(store, fork_id)
+            atomic_write(
+                intent,
+                json.dumps(
+                    {
+                        "fork": fork_id,
+                        "parent": ws.id,
+                        "name": name,
+                        "root": str(dest),
+                        "staging": str(staging),
+                        "pid": os.getpid(),
+                    }
+                ).encode(),
+            )
+            try:
+                stats, rows = _fill(ws, staging, base, at is not None)
+                failpoints.hit("fork.after_copy")
+                write_pointer(staging, fork_id)
+                pathindex.save(store, fork_id, PathIndex(files=rows))
+                head = _publish_first(store, fork_id, base, name)
+                failpoints.hit("fork.after_snapshot")
+                store.publish(
+                    "fork",
+                    {
+                        "workspace": fork_id,
+                        "parent": ws.id,
+                        "name": name,
+                        "base": base.id,
+                        "root": str(dest),
+                    },
+                )
+                failpoints.hit("fork.after_record")
+                rename_noreplace(staging, dest)
+                fsync_dir(dest.parent)
+                failpoints.hit("fork.after_rename")
+            except BaseException:
+                if store.fork_of(fork_id) is None and os.path.lexists(staging):
+                    _remove_folder(staging)
+                    intent.unlink(missing_ok=True)
+                raise
+            intent.unlink(missing_ok=True)
+    row = store.fork_of(fork_id)
+    assert row is not None
+    return Forked(
+        row=row,
+        workspace=Workspace(fork_id, dest, store),
+        base=base,
+        head=head,
+        driver=stats.driver,
+        files=stats.files,
+        bytes=stats.bytes,
+        seconds=time.monotonic() - started,
+        seeded=len(rows),
+    )
+
+
+def _default_parent(ws: Workspace, name: str) -> Path:
+    dest = default_destination(ws, name)
+    with contextlib.suppress(FileExistsError):
+        dest.parent.mkdir(0o755)
+    return dest
+
+
+def _fill(
+    ws: Workspace, staging: Path, base: SnapshotRow, stored: bool
+) -> tuple[CopyStats, dict[str, Row]]:
+    """Fills the staging folder: from the store (a stored snapshot, written as a plain copy)
+    or from the live folder, by the fastest driver, seeding the fork's path index."""
+    if stored:
+        rows = materialize(ws.store, base, staging)
+        return CopyStats("copy", base.files, 0, base.bytes), rows
+    seeder = _Seeder(pathindex.load(ws.store, ws.id))
+    stats = copy_tree(ws.root, staging, skip=copy_skip(ws), on_file=seeder)
+    return stats, seeder.rows
+
+
+def _publish_first(store: Store, fork_id: str, base: SnapshotRow, name: str) -> SnapshotRow:
+    """The fork's first snapshot: the base's tree and fidelity, parent = base (no objects)."""
+    from tillage.workspace.capture import Capture
+    from tillage.workspace.seal import SealOptions, _publish, snapshot_record
+
+    record = snapshot_record(store, base.id)
+    capture = Capture(
+        root=bytes.fromhex(base.tree),
+        files=base.files,
+        total_bytes=base.bytes,
+        notes=list(record.fidelity),
+    )
+    options = SealOptions(trigger="fork", label=f"fork {name} of {base.id[:12]}")
+    with store.writer() as writer:
+        return _publish(store, fork_id, writer, capture, options, base.id)
+
+
+def fork_index(store: Store, row: ForkRow) -> int:
+    """The fork's 1-based position among every fork ever made of its parent: stable (removed
+    forks keep their place) and distinct, for TILLAGE_FORK_INDEX and PORT."""
+    every = store.forks_of(row.parent, removed=True)
+    for position, fork in enumerate(every, start=1):
+        if fork.workspace == row.workspace:
+            return position
+    return len(every) + 1

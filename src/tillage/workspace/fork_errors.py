@@ -1,0 +1,83 @@
+"""Public errors of forks (universes): shared codes with specific names, and the forks range.
+
+Apart from the feature code so that the fork verbs can name them in their contracts without
+importing the copy and seal machinery (listing contracts stays cheap).
+"""
+
+from __future__ import annotations
+
+from tillage.errors import ConflictError, InvalidArgumentError, NotFoundError, TillageError
+
+
+class InvalidForkNameError(InvalidArgumentError):
+    """A fork name is a short slug: 1 to 40 characters of a-z, 0-9, '.', '_' and '-',
+    starting with a letter or digit (lower case only, so two names never differ by case
+    alone on a file system that folds it)."""
+
+    name = "fork.invalid_name"
+    module = "forks"
+    next_step = "pick a name like `feature-x` (a-z, 0-9, '.', '_', '-'; at most 40 characters)"
+
+
+class ForkExistsError(ConflictError):
+    """A live fork of this workspace already has that name: it is never overwritten."""
+
+    name = "fork.exists"
+    module = "forks"
+    next_step = "pick another name, or remove the old fork with `till fork-rm NAME --yes`"
+
+
+class DestinationExistsError(ConflictError):
+    """Something already exists where the fork would be made: it is never overwritten."""
+
+    name = "fork.destination_exists"
+    module = "forks"
+    next_step = "pick another --destination (it must not exist yet) or another name"
+
+
+class BadDestinationError(InvalidArgumentError):
+    """The destination cannot hold a fork: inside the workspace (it would be sealed into its
+    parent), inside or holding tillage's store, inside another attached workspace, or its
+    parent folder does not exist."""
+
+    name = "fork.bad_destination"
+    module = "forks"
+    next_step = "pick a --destination outside the workspace and the store, e.g. beside it"
+
+
+class ForkNotFoundError(NotFoundError):
+    """No live fork of this workspace has that name."""
+
+    name = "fork.not_found"
+    module = "forks"
+    next_step = "list this workspace's forks with `till forks`"
+
+
+class NotTheForkError(TillageError):
+    """The folder at the fork's recorded path is not that fork (its `.tillage` pointer names
+    another workspace, or none): tillage refuses to remove or use it."""
+
+    code = -32160
+    name = "fork.not_the_fork"
+    module = "forks"
+    next_step = (
+        "look at the folder yourself; `till fork-rm NAME --keep-files --yes` retires the fork "
+        "without touching any folder"
+    )
+
+
+class ForkFolderMissingError(TillageError):
+    """The fork's folder is gone (deleted or moved outside tillage)."""
+
+    code = -32161
+    name = "fork.folder_missing"
+    module = "forks"
+    next_step = "retire it with `till fork-rm NAME --yes` (its last sealed state stays restorable)"
+
+
+class ForkHasForksError(ConflictError):
+    """The fork has live forks of its own: removing it would orphan them."""
+
+    name = "fork.has_forks"
+    module = "forks"
+    next_step = "remove its forks first (`till forks` inside it lists them)"

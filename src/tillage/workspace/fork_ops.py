@@ -1,0 +1,342 @@
+"""Using universes: running a command in one (`run`), in several at once (`exec`), planning
+that (`exec --plan`), and retiring one (`fork-rm`: its last state sealed first, its folder
+removed only when it really is that fork)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tillage.core.paths import CONTROL_DIR
+from tillage.errors import InvalidArgumentError, echo
+from tillage.platform import failpoints
+from tillage.platform.clone import plan_tree, probe, rename_noreplace
+from tillage.platform.fs import fsync_dir
+from tillage.store.store import ForkRow, SnapshotRow
+from tillage.workspace.attach import Workspace
+from tillage.workspace.commands import CommandOutcome, argv_of, run_command
+from tillage.workspace.fork import (
+    Forked,
+    _remove_folder,
+    check_name,
+    copy_skip,
+    create_fork,
+    default_destination,
+    finish_pending,
+    fork_index,
+    forks_lock,
+    holds_pointer,
+    open_fork,
+    require_fork,
+    require_fork_folder,
+    trash_path,
+)
+from tillage.workspace.fork_errors import ForkExistsError, ForkHasForksError, NotTheForkError
+
+PORT_BASE = 3000
+MAX_UNIVERSES = 64
+EXEC_PREFIX = "exec"
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A command that ran in a universe: the fork, its base and head after the seal, the
+    command's status and output, and the copy's facts when the fork was made for it."""
+
+    row: ForkRow
+    base: str
+    head: SnapshotRow | None
+    exit_code: int
+    output: str
+    index: int
+    made: Forked | None
+
+
+@dataclass(frozen=True)
+class ExecPlan:
+    """What `exec` would do: the driver, how many universes, and per universe the files and
+    bytes copied; `extra_disk_bytes` estimates what they add on disk (about nothing for
+    reflinks)."""
+
+    driver: str
+    count: int
+    files: int
+    bytes: int
+    total_bytes: int
+    extra_disk_bytes: int
+
+
+@dataclass(frozen=True)
+class Removed:
+    """A retired fork: its last state (sealed first), how many files its folder held when
+    it was removed (0 with keep_files or a folder already gone), and whether anything changed
+    (False for a dry run)."""
+
+    row: ForkRow
+    snapshot: SnapshotRow | None
+    files_removed: int
+    removed: bool
+    kept_files: bool
+    folder: str | None
+
+
+def universe_env(row: ForkRow, index: int) -> dict[str, str]:
+    """The environment a command gets in a universe: its name, its index and a port of its
+    own (3000 + index), so parallel dev servers do not collide."""
+    return {
+        "TILLAGE_FORK": row.name,
+        "TILLAGE_FORK_INDEX": str(index),
+        "TILLAGE_FORK_PATH": row.root,
+        "PORT": str(PORT_BASE + index),
+    }
+
+
+def _cwd_in(ws: Workspace, fork_root: Path, caller: Path | None) -> Path:
+    """The caller's sub-folder of the workspace, in the fork (its root when there is none)."""
+    if caller is None:
+        return fork_root
+    try:
+        rel = caller.resolve().relative_to(ws.root)
+    except ValueError:
+        return fork_root
+    inside = fork_root / rel
+    return inside if inside.is_dir() else fork_root
+
+
+def _label(command: tuple[str, ...]) -> str:
+    text = " ".join(command)
+    return f"after `{text[:60]}{'...' if len(text) > 60 else ''}`"
+
+
+def _seal_after(fork_ws: Workspace, command: tuple[str, ...]) -> SnapshotRow:
+    from tillage.workspace.seal import SealOptions, seal
+
+    return seal(fork_ws, SealOptions(trigger="fork", label=_label(command), skip_unchanged=True))
+
+
+def run_in_fork(
+    ws: Workspace,
+    name: str,
+    command: tuple[str, ...],
+    *,
+    at: str | None = None,
+    create: bool | None = None,
+    destination: Path | None = None,
+    caller: Path | None = None,
+    output_fd: int | None = None,
+) -> Ran:
+    """Runs `command` in the fork `name` (made first when it does not exist, of the live
+    folder or of snapshot `at`; `create` True insists on making it, as `fork NAME -- CMD`
+    does), then seals the fork (trigger `fork`). The command's failure is its status, not an
+    error."""
+    argv_of(command)  # an empty command is refused before anything is made
+    check_name(name)
+    finish_pending(ws)
+    row = ws.store.fork_named(ws.id, name)
+    made: Forked | None = None
+    if row is not None and (at is not None or create):
+        raise ForkExistsError(
+            f"this workspace already has a fork called {name!r}"
+            + ("; --at makes a new one" if at is not None else "")
+        )
+    if row is None:
+        made = create_fork(ws, name, destination=destination, at=at)
+        row = made.row
+        fork_ws = made.workspace
+    else:
+        require_fork_folder(row)
+        fork_ws = open_fork(ws, row)
+    index = fork_index(ws.store, row)
+    outcome = run_command(
+        command,
+        _cwd_in(ws, fork_ws.root, caller),
+        env=universe_env(row, index),
+        output_fd=output_fd,
+    )
+    head = _seal_after(fork_ws, command)
+    return Ran(row, row.base, head, outcome.exit_code, outcome.output, index, made)
+
+
+def exec_names(ws: Workspace, count: int, prefix: str | None) -> list[str]:
+    """`count` free universe names `PREFIX-1`, `PREFIX-2`, ... (default prefix `exec`),
+    skipping names a live fork has or whose default folder exists."""
+    if not 1 <= count <= MAX_UNIVERSES:
+        raise InvalidArgumentError(f"-n must be between 1 and {MAX_UNIVERSES}, not {count}")
+    stem = check_name(prefix or EXEC_PREFIX)
+    names: list[str] = []
+    i = 0
+    while len(names) < count:
+        i += 1
+        name = check_name(f"{stem}-{i}")
+        if ws.store.fork_named(ws.id, name) is None and not os.path.lexists(
+            default_destination(ws, name)
+        ):
+            names.append(name)
+    return names
+
+
+def plan_exec(ws: Workspace, count: int) -> ExecPlan:
+    """What `exec -n COUNT` would copy and by which driver; creates nothing."""
+    if not 1 <= count <= MAX_UNIVERSES:
+        raise InvalidArgumentError(f"-n must be between 1 and {MAX_UNIVERSES}, not {count}")
+    where = default_destination(ws, "x").parent
+    while not where.is_dir():
+        where = where.parent
+    driver = probe(ws.root, where)
+    files, size = plan_tree(ws.root, skip=copy_skip(ws))
+    extra = 0 if driver == "reflink" else size * count
+    return ExecPlan(driver, count, files, size, size * count, extra)
+
+
+def exec_universes(
+    ws: Workspace,
+    command: tuple[str, ...],
+    *,
+    count: int,
+    prefix: str | None = None,
+    at: str | None = None,
+    caller: Path | None = None,
+    output_fd: int | None = None,
+) -> list[Ran]:
+    """Makes `count` universes from ONE base (a seal of the live folder, or snapshot `at`),
+    runs `command` in all of them at once, then seals each; returns them in order."""
+    from tillage.workspace.seal import SealOptions, seal_result
+    from tillage.workspace.timeline import resolve
+
+    argv_of(command)
+    finish_pending(ws)
+    names = exec_names(ws, count, prefix)
+    if at is not None:
+        base = resolve(ws, at)
+    else:
+        base = seal_result(
+            ws,
+            SealOptions(
+                trigger="fork_base", label=f"base of {count} universes", skip_unchanged=True
+            ),
+        ).row
+    made = [create_fork(ws, name, at=at, base=None if at else base) for name in names]
+    indexes = [fork_index(ws.store, f.row) for f in made]
+    outcomes: list[CommandOutcome | None] = [None] * len(made)
+    failures: list[BaseException] = []
+
+    def run(i: int) -> None:
+        # Threads run the commands only: the store is used from this thread alone.
+        try:
+            outcomes[i] = run_command(
+                command,
+                _cwd_in(ws, made[i].workspace.root, caller),
+                env=universe_env(made[i].row, indexes[i]),
+                output_fd=output_fd,
+            )
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(made))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]
+    ran: list[Ran] = []
+    for forked, outcome, index in zip(made, outcomes, indexes, strict=True):
+        assert outcome is not None
+        head = _seal_after(forked.workspace, command)
+        ran.append(
+            Ran(
+                forked.row,
+                forked.base.id,
+                head,
+                outcome.exit_code,
+                outcome.output,
+                index,
+                forked,
+            )
+        )
+    return ran
+
+
+def remove_fork(
+    ws: Workspace,
+    name: str,
+    *,
+    keep_files: bool,
+    dry_run: bool = False,
+    stop_watcher: Callable[[str], object] | None = None,
+) -> Removed:
+    """Retires the fork `name`: seals its last state (trigger `fork`), stops its watcher,
+    removes its folder (unless `keep_files`) and publishes `fork_removed`; its timeline stays
+    in the store, so the last state is restorable by ID from the parent.
+
+    The folder goes only when it is that fork (its own pointer): anything else there is
+    refused with not_the_fork and nothing is touched. Crash-safe: the folder is first renamed
+    to a trash name beside it (one rename), then the record is published, then the trash is
+    deleted; the next fork command puts back or finishes what a killed removal left.
+    `stop_watcher(fork_id)` stops the fork's watcher first (the watch layer's business).
+    """
+    from tillage.workspace.seal import SealOptions, seal_result_locked, workspace_lock
+
+    finish_pending(ws)
+    store = ws.store
+    with forks_lock(ws):
+        row = require_fork(ws, name)
+        root = Path(row.root)
+        present = os.path.lexists(root)
+        is_fork = present and holds_pointer(root, row.workspace)
+        if present and not is_fork and not keep_files:
+            raise NotTheForkError(
+                f"{root} is not fork {name!r} any more (its `.tillage` pointer names another "
+                "workspace, or none): nothing was removed",
+                details={"path": str(root)},
+            )
+        children = store.forks_of(row.workspace)
+        if children:
+            raise ForkHasForksError(
+                f"fork {name!r} has {len(children)} live fork(s) of its own: "
+                + ", ".join(c.name for c in children)
+            )
+        delete = is_fork and not keep_files
+        files = plan_tree(root, skip=lambda rel: rel == CONTROL_DIR)[0] if delete else 0
+        if dry_run:
+            return Removed(row, store.head(row.workspace), files, False, keep_files, row.root)
+        fork_ws = open_fork(ws, row)
+        if is_fork and stop_watcher is not None:
+            stop_watcher(row.workspace)
+        last: SnapshotRow | None
+        with workspace_lock(fork_ws):
+            if is_fork:
+                last = seal_result_locked(
+                    fork_ws,
+                    SealOptions(
+                        trigger="fork", label=f"last state of fork {name}", skip_unchanged=True
+                    ),
+                ).row
+            else:
+                last = store.head(row.workspace) or store.snapshot(row.base)
+            trash = trash_path(root, row.workspace)
+            if delete:
+                rename_noreplace(root, trash)
+                fsync_dir(root.parent)
+                failpoints.hit("fork.remove.after_trash")
+            store.publish(
+                "fork_removed",
+                {
+                    "workspace": row.workspace,
+                    "parent": row.parent,
+                    "name": row.name,
+                    "snapshot": last.id if last is not None else None,
+                },
+            )
+            failpoints.hit("fork.remove.after_record")
+            if delete:
+                _remove_folder(trash)
+    return Removed(row, last, files, True, keep_files, row.root)
+
+
+def describe_command(command: tuple[str, ...]) -> str:
+    """The command as one line for messages."""
+    return echo(" ".join(command))
