@@ -230,6 +230,23 @@ def _stopped(exc: OSError | TillageError, undo: str) -> TillageError:
     )
 
 
+def _sealed_already(ws: Workspace, intent: Mapping[str, Any]) -> bool:
+    """Whether the interrupted merge's own `merge` snapshot was published (it comes after the
+    folder is landed and right before its fact or event)."""
+    started = int(intent.get("started_ns") or 0)
+    for row in ws.store.snapshots(ws.id, limit=RECENT):
+        if row.sealed_at_ns < started:
+            return False
+        if row.trigger == "merge" and row.label == intent.get("label"):
+            return True
+    return False
+
+
+# Snapshots looked through for an interrupted merge's own seal (a watcher may have sealed
+# after it before the next command came).
+RECENT = 50
+
+
 def finish_merge(ws: Workspace, intent: Mapping[str, Any]) -> None:
     """Rolls an interrupted merge forward (the caller holds the workspace lock): the folder is
     sealed first (whatever was written into it after the crash is kept), then the merge's
@@ -237,6 +254,12 @@ def finish_merge(ws: Workspace, intent: Mapping[str, Any]) -> None:
     paths = [str(p) for p in intent.get("paths") or []]
     undo = str(intent.get("undo", ""))
     remove_temp_files(ws.root)
+    if _sealed_already(ws, intent):
+        # Killed after its seal (and what it told the log): only the intent was left.
+        from tillage.workspace.recovery import intent_path
+
+        intent_path(ws).unlink()
+        return
     live: dict[str, Entry] = {}
     seal_locked(
         ws,
