@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,39 +12,11 @@ import pytest
 
 from tests.conftest import Till
 from tillage.core.radar import Collision, ForkChanges, changed_paths, find_collisions, transitions
-from tillage.store.store import Store
-from tillage.verbs.registry import COMMANDS
-
-
-def _status_id(till: Till, folder: Path) -> str:
-    return str(till.json("status", cwd=folder)["id"])
 
 
 def make_fork(till: Till, parent: Path, name: str) -> Path:
-    """A fork of `parent` called `name`, made by `till fork` (or, where that verb has not
-    landed, by copying the folder, attaching the copy and publishing the `fork` fact the verb
-    publishes); returns its folder."""
-    if "fork" in COMMANDS:
-        return Path(till.json("fork", name, cwd=parent)["fork"]["path"])
-    base = till.json("snap", "-m", f"base of {name}", cwd=parent)["snapshot"]["id"]
-    dest = parent.parent / f"{parent.name}.forks" / name
-    shutil.copytree(parent, dest, symlinks=True, ignore=shutil.ignore_patterns(".tillage"))
-    till.json("watch", "--no-daemon", cwd=dest)
-    store = Store.open(till.home)
-    try:
-        store.publish(
-            "fork",
-            {
-                "workspace": _status_id(till, dest),
-                "parent": _status_id(till, parent),
-                "name": name,
-                "base": base,
-                "root": str(dest.resolve()),
-            },
-        )
-    finally:
-        store.close()
-    return dest
+    """A fork of `parent` called `name`, made by `till fork`; returns its folder."""
+    return Path(till.json("fork", name, cwd=parent)["fork"]["path"])
 
 
 @pytest.fixture
@@ -89,7 +60,7 @@ def test_two_forks_editing_the_same_file_collide_and_different_files_do_not(
     _edit(till, beta, "src/m1.py", "beta too\n")
     doc = _radar(till, project)
     assert doc["conflicts"] == [
-        {"path": "src/m1.py", "forks": ["alpha", "beta"], "workspace": False}
+        {"path": "src/m1.py", "forks": ["alpha", "beta"], "workspace": False, "claimed_by": []}
     ]
 
 
@@ -99,7 +70,9 @@ def test_a_fork_and_the_workspace_editing_one_file_collide(till: Till, project: 
     _edit(till, project, "README.md", "workspace\n")
     _edit(till, project, "src/m3.py", "only here\n")
     doc = _radar(till, project)
-    assert doc["conflicts"] == [{"path": "README.md", "forks": ["alpha"], "workspace": True}]
+    assert doc["conflicts"] == [
+        {"path": "README.md", "forks": ["alpha"], "workspace": True, "claimed_by": []}
+    ]
 
 
 def test_a_change_the_workspace_made_before_the_fork_is_no_collision(
@@ -152,6 +125,19 @@ def test_conflict_events_open_change_and_resolve(till: Till, project: Path) -> N
     assert all(e["detail"]["workspace"] is False for e in events)
 
 
+def test_removing_a_fork_resolves_its_collisions(till: Till, project: Path) -> None:
+    alpha = make_fork(till, project, "alpha")
+    beta = make_fork(till, project, "beta")
+    _edit(till, alpha, "README.md", "alpha\n")
+    _edit(till, beta, "README.md", "beta\n")
+    assert len(_radar(till, project)["conflicts"]) == 1
+    till.json("fork-rm", "beta", "--yes")
+    doc = _radar(till, project)
+    assert (doc["conflicts"], doc["forks_scanned"], doc["events"]) == ([], 1, 1)
+    last = _conflict_events(till, project)[-1]["detail"]
+    assert (last["state"], last["forks"]) == ("resolved", ["alpha", "beta"])
+
+
 def test_concurrent_looks_announce_each_transition_once(till: Till, project: Path) -> None:
     alpha = make_fork(till, project, "alpha")
     beta = make_fork(till, project, "beta")
@@ -193,12 +179,28 @@ def test_a_fork_of_a_fork_collides_only_with_what_its_parent_changed_after_it(
     doc = _radar(till, project)
     assert doc["forks_scanned"] == 2
     assert doc["conflicts"] == [
-        {"path": "src/m5.py", "forks": ["alpha", "alpha/inner"], "workspace": False}
+        {
+            "path": "src/m5.py",
+            "forks": ["alpha", "alpha/inner"],
+            "workspace": False,
+            "claimed_by": [],
+        }
     ]
     # Seen from alpha, the inner fork is its own fork.
     assert _radar(till, alpha)["conflicts"] == [
-        {"path": "src/m5.py", "forks": ["inner"], "workspace": True}
+        {"path": "src/m5.py", "forks": ["inner"], "workspace": True, "claimed_by": []}
     ]
+
+
+def test_a_conflict_names_the_live_claims_that_cover_its_path(till: Till, project: Path) -> None:
+    alpha = make_fork(till, project, "alpha")
+    claim = till.json("claim", "src/**", "--owner", "alice", cwd=alpha)["claim"]
+    till.json("claim", "README.md", "--owner", "bob")
+    _edit(till, alpha, "src/m2.py", "alpha\n")
+    _edit(till, project, "src/m2.py", "workspace\n")
+    (conflict,) = _radar(till, project)["conflicts"]
+    assert conflict["claimed_by"] == [{"id": claim["id"], "owner": "alice", "pattern": "src/**"}]
+    assert "claimed by alice (src/**)" in till("radar").stdout
 
 
 def test_radar_without_forks_and_its_human_page(till: Till, project: Path) -> None:

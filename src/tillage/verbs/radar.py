@@ -35,10 +35,19 @@ class RadarRequest:
 
 
 @dataclass(frozen=True)
+class ClaimRef:
+    id: str
+    owner: str
+    pattern: str
+
+
+@dataclass(frozen=True)
 class ConflictInfo:
     path: str
     forks: tuple[str, ...]
     workspace: bool
+    # Live claims (of the workspace's family) that cover the path: who said they work there.
+    claimed_by: tuple[ClaimRef, ...]
 
 
 @dataclass(frozen=True)
@@ -53,12 +62,22 @@ class RadarResult:
 
 
 def radar(ctx: Context, req: RadarRequest) -> RadarResult:
+    from tillage.workspace.claims import covering, listing
     from tillage.workspace.radar import observe_scan
 
     ws = ctx.workspace
     seen = observe_scan(ws.store, ws.id)
+    live = listing(ws) if seen.collisions else []
     return RadarResult(
-        conflicts=tuple(ConflictInfo(c.path, c.forks, c.workspace) for c in seen.collisions),
+        conflicts=tuple(
+            ConflictInfo(
+                c.path,
+                c.forks,
+                c.workspace,
+                tuple(ClaimRef(k.id, k.owner, k.pattern) for k in covering(live, c.path)),
+            )
+            for c in seen.collisions
+        ),
         forks_scanned=seen.forks_scanned,
         events=seen.events,
     )

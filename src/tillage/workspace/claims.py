@@ -202,3 +202,8 @@ def listing(ws: Workspace) -> list[ClaimRow]:
     """The live claims of the workspace's family, oldest first."""
     ws.store.catch_up()
     return live_claims(ws.store, family_of(ws))
+
+
+def covering(claims: list[ClaimRow], path: str) -> list[ClaimRow]:
+    """The claims among `claims` that cover the workspace path `path`."""
+    return [c for c in claims if globs.covers(c.pattern, path)]

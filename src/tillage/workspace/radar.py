@@ -233,6 +233,11 @@ def observe_scan(store: Store, workspace_id: str, *, timeout: float = 30.0) -> O
     `timeout`), so two concurrent looks never announce one transition twice."""
     from tillage.store.events import announce
 
+    if store.read_only:
+        # A store this process cannot write (another user's, a read-only mount): the radar
+        # still answers; the events wait for a look that can append them.
+        found = scan(store, workspace_id)
+        return Observed(found.collisions, found.forks_scanned, 0)
     lock = store.locks_dir / f"radar-{workspace_id}.lock"
     with file_lock(lock, timeout=timeout, what="the radar of this workspace"):
         store.catch_up()

@@ -20,6 +20,18 @@ def _places(conflict: dict[str, Any]) -> str:
     return ", ".join(names)
 
 
+def _claimed(conflict: dict[str, Any]) -> str:
+    """`claimed by alice (src/**)` when live claims cover the path."""
+    claims = conflict.get("claimed_by") or []
+    if not claims:
+        return ""
+    held = ", ".join(
+        f"{units.printable(str(k.get('owner')))} ({units.printable(str(k.get('pattern')))})"
+        for k in claims
+    )
+    return f"claimed by {held}"
+
+
 def _radar(page: Page) -> None:
     conflicts = page.take("conflicts") or []
     scanned = int(page.take("forks_scanned") or 0)
@@ -36,7 +48,11 @@ def _radar(page: Page) -> None:
             f"({among}, as last sealed):"
         )
         rows = [
-            [Cell(units.printable(str(c.get("path"))), "yellow"), Cell(_places(c), "dim")]
+            [
+                Cell(units.printable(str(c.get("path"))), "yellow"),
+                Cell(_places(c), "dim"),
+                Cell(_claimed(c)),
+            ]
             for c in conflicts
         ]
         page.add(*table(rows, page.style, indent="  "))
