@@ -10,12 +10,16 @@ from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, Sna
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import ChangeInfo, change_infos
-from tillage.workspace.merge_errors import (
+from tillage.workspace.fork_errors import (
     ForkFolderMissingError,
+    ForkNotFoundError,
+    InvalidForkNameError,
+    NotTheForkError,
+)
+from tillage.workspace.merge_errors import (
     MergeRequestError,
     MergeStoppedError,
     NoCommonAncestorError,
-    UnknownForkError,
 )
 
 TYPE_CHECKING = False
@@ -209,8 +213,10 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             result=MergeResult,
             cli="merge",
             errors=(
-                UnknownForkError,
+                ForkNotFoundError,
+                InvalidForkNameError,
                 ForkFolderMissingError,
+                NotTheForkError,
                 MergeRequestError,
                 NoCommonAncestorError,
                 MergeStoppedError,

@@ -32,12 +32,7 @@ from tillage.platform import clock
 from tillage.store.errors import SnapshotNotFoundError
 from tillage.store.store import ObjectWriter, SnapshotRow, Store
 from tillage.workspace.attach import Workspace
-from tillage.workspace.merge_errors import (
-    ForkFolderMissingError,
-    MergeRequestError,
-    NoCommonAncestorError,
-    UnknownForkError,
-)
+from tillage.workspace.merge_errors import MergeRequestError, NoCommonAncestorError
 from tillage.workspace.merge_land import Tell, drifted, manifests_for, rewrite_tree
 from tillage.workspace.seal import SealOptions, seal, seal_result, workspace_lock
 from tillage.workspace.trees import read_file_bytes
@@ -93,16 +88,16 @@ def merge_fork(
     output_fd: int | None = None,
     on_progress: ProgressFn | None = None,
 ) -> MergeOutcome:
-    """Merges the live fork `name` of `ws` into it: the fork's base is the ancestor."""
-    row = ws.store.fork_named(ws.id, name)
-    if row is None:
-        raise UnknownForkError(f"this workspace has no fork named {name!r}")
+    """Merges the live fork `name` of `ws` into it: the fork's base is the ancestor (it moves
+    to the state merged, so the next merge counts from there)."""
+    from tillage.workspace.fork import open_fork, require_fork, require_fork_folder
+
+    row = require_fork(ws, name)
     base = ws.store.snapshot(row.base)
     if base is None:
         raise SnapshotNotFoundError(f"the fork's base {row.base[:12]} is not in the store")
-    fork_ws = Workspace(row.workspace, Path(row.root), ws.store)
-    if not fork_ws.root.is_dir():
-        raise ForkFolderMissingError(f"the folder of fork {name!r} ({row.root}) is gone")
+    require_fork_folder(row)
+    fork_ws = open_fork(ws, row)
     ours = _seal_ours(ws, f"before merge {name}", dry_run)
     theirs = seal_result(
         fork_ws,

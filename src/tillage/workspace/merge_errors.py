@@ -6,26 +6,7 @@ the merge machinery (listing contracts stays cheap).
 
 from __future__ import annotations
 
-from tillage.errors import InvalidArgumentError, NotFoundError, TillageError
-
-
-class UnknownForkError(NotFoundError):
-    """No live fork of this workspace has that name."""
-
-    name = "merge.unknown_fork"
-    module = "merge"
-    next_step = "list this workspace's forks with `till forks`"
-
-
-class ForkFolderMissingError(NotFoundError):
-    """The fork is recorded but its folder is gone: there is no live state to merge."""
-
-    name = "merge.fork_folder_missing"
-    module = "merge"
-    next_step = (
-        "merge its last stored state with `till merge --snapshot ID`, or remove it with "
-        "`till fork-rm NAME --yes`"
-    )
+from tillage.errors import InvalidArgumentError, TillageError
 
 
 class MergeRequestError(InvalidArgumentError):
