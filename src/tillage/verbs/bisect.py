@@ -1,11 +1,167 @@
-"""The bisect verb: the first snapshot where a check fails, probed in disposable forks."""
+"""The bisect verb: the first snapshot where a check fails, probed in disposable copies."""
 
 from __future__ import annotations
 
-from tillage.verbs.contract import Verb
+from dataclasses import dataclass
+
+from tillage.errors import BusyError, IntegrityError
+from tillage.platform.errors import DiskFullError
+from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import SnapshotInfo, snapshot_info
+from tillage.workspace.bisect_errors import (
+    BisectAbortedError,
+    BisectBadPassesError,
+    BisectGoodFailsError,
+    BisectRangeError,
+    BisectUntestableEndError,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-VERBS: tuple[Verb[Any, Any], ...] = ()
+
+@dataclass(frozen=True)
+class BisectRequest:
+    command: tuple[str, ...] = param(
+        "the check, after `--`: exit 0 good, 125 skip (untestable), 1-127 bad, above 127 "
+        "aborts; one word runs through /bin/sh -c",
+        remainder=True,
+        metavar="CMD",
+    )
+    good: str | None = param(
+        "a snapshot where the check passes (default: the oldest of the timeline)",
+        default=None,
+        metavar="ID",
+    )
+    bad: str | None = param(
+        "a snapshot where it fails (default: the folder as it is now, sealed first)",
+        default=None,
+        metavar="ID",
+    )
+    limit: int | None = param(
+        "run the check at most N times (both ends included); the range narrowed so far is "
+        "answered, marked limit_reached",
+        default=None,
+        metavar="N",
+    )
+
+
+@dataclass(frozen=True)
+class ProbeInfo:
+    snapshot: SnapshotInfo
+    exit_code: int
+    verdict: str
+    seconds: float
+    output: str
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    # The first snapshot that fails (with `outcome` found); otherwise the oldest known to fail.
+    first_bad: SnapshotInfo
+    # The newest snapshot known to pass, before first_bad on the timeline.
+    last_good: SnapshotInfo
+    probes: tuple[ProbeInfo, ...]
+    probe_count: int
+    # found | only_skipped_left (the first bad one is among `candidates`: the check skipped
+    # the others) | limit_reached (--limit stopped the search; `candidates` is what is left).
+    outcome: str
+    # Snapshot IDs that may be the first bad one, oldest first (just first_bad when found).
+    candidates: tuple[str, ...]
+    # Snapshots on the timeline from the good end to the bad end, both included.
+    range_size: int
+    # About how many more probes a bisect of what is left needs (0 when finished).
+    steps_left: int
+    # The folder's present, sealed because --bad was not given (null: the head already was).
+    sealed: SnapshotInfo | None
+    # The command to run next: the diff that broke it, or the bisect that continues.
+    next: str
+
+
+def bisect(ctx: Context, req: BisectRequest) -> BisectResult:
+    from tillage.workspace import bisect as bs
+
+    done = bs.bisect(
+        ctx.workspace,
+        req.command,
+        good=req.good,
+        bad=req.bad,
+        limit=req.limit,
+        output_fd=ctx.settings.command_output,
+    )
+    return BisectResult(
+        first_bad=snapshot_info(done.first_bad),
+        last_good=snapshot_info(done.last_good),
+        probes=tuple(
+            ProbeInfo(
+                snapshot=snapshot_info(p.snapshot),
+                exit_code=p.exit_code,
+                verdict=str(p.verdict),
+                seconds=round(p.seconds, 3),
+                output=p.output,
+            )
+            for p in done.probes
+        ),
+        probe_count=len(done.probes),
+        outcome=done.outcome,
+        candidates=tuple(row.id for row in done.candidates),
+        range_size=done.range_size,
+        steps_left=done.steps_left,
+        sealed=snapshot_info(done.sealed) if done.sealed is not None else None,
+        next=_next_command(done.outcome, done.last_good.id, done.first_bad.id, req.command),
+    )
+
+
+def _next_command(outcome: str, good: str, bad: str, command: tuple[str, ...]) -> str:
+    """What broke it (`till diff`), or, when --limit stopped the search, the bisect that goes
+    on from the range narrowed so far."""
+    if outcome == "limit_reached":
+        words = " ".join(_quote(w) for w in command)
+        return f"till bisect --good {good[:12]} --bad {bad[:12]} -- {words}"
+    return f"till diff {good[:12]} --to {bad[:12]}"
+
+
+def _quote(word: str) -> str:
+    """Quotes a word for a POSIX shell (shlex.quote without importing re at start-up)."""
+    safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_"
+    if word and all(ch in safe for ch in word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+VERBS: tuple[Verb[Any, Any], ...] = (
+    Verb(
+        Contract(
+            name="bisect.run",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.WRITE,
+            request=BisectRequest,
+            result=BisectResult,
+            cli="bisect",
+            errors=(
+                SnapshotNotFoundError,
+                SnapshotAmbiguousError,
+                BadSnapshotIdError,
+                BisectRangeError,
+                BisectGoodFailsError,
+                BisectBadPassesError,
+                BisectUntestableEndError,
+                BisectAbortedError,
+                BusyError,
+                IntegrityError,
+                DiskFullError,
+            ),
+            doc="Find the first snapshot where a check fails: binary search along the "
+            "timeline from --good (default: the oldest) to --bad (default: the folder now, "
+            "sealed first), each probe run in a disposable copy of its snapshot, never in the "
+            "workspace. Exit statuses as `git bisect run`: 0 good, 125 skip, 1-127 bad, above "
+            "127 aborts. The probe sees TILLAGE_BISECT_SNAPSHOT.",
+        ),
+        bisect,
+    ),
+)

@@ -63,6 +63,7 @@ COMMANDS = {
     "release": "tillage.verbs.radar",
     "try": "tillage.verbs.radar",
     "merge": "tillage.verbs.merge",
+    "bisect": "tillage.verbs.bisect",
 }
 
 

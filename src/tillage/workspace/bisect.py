@@ -1,0 +1,329 @@
+"""`till bisect`: the first snapshot where a check fails, each probe in a disposable copy.
+
+The range is the bad snapshot's first-parent line back to the good one (a merge's second parent
+is not followed, like `git bisect --first-parent`): the workspace's timeline in the order it was
+sealed. The ends are checked first (good must pass, bad must fail), then core.bisect picks the
+probes. Each probe is the snapshot written from the store into a fresh folder (materialize) in a
+probe area under the store's tmp dir, the check run there, and the folder removed at once.
+
+The workspace is never touched: nothing is read from it but the seal of its present state when
+no --bad is given (that seal changes no file). The probe area is held under a lock for as long
+as the bisect runs and removed when it ends, however it ends (an error, Ctrl-C, SIGTERM); one
+left behind by a killed process (its lock is free then) is removed by the next bisect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tillage.core.bisect import Search, Verdict, verdict_of
+from tillage.errors import InvalidArgumentError
+from tillage.platform.folders import remove_tree
+from tillage.platform.locks import file_lock, is_held
+from tillage.platform.names import random_hex
+from tillage.store.store import SnapshotRow, Store
+from tillage.workspace.attach import Workspace
+from tillage.workspace.bisect_errors import (
+    BisectAbortedError,
+    BisectBadPassesError,
+    BisectGoodFailsError,
+    BisectRangeError,
+    BisectUntestableEndError,
+)
+
+AREA_PREFIX = "bisect-"
+LOCK_SUFFIX = ".lock"
+OUTPUT_CAP = 4096  # bytes of each probe's output kept in the result (the tail)
+SEAL_LABEL = "before bisect"
+STALE_LOCK_S = 600.0
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One run of the check on one snapshot."""
+
+    snapshot: SnapshotRow
+    exit_code: int
+    verdict: Verdict | None  # None: the check aborted the bisect
+    output: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Bisected:
+    """Where the bisect ended.
+
+    `outcome`: "found" (first_bad is the first snapshot that fails, last_good right before it),
+    "only_skipped_left" (the first bad one is among `candidates`: the check skipped the others),
+    or "limit_reached" (--limit stopped it; the first bad one is among `candidates`)."""
+
+    first_bad: SnapshotRow
+    last_good: SnapshotRow
+    probes: tuple[Probe, ...]
+    outcome: str
+    candidates: tuple[SnapshotRow, ...]
+    # Snapshots between the two ends when the search began (both ends included).
+    range_size: int
+    # The workspace's present, sealed because --bad was not given (None when it was, or when
+    # the head already was the present).
+    sealed: SnapshotRow | None
+    steps_left: int
+
+
+def bisect(
+    ws: Workspace,
+    command: tuple[str, ...],
+    *,
+    good: str | None = None,
+    bad: str | None = None,
+    limit: int | None = None,
+    output_fd: int | None = None,
+) -> Bisected:
+    """Finds the first snapshot between `good` (default: the oldest of the line) and `bad`
+    (default: the workspace's present, sealed first) where `command` fails."""
+    from tillage.workspace.commands import argv_of
+    from tillage.workspace.timeline import resolve
+
+    argv_of(command)  # an empty command is invalid_argument, before anything is sealed
+    if limit is not None and limit < 2:
+        raise InvalidArgumentError(
+            "--limit must be at least 2: both ends are checked before the search",
+            next_step="give --limit 2 or more, or leave it out",
+        )
+    good_row = resolve(ws, good) if good is not None else None
+    bad_row = resolve(ws, bad) if bad is not None else None
+    sealed: SnapshotRow | None = None
+    if bad_row is None:
+        bad_row, sealed = _present(ws)
+    line = first_parent_line(ws.store, ws.id, bad_row, good_row.id if good_row else None)
+    if len(line) < 2:
+        raise BisectRangeError(
+            "there is only one snapshot to test: a bisect needs a good and a bad end",
+            next_step="seal the good state and the bad one (`till snap`), then bisect",
+        )
+    probes: list[Probe] = []
+    with probe_area(ws.store, ws.root.name) as run:
+
+        def probe(row: SnapshotRow) -> Probe:
+            done = run(row, command, output_fd)
+            probes.append(done)
+            if done.verdict is None:
+                raise BisectAbortedError(
+                    f"the check exited {done.exit_code} on {row.id[:12]} (above 127 or killed"
+                    "): bisect stopped",
+                    details=_details(done, probes),
+                )
+            return done
+
+        _check_ends(probe, line[0], line[-1], probes)
+        search = Search.start(len(line))
+        while (position := search.next_probe()) is not None:
+            if limit is not None and len(probes) >= limit:
+                break
+            search = search.record(position, _verdict(probe(line[position])))
+    if search.finished:
+        outcome = "found" if search.exact else "only_skipped_left"
+    else:
+        outcome = "limit_reached"
+    return Bisected(
+        first_bad=line[search.bad],
+        last_good=line[search.good],
+        probes=tuple(probes),
+        outcome=outcome,
+        candidates=tuple(line[p] for p in search.candidates()),
+        range_size=len(line),
+        sealed=sealed,
+        steps_left=0 if search.finished else max(1, search.steps_left()),
+    )
+
+
+def _verdict(done: Probe) -> Verdict:
+    assert done.verdict is not None  # probe() raised otherwise
+    return done.verdict
+
+
+def _check_ends(
+    probe: Callable[[SnapshotRow], Probe], good: SnapshotRow, bad: SnapshotRow, probes: list[Probe]
+) -> None:
+    """Good must pass and bad must fail before anything between them is run."""
+    for row, wanted in ((good, Verdict.GOOD), (bad, Verdict.BAD)):
+        done = probe(row)
+        if done.verdict is wanted:
+            continue
+        end = "good" if wanted is Verdict.GOOD else "bad"
+        if done.verdict is Verdict.SKIP:
+            raise BisectUntestableEndError(
+                f"the check cannot test the {end} end {row.id[:12]} (it exited 125, skip)",
+                details=_details(done, probes),
+            )
+        if wanted is Verdict.GOOD:
+            raise BisectGoodFailsError(
+                f"the good end {row.id[:12]} fails the check (exit {done.exit_code})",
+                details=_details(done, probes),
+            )
+        raise BisectBadPassesError(
+            f"the bad end {row.id[:12]} passes the check (exit 0)",
+            details=_details(done, probes),
+        )
+
+
+def _details(done: Probe, probes: list[Probe]) -> dict[str, object]:
+    """What an error carries: the probe that stopped the bisect, and every probe run."""
+    return {
+        "snapshot": done.snapshot.id,
+        "exit_code": done.exit_code,
+        "output": done.output,
+        "probes": [
+            {
+                "snapshot": p.snapshot.id,
+                "exit_code": p.exit_code,
+                "verdict": None if p.verdict is None else str(p.verdict),
+            }
+            for p in probes
+        ],
+    }
+
+
+def _present(ws: Workspace) -> tuple[SnapshotRow, SnapshotRow | None]:
+    """The workspace's present as a snapshot: the head when nothing changed, else a new seal
+    (trigger manual; sealing reads the folder and writes only to the store)."""
+    from tillage.workspace.seal import SealOptions, seal_result
+
+    sealed = seal_result(ws, SealOptions(trigger="manual", label=SEAL_LABEL, skip_unchanged=True))
+    return sealed.row, sealed.row if sealed.added else None
+
+
+def first_parent_line(
+    store: Store, workspace_id: str, bad: SnapshotRow, good_id: str | None
+) -> list[SnapshotRow]:
+    """The snapshots from `good_id` (default: the oldest reachable) to `bad`, oldest first,
+    following first parents back from `bad`; BisectRangeError when good is not on that line."""
+    if good_id == bad.id:
+        raise BisectRangeError(f"--good and --bad are the same snapshot {bad.id[:12]}")
+    own = {row.id: row for row in store.snapshots(workspace_id)}
+    line = [bad]
+    current = bad
+    while current.id != good_id and current.parent is not None:
+        parent = own.get(current.parent) or store.snapshot(current.parent)
+        if parent is None:
+            break
+        line.append(parent)
+        current = parent
+    if good_id is not None and current.id != good_id:
+        raise BisectRangeError(
+            f"{good_id[:12]} is not an ancestor of {bad.id[:12]}: it is not on the bad "
+            "snapshot's timeline before it"
+        )
+    line.reverse()
+    return line
+
+
+ProbeRunner = Callable[[SnapshotRow, tuple[str, ...], int | None], Probe]
+
+
+@contextlib.contextmanager
+def probe_area(store: Store, folder_name: str) -> Iterator[ProbeRunner]:
+    """A locked folder under the store's tmp dir for this bisect's probes, removed on the way
+    out whatever happens; yields the function that runs one probe in it."""
+    sweep_stale_areas(store)
+    token = random_hex(8)
+    area = store.tmp_dir / f"{AREA_PREFIX}{token}"
+    lock = store.tmp_dir / f"{AREA_PREFIX}{token}{LOCK_SUFFIX}"
+    try:
+        with file_lock(lock, timeout=1.0, what="a bisect's probe area"):
+            try:
+                area.mkdir(parents=True)
+                yield lambda row, command, output_fd: _run_probe(
+                    store, area / folder_name, row, command, output_fd
+                )
+            finally:
+                _remove(area)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+
+
+def _run_probe(
+    store: Store, dest: Path, row: SnapshotRow, command: tuple[str, ...], output_fd: int | None
+) -> Probe:
+    """Writes `row` into the new folder `dest`, runs the check there, removes the folder."""
+    from tillage.workspace.commands import run_command
+    from tillage.workspace.fork import materialize
+
+    try:
+        materialize(store, row, dest)
+        started = time.monotonic()
+        outcome = run_command(
+            command,
+            dest,
+            env={"TILLAGE_BISECT_SNAPSHOT": row.id},
+            output_fd=output_fd,
+            cap=OUTPUT_CAP,
+        )
+        seconds = time.monotonic() - started
+    finally:
+        _remove(dest)
+    return Probe(
+        snapshot=row,
+        exit_code=outcome.exit_code,
+        verdict=verdict_of(outcome.exit_code),
+        output=outcome.output,
+        seconds=seconds,
+    )
+
+
+def _remove(path: Path) -> None:
+    """Removes a probe folder and all in it (read-only folders included); a check that left a
+    process behind still writing in it gets a few more tries."""
+    for attempt in range(5):
+        try:
+            parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return
+        try:
+            remove_tree(parent, path.name)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if attempt == 4:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+        finally:
+            os.close(parent)
+
+
+def sweep_stale_areas(store: Store) -> None:
+    """Removes probe areas whose bisect is gone (a killed process: its lock is free)."""
+    try:
+        names = os.listdir(store.tmp_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if not name.startswith(AREA_PREFIX):
+            continue
+        if name.endswith(LOCK_SUFFIX):
+            _drop_stale_lock(store.tmp_dir / name)
+            continue
+        lock = store.tmp_dir / f"{name}{LOCK_SUFFIX}"
+        if is_held(lock):
+            continue
+        with contextlib.suppress(OSError):
+            _remove(store.tmp_dir / name)
+            lock.unlink(missing_ok=True)
+
+
+def _drop_stale_lock(lock: Path) -> None:
+    """A lock file left without its area (a process killed between the two removals), once it
+    is old enough that no bisect can be starting with it."""
+    area = lock.with_name(lock.name[: -len(LOCK_SUFFIX)])
+    with contextlib.suppress(OSError):
+        if area.exists() or is_held(lock):
+            return
+        if time.time() - lock.stat().st_mtime > STALE_LOCK_S:
+            lock.unlink()
