@@ -7,8 +7,13 @@ copy, unrelated live edits surviving, the undo, a merge killed while landing, an
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -395,7 +400,36 @@ def test_merge_errors(till: Till, folder: Path, base: str, user_home: Path) -> N
     # one-sided, so it is planned, not refused).
     dry = till("--json", "merge", "--snapshot", stranger, "--base", base, "--dry-run")
     assert dry.code in (0, 3), dry.stdout
-    assert os.listdir(other) == [".tillage", "x.txt"] or sorted(os.listdir(other)) == [
-        ".tillage",
-        "x.txt",
-    ]
+    assert sorted(os.listdir(other)) == [".tillage", "x.txt"]  # the other folder is untouched
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_check_leaves_no_scratch_copy_and_lands_nothing(
+    till: Till, folder: Path, base: str, tmp_path: Path, sig: int
+) -> None:
+    theirs = diverge(till, folder, base, _theirs_side, _ours_side)
+    before = manifest(folder)
+    started = tmp_path / "started"
+    check = f"touch {started}; sleep 30"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tillage", "--json", "merge", "--snapshot", theirs, "--base", base,
+         "--check", check],
+        cwd=folder,
+        env=till.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the check never started"
+        time.sleep(0.02)
+    assert len(_scratch_leftovers(folder)) == 1
+    proc.send_signal(sig)
+    out, _err = proc.communicate(timeout=60)
+    assert proc.returncode == (130 if sig == signal.SIGINT else 143), out
+    assert json.loads(out)["error"]["name"] == "interrupted"
+    assert _scratch_leftovers(folder) == []
+    assert manifest(folder) == before
+    assert list((till.home / "intents").iterdir()) == []
