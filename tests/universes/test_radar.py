@@ -9,8 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import Till
+from tillage.core import codec
+from tillage.core.ids import tree_id
+from tillage.core.models import ContentKind, Entry, EntryKind
 from tillage.core.radar import Collision, ForkChanges, changed_paths, find_collisions, transitions
 
 
@@ -249,8 +254,6 @@ def test_transitions_say_opened_changed_and_resolved() -> None:
 
 
 def test_changed_paths_prunes_equal_subtrees_and_lists_the_files_of_a_new_folder() -> None:
-    from tillage.core.models import ContentKind, Entry, EntryKind
-
     def file(name: str, content: bytes) -> Entry:
         return Entry(name.encode(), EntryKind.FILE, 0o644, 1, 0, ContentKind.CHUNK, content)
 
@@ -271,3 +274,60 @@ def test_changed_paths_prunes_equal_subtrees_and_lists_the_files_of_a_new_folder
 
     assert changed_paths(read_tree, b"old_root", b"new_root") == {"f", "added/n1", "added/n2"}
     assert b"same" not in read
+
+
+# -- changed_paths against a full diff of flattened manifests --------------------------------
+
+_NAMES = ("a", "b", "c")
+_leaf = st.tuples(st.sampled_from((EntryKind.FILE, EntryKind.SYMLINK)), st.sampled_from(b"xy"))
+_trees = st.recursive(
+    _leaf,
+    lambda children: st.dictionaries(st.sampled_from(_NAMES), children, max_size=3),
+    max_leaves=12,
+)
+
+
+def _store_tree(spec: Any, trees: dict[bytes, list[Entry]]) -> bytes:
+    """Writes a nested dict of leaves into `trees` (ID -> entries) and returns its root ID."""
+    entries = []
+    for name, child in sorted(spec.items()):
+        if isinstance(child, dict):
+            sub = _store_tree(child, trees)
+            entries.append(Entry(name.encode(), EntryKind.DIR, 0o755, 0, 7, ContentKind.TREE, sub))
+        else:
+            kind, byte = child
+            content_kind = ContentKind.CHUNK if kind is EntryKind.FILE else ContentKind.TARGET
+            entries.append(Entry(name.encode(), kind, 0o644, 1, 7, content_kind, bytes([byte])))
+    encoded = codec.encode_tree(entries)
+    tid = bytes(tree_id(encoded))
+    trees[tid] = entries
+    return tid
+
+
+def _flat(spec: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, child in spec.items():
+        path = f"{prefix}{name}"
+        out[path] = "dir" if isinstance(child, dict) else child
+        if isinstance(child, dict):
+            out.update(_flat(child, path + "/"))
+    return out
+
+
+@given(
+    st.dictionaries(st.sampled_from(_NAMES), _trees, max_size=3),
+    st.dictionaries(st.sampled_from(_NAMES), _trees, max_size=3),
+)
+@settings(deadline=None)
+def test_changed_paths_are_the_non_folder_paths_a_full_diff_finds(old: Any, new: Any) -> None:
+    trees: dict[bytes, list[Entry]] = {}
+    old_id, new_id = _store_tree(old, trees), _store_tree(new, trees)
+    before, after = _flat(old), _flat(new)
+    no_leaf = (None, "dir")
+    expected = {
+        p
+        for p in before.keys() | after.keys()
+        if before.get(p) != after.get(p)
+        and (before.get(p) not in no_leaf or after.get(p) not in no_leaf)
+    }
+    assert changed_paths(trees.__getitem__, old_id, new_id) == expected
