@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import Till
 from tillage.errors import InvalidArgumentError
 from tillage.workspace.commands import run_command
 
@@ -71,3 +73,127 @@ def test_a_background_child_holding_the_pipe_does_not_keep_the_caller_waiting(
     assert out.exit_code == 0
     assert out.output == "started\n"
     assert time.monotonic() - started < 20
+
+
+# -- `till run` and `till exec` through the real process ---------------------------------------
+
+ENV_LINE = "echo fork=$TILLAGE_FORK index=$TILLAGE_FORK_INDEX port=$PORT"
+
+
+def test_run_makes_the_fork_runs_the_command_seals_and_exits_with_its_status(
+    till: Till, project: Path
+) -> None:
+    run = till("--json", "run", "try-1", "--", f"{ENV_LINE}; echo made > made.txt; exit 5")
+    assert run.code == 5
+    doc = json.loads(run.stdout)["fork"]  # one document, though the command printed
+    assert doc["exit_code"] == 5
+    assert doc["created"] is True
+    assert "fork=try-1 index=1 port=3001" in doc["output"]
+    assert "fork=try-1 index=1 port=3001" in run.stderr  # live, on stderr under --json
+    path = Path(doc["path"])
+    assert (path / "made.txt").read_text() == "made\n"
+    assert not (project / "made.txt").exists()
+    head = till.json("timeline", cwd=path)["snapshots"][0]
+    assert head["id"] == doc["head"] and head["trigger"] == "fork"
+    assert head["files"] == till.json("status")["head"]["files"] + 1
+
+    again = till("--json", "run", "try-1", "--", "cat", "made.txt")
+    assert again.code == 0
+    second = json.loads(again.stdout)["fork"]
+    assert second["created"] is False and second["output"] == "made\n"
+    assert second["head"] == doc["head"]  # nothing changed: no new snapshot
+
+
+def test_run_in_human_mode_prints_the_command_output_live_on_stdout(
+    till: Till, project: Path
+) -> None:
+    run = till("run", "h", "--", "echo hello from the fork")
+    assert run.code == 0
+    assert run.stdout.startswith("hello from the fork\n")
+    assert "Forked h" in run.stdout
+
+
+def test_run_starts_in_the_callers_sub_folder_and_reports_a_missing_command(
+    till: Till, project: Path
+) -> None:
+    doc = till.json("run", "cwd", "--", "pwd", cwd=project / "src")["fork"]
+    assert doc["output"] == f"{doc['path']}/src\n"
+    missing = till("--json", "run", "cwd", "--", "no-such-command-xyz")
+    assert missing.code == 127
+    assert "no-such-command-xyz" in json.loads(missing.stdout)["fork"]["output"]
+
+
+def test_run_at_with_an_existing_fork_is_a_conflict_and_an_empty_command_invalid(
+    till: Till, project: Path
+) -> None:
+    base = till.json("status")["head"]["id"]
+    till.json("run", "r", "--", "true")
+    clash = till("--json", "run", "r", "--at", base, "--", "true")
+    assert (clash.code, clash.error["code"], clash.error["name"]) == (1, -32062, "fork.exists")
+    empty = till("--json", "run", "r2", "--")
+    assert empty.code in (1, 2)
+    assert [f["name"] for f in till.json("forks")["forks"]] == ["r"]
+    made_at = till.json("run", "r3", "--at", base[:8], "--", "true")["fork"]
+    assert made_at["base"] == base
+
+
+def test_fork_with_a_command_runs_it_in_the_new_fork(till: Till, project: Path) -> None:
+    run = till("--json", "fork", "fx", "--", "sh", "-c", "echo $TILLAGE_FORK; exit 2")
+    assert run.code == 2
+    doc = json.loads(run.stdout)["fork"]
+    assert (doc["exit_code"], doc["output"], doc["created"]) == (2, "fx\n", True)
+    assert till("--json", "fork", "fx", "--", "true").error["name"] == "fork.exists"
+
+
+def test_exec_runs_universes_at_once_each_with_its_own_port(
+    till: Till, project: Path, tmp_path: Path
+) -> None:
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    # Each waits (bounded) until all three have started: only commands that run at the same
+    # time can all pass; in a row, the first would give up with 9.
+    script = (
+        f"touch {barrier}/$TILLAGE_FORK; n=0; "
+        f'while [ "$(ls {barrier} | wc -l)" -lt 3 ]; do n=$((n+1)); '
+        "[ $n -gt 600 ] && exit 9; sleep 0.05; done; "
+        f"{ENV_LINE}; echo $TILLAGE_FORK > who.txt"
+    )
+    run = till("--json", "exec", "-n", "3", "--", script)
+    assert run.code == 0, run.stdout + run.stderr
+    universes = json.loads(run.stdout)["universes"]
+    assert [u["fork"] for u in universes] == ["exec-1", "exec-2", "exec-3"]
+    assert [u["exit_code"] for u in universes] == [0, 0, 0]
+    ports = {u["output"].strip().rsplit("port=", 1)[1] for u in universes}
+    assert len(ports) == 3
+    bases = {u["base"] for u in universes}
+    assert len(bases) == 1  # one base seal for all
+    for u in universes:
+        assert (Path(u["path"]) / "who.txt").read_text() == u["fork"] + "\n"
+        assert till.json("timeline", cwd=Path(u["path"]))["snapshots"][0]["id"] == u["head"]
+    assert len(till.json("forks")["forks"]) == 3
+    # Names in use are skipped.
+    more = till.json("exec", "--", "true")["universes"]
+    assert [u["fork"] for u in more] == ["exec-4"]
+
+
+def test_exec_exits_with_the_first_non_zero_status_in_universe_order(
+    till: Till, project: Path
+) -> None:
+    run = till("--json", "exec", "-n", "3", "--fork", "t", "--", "exit $((4 - TILLAGE_FORK_INDEX))")
+    doc = json.loads(run.stdout)
+    assert [u["fork"] for u in doc["universes"]] == ["t-1", "t-2", "t-3"]
+    assert [u["exit_code"] for u in doc["universes"]] == [3, 2, 1]
+    assert run.code == 3
+
+
+def test_exec_plan_creates_nothing(till: Till, project: Path) -> None:
+    doc = till.json("exec", "--plan", "-n", "4", "--", "true")
+    plan = doc["plan"]
+    assert plan["driver"] in ("reflink", "copy_file_range", "copy")
+    assert plan["count"] == 4
+    assert plan["files"] >= 10 and plan["bytes"] > 0
+    assert doc["universes"] == []
+    assert till.json("forks")["forks"] == []
+    assert not (project.parent / f"{project.name}.forks").exists()
+    bad = till("--json", "exec", "-n", "0", "--", "true")
+    assert bad.error["code"] == -32066
