@@ -331,3 +331,33 @@ def test_changed_paths_are_the_non_folder_paths_a_full_diff_finds(old: Any, new:
         and (before.get(p) not in no_leaf or after.get(p) not in no_leaf)
     }
     assert changed_paths(trees.__getitem__, old_id, new_id) == expected
+
+
+def test_a_look_that_dies_before_recording_itself_announces_again_and_loses_nothing(
+    till: Till, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tillage.store.store import Store
+    from tillage.workspace import radar
+
+    alpha = make_fork(till, project, "alpha")
+    beta = make_fork(till, project, "beta")
+    for path in ("README.md", "src/m0.py"):
+        _edit(till, alpha, path, "alpha\n")
+        _edit(till, beta, path, "beta\n")
+    workspace_id = till.json("status")["id"]
+
+    def crash(*_args: object) -> None:
+        raise RuntimeError("killed before the look was recorded")
+
+    store = Store.open(till.home)
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(radar, "_write_state", crash)
+            with pytest.raises(RuntimeError):
+                radar.observe_scan(store, workspace_id)
+        assert radar.observe_scan(store, workspace_id).events == 2  # announced again
+        assert radar.observe_scan(store, workspace_id).events == 0
+    finally:
+        store.close()
+    opened = [e["detail"]["path"] for e in _conflict_events(till, project)]
+    assert sorted(opened) == ["README.md", "README.md", "src/m0.py", "src/m0.py"]
