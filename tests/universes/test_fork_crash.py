@@ -1,0 +1,100 @@
+"""A fork or a fork removal killed at any durable step leaves no half-made universe: the next
+fork command finds either no fork (and no staging folder) or the whole one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Till
+from tests.faults.harness import CRASH_SCRIPT
+from tests.helpers import manifest
+
+FORK_FAILPOINTS = (
+    "fork.after_copy",
+    "fork.after_snapshot",
+    "fork.after_record",
+    "fork.after_rename",
+)
+# A kill at these points comes after the fork record: the fork exists and is finished.
+PUBLISHED = frozenset({"fork.after_record", "fork.after_rename"})
+REMOVE_FAILPOINTS = ("fork.remove.after_trash", "fork.remove.after_record")
+
+
+def crash(till: Till, failpoint: str, *args: str, cwd: Path | None = None) -> int:
+    """Runs `till ARGS` with `failpoint` armed to SIGKILL the process there."""
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASH_SCRIPT, failpoint, "kill", "--json", *args],
+        cwd=cwd or till.cwd,
+        env=till.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc.returncode
+
+
+def leftovers(forks_dir: Path) -> list[str]:
+    return sorted(p.name for p in forks_dir.iterdir() if p.name.startswith("."))
+
+
+@pytest.mark.parametrize("failpoint", FORK_FAILPOINTS)
+def test_a_killed_fork_leaves_no_half_made_universe(
+    till: Till, project: Path, failpoint: str
+) -> None:
+    expected = manifest(project)
+    assert crash(till, failpoint, "fork", "k") == -9
+    forks_dir = project.parent / f"{project.name}.forks"
+
+    listed = till.json("forks")["forks"]  # finishes or undoes what the kill left
+
+    assert leftovers(forks_dir) == []
+    assert not list((till.home / "intents").glob("fork-*"))
+    if failpoint in PUBLISHED:
+        assert [f["name"] for f in listed] == ["k"]
+        assert listed[0]["missing"] is False
+        assert manifest(forks_dir / "k") == expected
+        status = till.json("status", cwd=forks_dir / "k")
+        assert status["fork"]["name"] == "k"
+    else:
+        assert listed == []
+        assert not (forks_dir / "k").exists()
+        # The name is free: a fork made now is whole.
+        doc = till.json("fork", "k")["fork"]
+        assert manifest(Path(doc["path"])) == expected
+    assert manifest(project) == expected
+
+
+def test_a_fork_killed_before_its_record_is_cleaned_by_the_next_fork(
+    till: Till, project: Path
+) -> None:
+    assert crash(till, "fork.after_snapshot", "fork", "k") == -9
+    forks_dir = project.parent / f"{project.name}.forks"
+    assert leftovers(forks_dir)  # the staging folder is there until the next fork command
+    till.json("fork", "other")
+    assert leftovers(forks_dir) == []
+
+
+@pytest.mark.parametrize("failpoint", REMOVE_FAILPOINTS)
+def test_a_killed_fork_removal_is_undone_or_finished(
+    till: Till, project: Path, failpoint: str
+) -> None:
+    path = Path(till.json("fork", "r")["fork"]["path"])
+    (path / "work.txt").write_text("work\n")
+    expected = manifest(path)
+    assert crash(till, failpoint, "fork-rm", "r", "--yes") == -9
+
+    listed = till.json("forks")["forks"]
+
+    assert leftovers(path.parent) == []
+    if failpoint == "fork.remove.after_record":
+        assert listed == []
+        assert not path.exists()
+    else:
+        assert [f["name"] for f in listed] == ["r"]
+        assert manifest(path) == expected
+        assert till.json("fork-rm", "r", "--yes")["removed"] is True
+        assert not path.exists()
