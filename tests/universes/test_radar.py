@@ -191,7 +191,12 @@ def test_a_fork_of_a_fork_collides_only_with_what_its_parent_changed_after_it(
             "claimed_by": [],
         }
     ]
+    # The whole family from inside it: names from the root.
+    family = till.json("radar", "--family", cwd=inner)
+    assert family["scanned"] == str(project.resolve())
+    assert [c["forks"] for c in family["conflicts"]] == [["alpha", "alpha/inner"]]
     # Seen from alpha, the inner fork is its own fork.
+    assert _radar(till, alpha)["scanned"] == str(alpha.resolve())
     assert _radar(till, alpha)["conflicts"] == [
         {"path": "src/m5.py", "forks": ["inner"], "workspace": True, "claimed_by": []}
     ]

@@ -31,7 +31,11 @@ DEFAULT_TTL_SECONDS = 3600
 
 @dataclass(frozen=True)
 class RadarRequest:
-    pass
+    family: bool = param(
+        "compare the whole fork family from its root workspace (inside a fork, its sibling "
+        "forks too), not just this workspace and the forks below it",
+        default=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,9 @@ class RadarResult:
     forks_scanned: int
     # `conflict` events this look appended (a collision that opened, changed or resolved).
     events: int
+    # The folder of the workspace compared with its forks (`workspace` in a conflict means
+    # it): this one, or with --family the root of its fork family.
+    scanned: str
 
 
 def radar(ctx: Context, req: RadarRequest) -> RadarResult:
@@ -66,7 +73,14 @@ def radar(ctx: Context, req: RadarRequest) -> RadarResult:
     from tillage.workspace.radar import observe_scan
 
     ws = ctx.workspace
-    seen = observe_scan(ws.store, ws.id)
+    scanned_id, scanned = ws.id, str(ws.root)
+    if req.family:
+        from tillage.workspace.family import root_of
+
+        scanned_id = root_of(ws.store, ws.id)
+        row = ws.store.workspace(scanned_id)
+        scanned = row.root if row is not None else scanned
+    seen = observe_scan(ws.store, scanned_id)
     live = listing(ws) if seen.collisions else []
     return RadarResult(
         conflicts=tuple(
@@ -80,6 +94,7 @@ def radar(ctx: Context, req: RadarRequest) -> RadarResult:
         ),
         forks_scanned=seen.forks_scanned,
         events=seen.events,
+        scanned=scanned,
     )
 
 
@@ -246,7 +261,8 @@ VERBS = (
             doc="Paths changed in two or more places among this workspace and its live forks "
             "(each fork since its base, the workspace since each fork's base), from sealed "
             "states only: seal first to see live edits. Each collision that opened, changed or "
-            "resolved since the last look is appended as a `conflict` event.",
+            "resolved since the last look is appended as a `conflict` event. Inside a fork, "
+            "--family compares the whole family from its root.",
         ),
         radar,
     ),

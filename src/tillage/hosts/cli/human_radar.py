@@ -36,6 +36,7 @@ def _radar(page: Page) -> None:
     conflicts = page.take("conflicts") or []
     scanned = int(page.take("forks_scanned") or 0)
     events = int(page.take("events") or 0)
+    page.take("scanned")
     among = f"{units.count(scanned, 'live fork')} and the workspace"
     if not scanned:
         page.add("No forks to compare: `till fork NAME` makes one.")
