@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,3 +112,39 @@ def test_try_outside_a_workspace_is_not_attached(till: Till) -> None:
     run = till("--json", "try", "--", "true")
     assert run.code == 1
     assert run.error["name"] == "workspace.not_attached"
+
+
+def test_an_interrupted_try_seals_what_the_command_did_so_far(till: Till, project: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tillage",
+            "--json",
+            "try",
+            "--",
+            "echo half > src/app.py; echo $$ > pid; exec sleep 60",
+        ],
+        cwd=project,
+        env=till.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pid_file = project / "pid"
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        out, _err = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert proc.returncode == 143
+    assert json.loads(out)["error"]["name"] == "interrupted"
+    after, before = till.json("timeline", "-n", "2")["snapshots"]
+    assert (before["trigger"], after["trigger"]) == ("try_before", "try_after")
+    assert after["label"].endswith("(interrupted)")
+    assert till.json("cat", after["id"], "src/app.py")["size"] == len("half\n")
