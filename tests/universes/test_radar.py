@@ -143,6 +143,21 @@ def test_removing_a_fork_resolves_its_collisions(till: Till, project: Path) -> N
     assert (last["state"], last["forks"]) == ("resolved", ["alpha", "beta"])
 
 
+def test_after_a_merge_the_fork_counts_its_changes_from_what_was_merged(
+    till: Till, project: Path
+) -> None:
+    alpha = make_fork(till, project, "alpha")
+    _edit(till, alpha, "src/m3.py", "alpha\n")
+    _edit(till, project, "README.md", "workspace\n")
+    merged = till("--json", "merge", "alpha")
+    assert merged.code == 0, merged.stdout
+    assert _radar(till, project)["conflicts"] == []
+    _edit(till, alpha, "src/m3.py", "alpha again\n")
+    assert _radar(till, project)["conflicts"] == []
+    _edit(till, project, "src/m3.py", "workspace too\n")
+    assert [c["path"] for c in _radar(till, project)["conflicts"]] == ["src/m3.py"]
+
+
 def test_concurrent_looks_announce_each_transition_once(till: Till, project: Path) -> None:
     alpha = make_fork(till, project, "alpha")
     beta = make_fork(till, project, "beta")
