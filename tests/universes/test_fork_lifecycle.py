@@ -170,3 +170,21 @@ def test_diff_takes_fork_names_on_both_sides(till: Till, project: Path) -> None:
     # Against the live folder: the parent lacks the fork's file.
     live = till.json("diff", "one")["changes"]
     assert ("only-one.txt", "deleted") in [(c["path"], c["kind"]) for c in live]
+
+
+def test_a_fork_can_be_watched_and_fork_rm_stops_its_watcher(till: Till, project: Path) -> None:
+    from tillage.workspace import watchstate
+
+    doc = till.json("fork", "w")["fork"]
+    path = Path(doc["path"])
+    watched = till.json("watch", cwd=path)
+    try:
+        assert watched["watching"] is True
+        assert till.json("status", cwd=path)["watching"] is True
+        removed = till.json("fork-rm", "w", "--yes")
+        assert removed["removed"] is True
+        assert not watchstate.is_watching(till.home, doc["workspace"])
+        assert not path.exists()
+    finally:
+        if path.exists():
+            till("watch", "--stop", cwd=path)
