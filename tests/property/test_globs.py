@@ -137,3 +137,23 @@ def test_a_bad_pattern_is_refused_as_invalid_argument(pattern: str) -> None:
 def test_a_pattern_has_one_spelling() -> None:
     assert normalize("./src//pkg/") == "src/pkg"
     assert normalize("src/**/") == "src/**"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("src", "src/pkg/app.py", True),  # a plain name: the folder and all below it
+        ("src/*", "src/a.py", True),
+        ("src/*", "src/a/b.py", False),  # a wildcard's last segment reaches no deeper
+        ("src/**", "src/a/b.py", True),
+        ("*.md", ".hidden.md", True),  # `*` matches a leading dot, as in gitignore
+        ("a/**/b", "a/b", True),
+        ("a/**/b", "a/x/y/b/c", True),
+        ("docs/[!a]*", "docs/api", False),
+        ("docs/[!a]*", "docs/guide", True),
+        ("lib\\*", "lib*", True),  # an escaped star is a star
+        ("lib\\*", "libx", False),
+    ],
+)
+def test_what_a_claim_covers(pattern: str, path: str, expected: bool) -> None:
+    assert covers(pattern, path) is expected
