@@ -16,6 +16,7 @@ import contextlib
 import os
 import tempfile
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -434,7 +435,7 @@ def run_check(
     holder = _scratch_holder(ws)
     try:
         copy = holder / ws.root.name
-        copy_tree(ws.root, copy, skip=lambda rel: rel == CONTROL_DIR)
+        copy_tree(ws.root, copy, skip=_left_out(ws))
         if land:
             now, want = manifests_for(ours, land)
             apply_to_copy(ws, copy, now, want)
@@ -442,6 +443,16 @@ def run_check(
         return CheckRun(done.exit_code, done.output)
     finally:
         _remove_folder(holder)
+
+
+def _left_out(ws: Workspace) -> Callable[[str], bool]:
+    """What the check's copy leaves out: the workspace's `.tillage/` (the copy is no workspace)
+    and the store's folder when it lies inside the workspace."""
+    skipped = {CONTROL_DIR}
+    home = ws.store.home.resolve()
+    if ws.root in home.parents:
+        skipped.add(home.relative_to(ws.root).as_posix())
+    return skipped.__contains__
 
 
 def _scratch_holder(ws: Workspace) -> Path:
