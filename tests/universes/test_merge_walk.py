@@ -3,15 +3,21 @@ must equal the plan over the three trees flattened whole, for any three states o
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tillage.core.merge_plan import plan_merge
+from tillage.core.models import EntryKind
+from tillage.platform import failpoints
+from tillage.platform.failpoints import FailpointCrashError
 from tillage.workspace.attach import attach
-from tillage.workspace.merge import three_way
+from tillage.workspace.merge import merge_snapshot, three_way
+from tillage.workspace.recovery import intent_path, recover_if_interrupted
 from tillage.workspace.seal import SealOptions, seal
 from tillage.workspace.trees import flatten
 
@@ -86,3 +92,49 @@ def test_the_pruned_walk_plans_what_the_whole_trees_plan(tmp_path: Path, seed: i
         (c.path, c.kind) for c in whole.conflicts
     ]
     assert [j.path for j in pruned.text] == [j.path for j in whole.text]
+
+
+def _files(store: Any, tree: str) -> dict[str, tuple[Any, ...]]:
+    """A tree's entries but folders' mtimes (writing into a folder changes its mtime)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for path, e in flatten(store, bytes.fromhex(tree)).items():
+        if e.kind is EntryKind.DIR:
+            out[path] = (e.kind, e.mode)
+        else:
+            out[path] = (e.kind, e.mode, e.content, e.mtime_ns)
+    return out
+
+
+def test_the_result_tree_an_intent_names_is_what_the_merge_seals(tmp_path: Path) -> None:
+    folder = tmp_path / "ws"
+    (folder / "d").mkdir(parents=True)
+    (folder / "d" / "x.txt").write_text("one\ntwo\nthree\nfour\n")
+    (folder / "e").mkdir()
+    ws = attach(tmp_path / "store", folder, None).workspace
+    base = seal(ws, SealOptions(trigger="manual"))
+    # Theirs: a mode change of folder d, a line edit, a new folder, a deletion.
+    (folder / "d").chmod(0o750)
+    (folder / "d" / "x.txt").write_text("one\ntwo\nthree\nFOUR\n")
+    (folder / "n" / "m").mkdir(parents=True)
+    (folder / "n" / "m" / "f").write_text("f\n")
+    (folder / "e").rmdir()
+    theirs = seal(ws, SealOptions(trigger="manual"))
+    from tillage.workspace.rewind import apply
+
+    apply(ws, base, None)
+    # Ours: a file added inside d, another line edited.
+    (folder / "d" / "mine.txt").write_text("mine\n")
+    (folder / "d" / "x.txt").write_text("ONE\ntwo\nthree\nfour\n")
+    with failpoints.armed("rewind.before_intent_removed"), pytest.raises(FailpointCrashError):
+        merge_snapshot(ws, theirs.id, base.id)
+    intent = json.loads(intent_path(ws).read_bytes())
+    head = ws.store.head(ws.id)
+    assert head is not None and head.trigger == "merge"
+    assert _files(ws.store, intent["tree"]) == _files(ws.store, head.tree)
+    assert (folder / "d" / "mine.txt").exists() and (folder / "d" / "x.txt").read_text() == (
+        "ONE\ntwo\nthree\nFOUR\n"
+    )
+    # The next command finds the merge sealed already: it only removes the intent.
+    assert recover_if_interrupted(ws)
+    assert not intent_path(ws).exists()
+    assert [s.trigger for s in ws.store.snapshots(ws.id, limit=2)] == ["merge", "pre_merge"]

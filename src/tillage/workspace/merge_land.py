@@ -63,16 +63,21 @@ def rewrite_tree(store: Store, writer: ObjectWriter, root: bytes, land: Land) ->
         if tid is not None:
             entries = {fs_decode(e.name): e for e in codec.decode_tree(store.read(tid))}
         for name, entry in below.get(folder, {}).items():
+            old = entries.get(name)
             if entry is None:
                 entries.pop(name, None)
+            elif entry.kind is EntryKind.DIR and old is not None and old.kind is EntryKind.DIR:
+                # A folder's own entry lands its metadata; what is in it is the folder's own
+                # (the landed paths below it are applied to it next).
+                entries[name] = replace(entry, content_kind=old.content_kind, content=old.content)
             else:
                 entries[name] = entry
         for name, entry in list(entries.items()):
             child = join(folder, name)
             if entry.kind is EntryKind.DIR and child in touched:
-                old = entry.content if entry.content_kind is ContentKind.TREE else None
+                inner = entry.content if entry.content_kind is ContentKind.TREE else None
                 entries[name] = replace(
-                    entry, content_kind=ContentKind.TREE, content=build(child, old)
+                    entry, content_kind=ContentKind.TREE, content=build(child, inner)
                 )
         encoded = codec.encode_tree(list(entries.values()))
         new = tree_id(encoded)
