@@ -204,7 +204,7 @@ def test_the_first_seal_in_a_fresh_fork_reads_no_unchanged_file(till: Till, proj
 
 
 def test_a_file_that_changed_during_the_copy_gets_no_row(tmp_path: Path) -> None:
-    from tillage.workspace.fork import _Seeder
+    from tillage.workspace.fork_copy import Seeder
     from tillage.workspace.pathindex import PathIndex, stat_facts
 
     f = tmp_path / "f"
@@ -213,7 +213,7 @@ def test_a_file_that_changed_during_the_copy_gets_no_row(tmp_path: Path) -> None
     os.utime(f, (old, old))
     before = os.stat(f)
     row = (*stat_facts(before), 0, b"id", 0, 1, ())
-    seeder = _Seeder(PathIndex(files={"f": row, "g": row}))
+    seeder = Seeder(PathIndex(files={"f": row, "g": row}))
     seeder.now += 10**9  # the copy is a second later: the utime above is not racy then
     copy = tmp_path / "copy"
     copy.write_text("a")

@@ -21,24 +21,23 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tillage.core.paths import CONTROL_DIR
 from tillage.core.progress import ProgressFn
 from tillage.errors import BusyError, echo
-from tillage.platform import clock, failpoints
-from tillage.platform.clone import CopyStats, copy_tree, rename_noreplace
+from tillage.platform import failpoints
+from tillage.platform.clone import rename_noreplace
 from tillage.platform.folders import remove_tree
 from tillage.platform.fs import atomic_write, fsync_dir
 from tillage.platform.locks import file_lock, is_held
 from tillage.platform.names import random_hex
 from tillage.store.store import ForkRow, SnapshotRow, Store
-from tillage.workspace import pathindex
+from tillage.workspace import fork_copy, pathindex
 from tillage.workspace.attach import Workspace, write_pointer
-from tillage.workspace.capture import is_racy
+from tillage.workspace.fork_copy import fill_staging
 from tillage.workspace.fork_errors import (
     BadDestinationError,
     DestinationExistsError,
@@ -48,7 +47,7 @@ from tillage.workspace.fork_errors import (
     InvalidForkNameError,
     NotTheForkError,
 )
-from tillage.workspace.pathindex import FACTS, PathIndex, Row, stat_facts
+from tillage.workspace.pathindex import PathIndex, Row
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 MAX_NAME = 40
@@ -257,74 +256,10 @@ def _finish_intent(store: Store, intent: Path, fork_id: str) -> None:
     intent.unlink(missing_ok=True)
 
 
-def _store_rel(ws: Workspace) -> str | None:
-    """The store's folder relative to the workspace, when it lies inside it."""
-    home = ws.store.home.resolve()
-    if ws.root in home.parents:
-        return home.relative_to(ws.root).as_posix()
-    return None
-
-
-def copy_skip(ws: Workspace) -> Callable[[str], bool]:
-    """What a fork's copy leaves out: the workspace's `.tillage/` (the fork gets its own
-    pointer) and the store's folder when it lies inside the workspace."""
-    store_rel = _store_rel(ws)
-
-    skipped = {CONTROL_DIR} if store_rel is None else {CONTROL_DIR, store_rel}
-
-    def skip(rel: str) -> bool:
-        return rel in skipped
-
-    return skip
-
-
-class _Seeder:
-    """Collects the fork's path-index rows while the copy runs (see the module docstring)."""
-
-    def __init__(self, parent: PathIndex) -> None:
-        self.parent = parent.files
-        self.rows: dict[str, Row] = {}
-        self.now = clock.now_ns()
-
-    def __call__(
-        self, rel: str, before: os.stat_result, after: os.stat_result, copy: os.stat_result
-    ) -> None:
-        row = self.parent.get(rel)
-        if row is None or row[FACTS - 1]:
-            return  # unknown to the base seal, or a database with sidecars: read it
-        facts = stat_facts(before)
-        if row[:FACTS] != facts or stat_facts(after) != facts:
-            return  # changed since the base seal, or while it was copied
-        if is_racy(after.st_mtime_ns, after.st_ctime_ns, self.now):
-            return  # INV-8: facts that a later change could leave equal are not trusted
-        size, mtime, ctime, ino, dev, mode, aux = stat_facts(copy)
-        self.rows[rel] = (size, mtime, ctime, ino, dev, mode, aux, *_content(row))
-
-
-def _content(row: Row) -> tuple[int, bytes, int, int, tuple[tuple[bytes, bytes], ...]]:
-    """What reading the file produced, from a path-index row (after its FACTS)."""
-    return row[7], row[8], row[9], row[10], row[11]
-
-
 def materialize(store: Store, snapshot: SnapshotRow, dest: Path) -> dict[str, Row]:
-    """Writes the stored snapshot into the new folder `dest` (its parent must exist), byte-
-    exact, every object verified before a byte is written; returns the path-index rows of
-    what it wrote (racily-clean ones marked so that they are read again)."""
-    from tillage.core.rewind_plan import plan_actions
-    from tillage.workspace.rewind import Applier
-    from tillage.workspace.trees import flatten
-
-    os.mkdir(dest, 0o755)
-    want = flatten(store, bytes.fromhex(snapshot.tree))
-    planned = plan_actions({}, want, None)
-    applier = Applier(Workspace("materialize", dest, store), {})
-    applier.stage(planned.actions)
-    applier.run(planned.actions)
-    now = clock.now_ns()
-    return {
-        path: (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
-        for path, row in applier.written.items()
-    }
+    """Writes the stored snapshot into the new folder `dest` (for `fork --at`, a merge's
+    check scratch, bisect's probes); returns the path-index rows of what it wrote."""
+    return fork_copy.materialize(store, snapshot, dest)
 
 
 def create_fork(
@@ -349,10 +284,10 @@ def create_fork(
     with forks_lock(ws):
         if store.fork_named(ws.id, name) is not None:
             raise ForkExistsError(f"this workspace already has a fork called {name!r}")
-        dest = check_destination(ws, destination or _default_parent(ws, name))
         if at is not None:
             base = resolve(ws, at)
-        elif base is None:
+        dest = check_destination(ws, destination or _default_parent(ws, name))
+        if base is None:
             base = seal_result(
                 ws,
                 SealOptions(trigger="fork_base", label=f"base of fork {name}", skip_unchanged=True),
@@ -376,7 +311,7 @@ def create_fork(
                 ).encode(),
             )
             try:
-                stats, rows = _fill(ws, staging, base, at is not None)
+                stats, rows = fill_staging(ws, staging, base, stored=at is not None)
                 failpoints.hit("fork.after_copy")
                 write_pointer(staging, fork_id)
                 pathindex.save(store, fork_id, PathIndex(files=rows))
@@ -422,19 +357,6 @@ def _default_parent(ws: Workspace, name: str) -> Path:
     with contextlib.suppress(FileExistsError):
         dest.parent.mkdir(0o755)
     return dest
-
-
-def _fill(
-    ws: Workspace, staging: Path, base: SnapshotRow, stored: bool
-) -> tuple[CopyStats, dict[str, Row]]:
-    """Fills the staging folder: from the store (a stored snapshot, written as a plain copy)
-    or from the live folder, by the fastest driver, seeding the fork's path index."""
-    if stored:
-        rows = materialize(ws.store, base, staging)
-        return CopyStats("copy", base.files, 0, base.bytes), rows
-    seeder = _Seeder(pathindex.load(ws.store, ws.id))
-    stats = copy_tree(ws.root, staging, skip=copy_skip(ws), on_file=seeder)
-    return stats, seeder.rows
 
 
 def _publish_first(store: Store, fork_id: str, base: SnapshotRow, name: str) -> SnapshotRow:

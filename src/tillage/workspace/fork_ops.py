@@ -22,7 +22,6 @@ from tillage.workspace.fork import (
     Forked,
     _remove_folder,
     check_name,
-    copy_skip,
     create_fork,
     default_destination,
     finish_pending,
@@ -34,6 +33,7 @@ from tillage.workspace.fork import (
     require_fork_folder,
     trash_path,
 )
+from tillage.workspace.fork_copy import copy_skip
 from tillage.workspace.fork_errors import ForkExistsError, ForkHasForksError, NotTheForkError
 
 PORT_BASE = 3000

@@ -1,0 +1,106 @@
+"""Filling a fork's staging folder: a copy of the live workspace (by the fastest driver, its
+`.tillage/` and an inner store left out) or a stored snapshot written out, and the fork's
+path-index rows, so that its first seal reads only what changed.
+
+A row is seeded for a file whose stat facts were the same at the base seal, before and after
+its copy (and not racily clean, INV-8), with the copy's own facts (new inode and ctime); a
+file that changed meanwhile gets no row and is read by the fork's first seal.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from tillage.core.paths import CONTROL_DIR
+from tillage.platform import clock
+from tillage.platform.clone import CopyStats, copy_tree
+from tillage.store.store import SnapshotRow, Store
+from tillage.workspace import pathindex
+from tillage.workspace.attach import Workspace
+from tillage.workspace.capture import is_racy
+from tillage.workspace.pathindex import FACTS, PathIndex, Row, stat_facts
+
+
+def _store_rel(ws: Workspace) -> str | None:
+    """The store's folder relative to the workspace, when it lies inside it."""
+    home = ws.store.home.resolve()
+    if ws.root in home.parents:
+        return home.relative_to(ws.root).as_posix()
+    return None
+
+
+def copy_skip(ws: Workspace) -> Callable[[str], bool]:
+    """What a fork's copy leaves out: the workspace's `.tillage/` (the fork gets its own
+    pointer) and the store's folder when it lies inside the workspace."""
+    store_rel = _store_rel(ws)
+
+    skipped = {CONTROL_DIR} if store_rel is None else {CONTROL_DIR, store_rel}
+
+    def skip(rel: str) -> bool:
+        return rel in skipped
+
+    return skip
+
+
+class Seeder:
+    """Collects the fork's path-index rows while the copy runs (see the module docstring)."""
+
+    def __init__(self, parent: PathIndex) -> None:
+        self.parent = parent.files
+        self.rows: dict[str, Row] = {}
+        self.now = clock.now_ns()
+
+    def __call__(
+        self, rel: str, before: os.stat_result, after: os.stat_result, copy: os.stat_result
+    ) -> None:
+        row = self.parent.get(rel)
+        if row is None or row[FACTS - 1]:
+            return  # unknown to the base seal, or a database with sidecars: read it
+        facts = stat_facts(before)
+        if row[:FACTS] != facts or stat_facts(after) != facts:
+            return  # changed since the base seal, or while it was copied
+        if is_racy(after.st_mtime_ns, after.st_ctime_ns, self.now):
+            return  # INV-8: facts that a later change could leave equal are not trusted
+        size, mtime, ctime, ino, dev, mode, aux = stat_facts(copy)
+        self.rows[rel] = (size, mtime, ctime, ino, dev, mode, aux, *_content(row))
+
+
+def _content(row: Row) -> tuple[int, bytes, int, int, tuple[tuple[bytes, bytes], ...]]:
+    """What reading the file produced, from a path-index row (after its FACTS)."""
+    return row[7], row[8], row[9], row[10], row[11]
+
+
+def materialize(store: Store, snapshot: SnapshotRow, dest: Path) -> dict[str, Row]:
+    """Writes the stored snapshot into the new folder `dest` (its parent must exist), byte-
+    exact, every object verified before a byte is written; returns the path-index rows of
+    what it wrote (racily-clean ones marked so that they are read again)."""
+    from tillage.core.rewind_plan import plan_actions
+    from tillage.workspace.rewind import Applier
+    from tillage.workspace.trees import flatten
+
+    os.mkdir(dest, 0o755)
+    want = flatten(store, bytes.fromhex(snapshot.tree))
+    planned = plan_actions({}, want, None)
+    applier = Applier(Workspace("materialize", dest, store), {})
+    applier.stage(planned.actions)
+    applier.run(planned.actions)
+    now = clock.now_ns()
+    return {
+        path: (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
+        for path, row in applier.written.items()
+    }
+
+
+def fill_staging(
+    ws: Workspace, staging: Path, base: SnapshotRow, *, stored: bool
+) -> tuple[CopyStats, dict[str, Row]]:
+    """Fills the staging folder: from the store (a stored snapshot, written as a plain copy)
+    or from the live folder, by the fastest driver, seeding the fork's path index."""
+    if stored:
+        rows = materialize(ws.store, base, staging)
+        return CopyStats("copy", base.files, 0, base.bytes), rows
+    seeder = Seeder(pathindex.load(ws.store, ws.id))
+    stats = copy_tree(ws.root, staging, skip=copy_skip(ws), on_file=seeder)
+    return stats, seeder.rows
