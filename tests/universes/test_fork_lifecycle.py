@@ -188,3 +188,13 @@ def test_a_fork_can_be_watched_and_fork_rm_stops_its_watcher(till: Till, project
     finally:
         if path.exists():
             till("watch", "--stop", cwd=path)
+
+
+def test_forks_lists_the_paths_a_fork_shares_with_another(till: Till, project: Path) -> None:
+    for name in ("x", "y"):
+        path = Path(till.json("fork", name)["fork"]["path"])
+        (path / "README.md").write_text(f"# {name}\n")
+        (path / f"only-{name}.txt").write_text(name)
+        till.json("snap", cwd=path)
+    listed = {f["name"]: f["conflicts"] for f in till.json("forks")["forks"]}
+    assert listed == {"x": ["README.md"], "y": ["README.md"]}
