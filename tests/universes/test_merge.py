@@ -433,3 +433,30 @@ def test_an_interrupted_check_leaves_no_scratch_copy_and_lands_nothing(
     assert _scratch_leftovers(folder) == []
     assert manifest(folder) == before
     assert list((till.home / "intents").iterdir()) == []
+
+
+def test_modes_merge_apart_from_contents(till: Till, folder: Path, base: str) -> None:
+    def theirs_side(root: Path) -> None:
+        (root / "keep.txt").chmod(0o755)
+        (root / "unrelated.txt").chmod(0o600)
+
+    def ours_side(root: Path) -> None:
+        (root / "keep.txt").write_text("edited here\n")
+        (root / "unrelated.txt").chmod(0o640)
+
+    theirs = diverge(till, folder, base, theirs_side, ours_side)
+    run = till("--json", "merge", "--snapshot", theirs, "--base", base)
+    assert run.code == 3, run.stdout
+    assert [(c["path"], c["kind"]) for c in run.doc["conflicts"]] == [
+        ("unrelated.txt", "modify_modify")
+    ]
+    assert run.doc["conflicts"][0]["ours"]["mode"] == "0640"
+    assert run.doc["conflicts"][0]["theirs"]["mode"] == "0600"
+    (folder / "unrelated.txt").chmod(0o644)  # back to the base's mode: theirs' now lands
+    doc = till.json("merge", "--snapshot", theirs, "--base", base)
+    assert doc["landed"] is True
+    assert (folder / "keep.txt").read_text() == "edited here\n"
+    assert (folder / "keep.txt").stat().st_mode & 0o777 == 0o755
+    assert (folder / "unrelated.txt").stat().st_mode & 0o777 == 0o600
+    kinds = {c["path"]: c["kind"] for c in doc["changed"]}
+    assert kinds == {"keep.txt": "mode_changed", "unrelated.txt": "mode_changed"}

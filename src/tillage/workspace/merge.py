@@ -35,6 +35,7 @@ from tillage.store.store import ObjectWriter, SnapshotRow, Store
 from tillage.workspace.attach import Workspace
 from tillage.workspace.merge_errors import MergeRequestError, NoCommonAncestorError
 from tillage.workspace.merge_land import Tell, drifted, manifests_for, rewrite_tree
+from tillage.workspace.recovery import recover_if_interrupted
 from tillage.workspace.seal import SealOptions, seal, seal_result, workspace_lock
 from tillage.workspace.trees import read_file_bytes
 
@@ -99,6 +100,7 @@ def merge_fork(
         raise SnapshotNotFoundError(f"the fork's base {row.base[:12]} is not in the store")
     require_fork_folder(row)
     fork_ws = open_fork(ws, row)
+    recover_if_interrupted(fork_ws)  # a rewind or merge of the fork killed half-way
     ours = _seal_ours(ws, f"before merge {name}", dry_run)
     theirs = seal_result(
         fork_ws,
