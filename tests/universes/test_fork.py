@@ -223,3 +223,31 @@ def test_a_file_that_changed_during_the_copy_gets_no_row(tmp_path: Path) -> None
     seeder.rows.clear()
     seeder("f", before, os.stat(f), os.stat(copy))
     assert seeder.rows == {}
+
+
+def test_two_forks_of_one_name_at_once_make_one_fork_and_one_conflict(
+    till: Till, project: Path
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tillage", "--json", "fork", "same"],
+            cwd=project,
+            env=till.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    results = [(p.wait(timeout=120), json.loads(p.communicate()[0])) for p in procs]
+    codes = sorted(code for code, _doc in results)
+    assert codes == [0, 1]
+    errors = [doc["error"]["name"] for code, doc in results if code == 1]
+    assert errors == ["fork.exists"]
+    assert [f["name"] for f in till.json("forks")["forks"]] == ["same"]
+    forks_dir = project.parent / f"{project.name}.forks"
+    assert sorted(p.name for p in forks_dir.iterdir()) == ["same"]
