@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +156,31 @@ def test_a_merge_of_a_hundred_files_lands_them_all(till: Till, project: Path) ->
     assert all(
         (project / "lib" / f"f{i:03d}.txt").read_text() == f"file {i} edited\n" for i in range(100)
     )
+
+
+def test_a_database_changed_in_the_fork_lands_while_one_is_open_here(
+    till: Till, folder: Path
+) -> None:
+    db = folder / "app.db"
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn.execute("CREATE TABLE t(x)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(100)])
+        conn.commit()  # in the WAL, not checkpointed: the sealed image is not the file
+        till.json("watch", "--no-daemon")
+        fork = _fork(till, "data")
+        other = sqlite3.connect(fork / "app.db")
+        other.execute("INSERT INTO t VALUES (-1)")
+        other.commit()
+        other.close()
+        doc = till.json("merge", "data")
+        assert doc["landed"] is True and [c["path"] for c in doc["changed"]] == ["app.db"]
+    finally:
+        conn.close()
+    check = sqlite3.connect(db)
+    try:
+        assert check.execute("SELECT count(*) FROM t").fetchone()[0] == 101
+    finally:
+        check.close()

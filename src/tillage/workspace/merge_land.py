@@ -23,7 +23,7 @@ from typing import Any
 from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.ids import tree_id
-from tillage.core.models import ContentKind, Entry, EntryKind
+from tillage.core.models import ContentKind, Entry, EntryFlag, EntryKind
 from tillage.core.paths import ancestors, fs_decode, join
 from tillage.core.progress import ProgressFn
 from tillage.errors import TillageError
@@ -138,6 +138,10 @@ def _as_sealed(
         return entry is None
     if entry is None:
         return False
+    if entry.kind is EntryKind.FILE and entry.flags & EntryFlag.SQLITE_IMAGE:
+        # Sealed as a consistent image (database and journal together), whose size and
+        # mtime are not the file's: as in a rewind's guard, the image sealed moments ago holds.
+        return stat.S_ISREG(st.st_mode)
     if entry.kind is EntryKind.FILE:
         return (
             stat.S_ISREG(st.st_mode)
