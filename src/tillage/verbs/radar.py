@@ -280,8 +280,10 @@ VERBS = (
             event="claimed",
             doc="Take an advisory lease on a path glob, shared by the workspace and all its "
             "forks, for --ttl-seconds (default 3600). A live claim of another owner that "
-            "overlaps it is a conflict naming the holder; the same owner may overlap its own "
-            "claims, and claiming the same pattern again renews it.",
+            "overlaps it (some path both cover) is a conflict naming the holder; the same "
+            "owner may overlap its own claims, and claiming the same pattern again renews it "
+            "(same ID). A plain name covers that file or folder and all below it; `src/*` "
+            "covers src's entries only, `src/**` every depth. Claim IDs are 16 hex characters.",
         ),
         claim,
     ),
@@ -316,8 +318,9 @@ VERBS = (
                 AmbiguousError,
             ),
             event="released",
-            doc="Release a live claim; only its owner can (another owner's is a conflict "
-            "naming the holder); an unknown or expired claim is not_found.",
+            doc="Release a live claim by ID (or a unique prefix of 6 or more); only its owner "
+            "can (another owner's is a conflict naming the holder); an unknown or expired claim "
+            "is not_found. `released` is the claim object as it was.",
         ),
         release,
     ),
