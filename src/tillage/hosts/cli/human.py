@@ -271,15 +271,18 @@ def _status(page: Page) -> None:
     count = page.take("snapshots")
     watching = page.take("watching")
     watcher = page.take("watcher")
-    page.fields(
-        [
-            ("Workspace", str(page.take("workspace"))),
-            ("Head", head or "no snapshot yet: seal one with `till snap`"),
-            ("Timeline", units.count(int(count or 0), "snapshot") + "  (`till timeline`)"),
-            ("Store", f"{units.size(int(store.get('bytes') or 0))} in {store.get('path')}"),
-            ("Watcher", _watcher_line(watching, watcher)),
-        ]
-    )
+    fork = page.take("fork")
+    rows = [
+        ("Workspace", str(page.take("workspace"))),
+        ("Head", head or "no snapshot yet: seal one with `till snap`"),
+        ("Timeline", units.count(int(count or 0), "snapshot") + "  (`till timeline`)"),
+        ("Store", f"{units.size(int(store.get('bytes') or 0))} in {store.get('path')}"),
+        ("Watcher", _watcher_line(watching, watcher)),
+    ]
+    if isinstance(fork, dict):
+        base = str(fork.get("base") or "")[:12]
+        rows.insert(1, ("Fork", f"{fork.get('name')} of {fork.get('parent')}, from {base}"))
+    page.fields(rows)
     fidelity = page.take("fidelity")
     if fidelity is not None:
         _fidelity(page, fidelity, "Every path in the head snapshot is captured exactly.")
@@ -627,12 +630,47 @@ def _event_line(doc: dict[str, Any], style: Style) -> str:
         if detail.get("label"):
             words.append(f'"{detail["label"]}"')
         words += [f"{k}={detail[k]}" for k in ("agent", "turn", "session") if detail.get(k)]
+    elif kind in _UNIVERSE_WORDS:
+        words += _UNIVERSE_WORDS[kind](detail)
     else:
         words += [f"{k}={v}" for k, v in detail.items() if k not in ("snapshot", "short")]
     cursor = str(doc.get("cursor")).rjust(6)
     when = units.local_time(str(doc.get("at")))
     where = style.paint(str(doc.get("workspace") or doc.get("workspace_id") or "?"), "dim")
     return f"{cursor}  {when}  {kind.ljust(9)} {' '.join(words)}  {where}"
+
+
+def _short(value: Any) -> str:
+    return str(value)[:12] if value else "?"
+
+
+def _conflict_words(detail: dict[str, Any]) -> list[str]:
+    places = [str(f) for f in detail.get("forks") or []]
+    if detail.get("workspace"):
+        places.append("the workspace")
+    return [str(detail.get("state") or "?"), str(detail.get("path")), "in", ", ".join(places)]
+
+
+# The words after the kind of an event about universes (its detail's main facts, short IDs).
+_UNIVERSE_WORDS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "forked": lambda d: [
+        str(d.get("name")),
+        "from",
+        _short(d.get("base")),
+        "at",
+        str(d.get("root")),
+    ],
+    "fork_removed": lambda d: [str(d.get("name")), "last state", _short(d.get("snapshot"))],
+    "merged": lambda d: [
+        str(d.get("name") or _short(d.get("snapshot"))),
+        units.count(int(d["changes"]), "change") if isinstance(d.get("changes"), int) else "",
+        "into",
+        _short(d.get("result")),
+    ],
+    "conflict": _conflict_words,
+    "claimed": lambda d: [str(d.get("pattern")), "by", str(d.get("owner"))],
+    "released": lambda d: [str(d.get("pattern")), "by", str(d.get("owner"))],
+}
 
 
 LINE_RENDERERS: dict[str, Callable[[dict[str, Any], Style], str]] = {
