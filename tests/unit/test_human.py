@@ -13,7 +13,7 @@ import pytest
 from tillage.core.progress import Progress
 from tillage.hosts.cli import units
 from tillage.hosts.cli.colour import Style, wanted
-from tillage.hosts.cli.human import render
+from tillage.hosts.cli.human import line, render
 from tillage.hosts.cli.progress import ProgressPrinter, describe
 
 NOW = units.parse_rfc3339("2026-12-01T12:00:00Z") or 0.0
@@ -456,3 +456,35 @@ def test_the_command_to_run_next_stays_last_whatever_fields_a_result_gains() -> 
     assert lines[-1].strip() == f"till rewind {ID_A} --yes"
     assert "  value" in lines or any("value" in line for line in lines[:-2])
     assert any("would come back as separate files" in line for line in lines)
+
+
+def test_events_about_universes_read_as_words_with_short_ids() -> None:
+    base, result = "ab" * 32, "cd" * 32
+
+    def event(kind: str, detail: dict[str, object]) -> str:
+        doc = {"cursor": 7, "at": "2026-12-01T04:31:02Z", "kind": kind, "workspace": "/w"}
+        return line("workspace.events", {**doc, "detail": detail})
+
+    forked = event("forked", {"name": "a1", "base": base, "root": "/w.forks/a1"})
+    assert "a1 from abababababab at /w.forks/a1" in forked and base not in forked
+    merged = event("merged", {"name": "a1", "changes": 1, "result": result})
+    assert "a1 1 change into cdcdcdcdcdcd" in merged
+    conflict = event(
+        "conflict", {"path": "f.txt", "forks": ["a1", "b2"], "workspace": True, "state": "opened"}
+    )
+    assert "opened f.txt in a1, b2, the workspace" in conflict
+    assert "src/** by agent-7" in event("claimed", {"pattern": "src/**", "owner": "agent-7"})
+
+
+def test_status_inside_a_fork_names_the_fork_its_parent_and_base() -> None:
+    text = render(
+        "workspace.status",
+        {
+            "attached": True,
+            "workspace": "/w.forks/a1",
+            "fork": {"name": "a1", "parent": "/w", "parent_workspace": "x", "base": "ef" * 32},
+            "snapshots": 1,
+        },
+        now=0.0,
+    )
+    assert "Fork       a1 of /w, from efefefefefef" in text
