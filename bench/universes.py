@@ -52,6 +52,8 @@ UNIVERSES = 5
 RADAR_FORKS = 5
 EDITED_FILES = 100
 RADAR_RUNS = 3  # `till radar` runs per repeat (median)
+BISECT_SNAPSHOTS = 10
+BISECT_BREAKS_AT = 6
 
 # Targets (issue 8): ratio to the baseline, or seconds for the radar.
 FORK_TARGET = 1.5  # whole fork / cp -a on ext4
@@ -328,6 +330,26 @@ def merge_part(till: Till, run_dir: Path, repeat: int, log: Log) -> dict[str, An
     return figures
 
 
+def bisect_part(till: Till, run_dir: Path, log: Log) -> dict[str, Any]:
+    """Not an issue target: `till bisect` over 10 snapshots of the workload (a state file
+    breaks at the 7th), so the cost of a probe (the snapshot written from the store into a
+    fresh folder, the check, the folder removed) is on record."""
+    ws = run_dir / "ws"
+    state = ws / "bisect-state.txt"
+    ids = []
+    for n in range(BISECT_SNAPSHOTS):
+        state.write_text("ok\n" if n < BISECT_BREAKS_AT else "fail\n")
+        _proc, doc = till.run(ws, "snap", "-m", f"bisect state {n}")
+        ids.append(doc["snapshot"]["id"])
+    step, doc = till.timed(ws, "bisect", "--good", ids[0], "--", "grep -qx ok bisect-state.txt")
+    if doc.get("first_bad", {}).get("id") != ids[BISECT_BREAKS_AT]:
+        raise BenchError(f"till bisect found the wrong snapshot: {json.dumps(doc)[:500]}")
+    probes = int(doc["probe_count"])
+    figures = {"bisect_s": step.seconds, "bisect_probes": probes, "probe_s": step.seconds / probes}
+    log(f"bisect: {step.seconds:.2f}s, {probes} probes")
+    return figures
+
+
 class XfsMount:
     """A 4 GiB XFS file system on a loop file under `where`, unmounted on exit (and on
     SIGTERM, through the handler main() installs)."""
@@ -409,7 +431,8 @@ def xfs_part(master: Path, mount: Path, repeat: int, log: Log) -> dict[str, Any]
 
 # -- the run and the table --------------------------------------------------------------------
 
-PARTS = ("ext4", "xfs", "exec", "radar", "merge")
+PARTS = ("ext4", "xfs", "exec", "radar", "merge", "bisect")
+DEFAULT_PARTS = ("ext4", "xfs", "exec", "radar", "merge")  # the issue's; bisect on request
 
 
 def run_part(
@@ -490,6 +513,10 @@ def benchmark(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, An
                         failed,
                         log,
                         partial(merge_part, till, run_dir, repeat, log),
+                    )
+                if "bisect" in parts:
+                    run_part(
+                        "bisect", results, failed, log, partial(bisect_part, till, run_dir, log)
                     )
             finally:
                 if not args.keep:
@@ -692,6 +719,16 @@ def table_rows(
             "s",
             note=f"{int(med(runs, 'merge_changes') or 0)} changes landed",
         )
+    if not absent("bisect", "bisect"):
+        runs = results["bisect"]
+        probes = int(med(runs, "bisect_probes") or 0)
+        row(
+            f"`till bisect`, {BISECT_SNAPSHOTS} snapshots (s)",
+            med(runs, "bisect_s"),
+            "s",
+            note=f"{probes} probes, {med(runs, 'probe_s') or 0:.2f} s a probe (write the "
+            "snapshot into a fresh folder, check, remove)",
+        )
     return rows
 
 
@@ -785,7 +822,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir")
     parser.add_argument("--out", type=Path, help="write the full results as JSON here")
-    parser.add_argument("--parts", default=",".join(PARTS), help="comma list of " + ",".join(PARTS))
+    parser.add_argument(
+        "--parts", default=",".join(DEFAULT_PARTS), help="comma list of " + ",".join(PARTS)
+    )
     parser.add_argument("--fail-on-target", action="store_true", help="exit 3 on a MISS or NOT RUN")
     args = parser.parse_args(argv)
     unknown = set(args.parts.split(",")) - set(PARTS)
