@@ -240,6 +240,28 @@ def test_radar_without_forks_and_its_human_page(till: Till, project: Path) -> No
     assert "README.md" in run.stdout and "workspace, alpha" in run.stdout
 
 
+def _store_files(home: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(home)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(home.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_look_at_unchanged_states_writes_nothing_to_the_store(till: Till, project: Path) -> None:
+    till.json("status")
+    before = _store_files(till.home)
+    assert _radar(till, project)["conflicts"] == []  # no fork: nothing to record
+    assert _store_files(till.home) == before
+    alpha = make_fork(till, project, "alpha")
+    _edit(till, alpha, "README.md", "alpha\n")
+    _edit(till, project, "README.md", "workspace\n")
+    assert _radar(till, project)["events"] == 1
+    before = _store_files(till.home)
+    assert _radar(till, project)["events"] == 0
+    assert _store_files(till.home) == before
+
+
 def test_radar_outside_a_workspace_is_not_attached(till: Till) -> None:
     run = till("--json", "radar")
     assert run.code == 1

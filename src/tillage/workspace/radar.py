@@ -238,6 +238,11 @@ def observe_scan(store: Store, workspace_id: str, *, timeout: float = 30.0) -> O
         # still answers; the events wait for a look that can append them.
         found = scan(store, workspace_id)
         return Observed(found.collisions, found.forks_scanned, 0)
+    store.catch_up()
+    if not store.forks_of(workspace_id) and not _state_path(store, workspace_id).exists():
+        # No fork and no collision open: nothing to compare, announce or record (and no lock
+        # file made for a workspace that never forked).
+        return Observed((), 0, 0)
     lock = store.locks_dir / f"radar-{workspace_id}.lock"
     with file_lock(lock, timeout=timeout, what="the radar of this workspace"):
         store.catch_up()
