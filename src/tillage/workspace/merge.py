@@ -104,7 +104,9 @@ def merge_fork(
     ours = _seal_ours(ws, f"before merge {name}", dry_run)
     theirs = seal_result(
         fork_ws,
-        SealOptions(trigger="fork", label=f"merged into its parent ({name})", skip_unchanged=True),
+        SealOptions(
+            trigger="fork", label="sealed for a merge into its parent", skip_unchanged=True
+        ),
     ).row
     return _merge(
         ws,
