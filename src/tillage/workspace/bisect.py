@@ -4,7 +4,8 @@ The range is the bad snapshot's first-parent line back to the good one (a merge'
 is not followed, like `git bisect --first-parent`): the workspace's timeline in the order it was
 sealed. The ends are checked first (good must pass, bad must fail), then core.bisect picks the
 probes. Each probe is the snapshot written from the store into a fresh folder (materialize) in a
-probe area under the store's tmp dir, the check run there, and the folder removed at once.
+probe area under the store's tmp dir, the check run there, and the folder set aside at once and
+removed on a worker thread while the next probe's snapshot is written.
 
 The workspace is never touched: nothing is read from it but the seal of its present state when
 no --bad is given (that seal changes no file). The probe area is held under a lock for as long
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -232,49 +234,85 @@ def probe_area(store: Store, folder_name: str) -> Iterator[ProbeRunner]:
     out whatever happens; yields the function that runs one probe in it."""
     sweep_stale_areas(store)
     token = random_hex(8)
-    area = store.tmp_dir / f"{AREA_PREFIX}{token}"
+    path = store.tmp_dir / f"{AREA_PREFIX}{token}"
     lock = store.tmp_dir / f"{AREA_PREFIX}{token}{LOCK_SUFFIX}"
     try:
         with file_lock(lock, timeout=1.0, what="a bisect's probe area"):
+            area = _Area(store, path, folder_name)
             try:
-                area.mkdir(parents=True)
-                yield lambda row, command, output_fd: _run_probe(
-                    store, area / folder_name, row, command, output_fd
-                )
+                path.mkdir(parents=True)
+                yield area.run
             finally:
-                _remove(area)
+                area.close()
     finally:
         with contextlib.suppress(FileNotFoundError):
             lock.unlink()
 
 
-def _run_probe(
-    store: Store, dest: Path, row: SnapshotRow, command: tuple[str, ...], output_fd: int | None
-) -> Probe:
-    """Writes `row` into the new folder `dest`, runs the check there, removes the folder."""
-    from tillage.workspace.commands import run_command
-    from tillage.workspace.fork import materialize
+class _Area:
+    """One bisect's probe folder. A probe's copy is set aside (renamed) as soon as its check
+    is done and removed on a worker thread while the next snapshot is written; close() waits
+    for those and removes what is left."""
 
-    try:
-        materialize(store, row, dest)
-        started = time.monotonic()
-        outcome = run_command(
-            command,
-            dest,
-            env={"TILLAGE_BISECT_SNAPSHOT": row.id},
-            output_fd=output_fd,
-            cap=OUTPUT_CAP,
+    def __init__(self, store: Store, path: Path, folder_name: str) -> None:
+        self.store = store
+        self.path = path
+        self.folder_name = folder_name
+        self.removers: list[threading.Thread] = []
+
+    def run(self, row: SnapshotRow, command: tuple[str, ...], output_fd: int | None) -> Probe:
+        """Writes `row` into a fresh folder (named as the workspace), runs the check there,
+        sets the folder aside for removal."""
+        from tillage.workspace.commands import run_command
+        from tillage.workspace.fork import materialize
+
+        dest = self.path / self.folder_name
+        try:
+            materialize(self.store, row, dest)
+            started = time.monotonic()
+            outcome = run_command(
+                command,
+                dest,
+                env={"TILLAGE_BISECT_SNAPSHOT": row.id},
+                output_fd=output_fd,
+                cap=OUTPUT_CAP,
+            )
+            seconds = time.monotonic() - started
+        finally:
+            self._discard(dest)
+        return Probe(
+            snapshot=row,
+            exit_code=outcome.exit_code,
+            verdict=verdict_of(outcome.exit_code),
+            output=outcome.output,
+            seconds=seconds,
         )
-        seconds = time.monotonic() - started
-    finally:
-        _remove(dest)
-    return Probe(
-        snapshot=row,
-        exit_code=outcome.exit_code,
-        verdict=verdict_of(outcome.exit_code),
-        output=outcome.output,
-        seconds=seconds,
-    )
+
+    def _discard(self, dest: Path) -> None:
+        trash = self.path / f".done-{len(self.removers)}"
+        try:
+            os.rename(dest, trash)
+        except FileNotFoundError:
+            return  # nothing was made
+        except OSError:
+            _remove(dest)
+            return
+        worker = threading.Thread(
+            target=_remove_quietly, args=(trash,), name="bisect-remove", daemon=True
+        )
+        worker.start()
+        self.removers.append(worker)
+
+    def close(self) -> None:
+        for worker in self.removers:
+            worker.join()
+        _remove(self.path)
+
+
+def _remove_quietly(path: Path) -> None:
+    """A worker's removal: what it cannot remove, close() (or the next bisect) does."""
+    with contextlib.suppress(OSError):
+        _remove(path)
 
 
 def _remove(path: Path) -> None:
