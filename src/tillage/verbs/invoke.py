@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tillage.errors import ConfirmationRequiredError
 from tillage.platform.errors import DiskFullError
-from tillage.verbs.contract import Scope, Verb
+from tillage.verbs.contract import Effect, Scope, Verb
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -182,6 +182,10 @@ def _invoke(
     result = verb.handler(ctx, request)
     if contract.event is not None:
         _announce(contract.event, ctx, request, result)
+    if contract.effect is not Effect.READ and ctx.workspace is not None:
+        from tillage.workspace.radar_watch import look_for_collisions
+
+        look_for_collisions(ctx.workspace.store, ctx.workspace.id)
     return result
 
 

@@ -244,13 +244,11 @@ class WatchService:
         an unchanged folder publishes nothing."""
         from tillage.errors import BusyError
         from tillage.workspace.attach import require_workspace
+        from tillage.workspace.radar_watch import look_for_collisions
         from tillage.workspace.recovery import recover_if_interrupted
         from tillage.workspace.seal import SealOptions, seal
 
         self.seal_attempts += 1
-        options: dict[str, Any] = {"trigger": "watch"}
-        if "skip_unchanged" in SealOptions.__dataclass_fields__:
-            options["skip_unchanged"] = True
         try:
             ws = require_workspace(self.home, self.root, self.user_home)
         except Exception as exc:
@@ -260,9 +258,10 @@ class WatchService:
         try:
             recover_if_interrupted(ws)
             head = ws.store.head(ws.id)
-            row = seal(ws, SealOptions(**options))
+            row = seal(ws, SealOptions(trigger="watch", skip_unchanged=True))
             if head is None or row.id != head.id:
                 self.seals += 1
+                look_for_collisions(ws.store, ws.id)
             self.last_error = None
         except BusyError:
             with self._cond:
