@@ -117,6 +117,9 @@ def test_ends_that_do_not_hold_are_errors_that_name_the_end(till: Till, folder: 
     assert backwards.error["code"] == -32066  # invalid_argument: good is not an ancestor
     assert backwards.error["name"] == "bisect.bad_range"
 
+    same = till("--json", "bisect", "--good", ids[2], "--bad", ids[2][:8], "--", CHECK)
+    assert (same.code, same.error["name"]) == (1, "bisect.bad_range")
+
     unknown = till("--json", "bisect", "--good", "abcdef123456", "--", CHECK)
     assert (unknown.code, unknown.error["code"]) == (1, -32061)
     malformed = till("--json", "bisect", "--bad", "xyz", "--", CHECK)
@@ -124,6 +127,16 @@ def test_ends_that_do_not_hold_are_errors_that_name_the_end(till: Till, folder: 
 
     no_command = till("--json", "bisect", "--good", ids[0])
     assert (no_command.code, no_command.error["code"]) == (1, -32066)
+    assert list(folder.glob("probed-*")) == []
+    assert leftovers(till, folder) == []
+
+
+def test_a_timeline_of_one_snapshot_has_nothing_to_search(till: Till, folder: Path) -> None:
+    build(till, folder, ["fail"])
+
+    run = till("--json", "bisect", "--", CHECK)
+
+    assert (run.code, run.error["code"], run.error["name"]) == (1, -32066, "bisect.bad_range")
     assert list(folder.glob("probed-*")) == []
     assert leftovers(till, folder) == []
 
