@@ -4,8 +4,10 @@ Builds a small project (a git repo, an ignored `.env`, a SQLite database in WAL 
 only in its `-wal` file, a build folder), attaches it to the default store with its background
 watcher, shows the watcher sealing an edit on its own and an agent-turn hook sealing a named
 restore point, lets an "agent" wreck it (`git clean -fdx`, a corrupted database, rewritten
-source), rewinds it byte-exact, then undoes the rewind. Every step is a real `till --json`
-call. Exits non-zero if anything does not come back exactly.
+source), rewinds it byte-exact, then undoes the rewind; then three agents work in forks of
+it, the radar sees two of them touch one file, two merges land line by line behind a check
+and the third (a syntax error) lands nothing. Every step is a real `till --json` call. Exits
+non-zero if anything does not come back exactly.
 """
 
 from __future__ import annotations
@@ -126,6 +128,53 @@ def build_project(root: Path) -> sqlite3.Connection:
     return db
 
 
+COMPILES = "python3 -m compileall -q src"
+
+
+def universes(root: Path) -> bool:
+    """Three agents, each in its own full copy of the workspace; two land (line by line,
+    gated on a check), the broken one lands nothing. Returns whether the workspace ends as
+    expected."""
+    print("5. Three agents work on the wrecked project, each in its own universe:")
+    a = till(root, "fork", "agent-a")["fork"]
+    print(f"   till fork agent-a -> {a['path']} ({a['files']} files, driver {a['driver']})")
+    app = Path(a["path"]) / "src" / "app.py"
+    app.write_text('"""Order arithmetic."""\n\n\n' + app.read_text())
+    till(Path(a["path"]), "snap", "-m", "agent-a documents the module")
+    fix = "sed -i 's/return 0.*/return sum(orders)/' src/app.py"
+    b = till(root, "run", "agent-b", "--", fix)["fork"]
+    print(f'   till run agent-b -- "{fix}" -> exit {b["exit_code"]}, sealed {b["head"][:12]}')
+    c = till(root, "run", "agent-c", "--", "echo 'def broken(:' > src/util.py")["fork"]
+    print(f"   till run agent-c -- (adds src/util.py, a syntax error) -> exit {c['exit_code']}")
+    radar = till(root, "radar")["conflicts"]
+    print("   till radar -> " + "; ".join(f"{x['path']} in {', '.join(x['forks'])}" for x in radar))
+    landed = [till(root, "merge", name, "--check", COMPILES) for name in ("agent-a", "agent-b")]
+    for doc in landed:
+        print(
+            f"   till merge {doc['fork']} --check '{COMPILES}' -> landed {doc['landed']}, "
+            f"{doc['changes']} change(s)"
+        )
+    refused = _run(root, "merge", "agent-c", "--check", COMPILES)
+    verdict = json.loads(refused.stdout)
+    print(
+        f"   till merge agent-c --check ... -> exit {refused.returncode}, landed "
+        f"{verdict['landed']}, check failed {verdict['check_failed']}"
+    )
+    text = (root / "src" / "app.py").read_text()
+    print("   src/app.py now: " + " | ".join(line for line in text.splitlines() if line))
+    for name in ("agent-a", "agent-b", "agent-c"):
+        till(root, "fork-rm", name, "--yes")
+    print("   till fork-rm NAME --yes for each -> their last states stay restorable by ID")
+    return (
+        all(doc["landed"] for doc in landed)
+        and refused.returncode == 3
+        and verdict["check_failed"]
+        and not (root / "src" / "util.py").exists()
+        and "return sum(orders)" in text
+        and "Order arithmetic" in text
+    )
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tillage-demo-") as tmp:
         root = Path(tmp) / "shop"
@@ -172,15 +221,16 @@ def main() -> int:
         till(root, "rewind", done["undo"], "--yes")
         undone = (root / "dev.db").read_bytes() == b"migration went wrong"
         print(f"4. till rewind {done['undo'][:12]} --yes -> the wrecked state is back: {undone}")
+        merged = universes(root)
         kinds = [e["kind"] for e in till_lines(root, "events")]
-        print(f"5. till events -> {len(kinds)} events: " + ", ".join(sorted(set(kinds))))
+        print(f"6. till events -> {len(kinds)} events: " + ", ".join(sorted(set(kinds))))
         till(root, "forget", "--purge", "--yes")
         watching = till_status_watching(root)
         print(
-            "6. till forget --purge --yes -> the watcher stopped, the demo workspace is "
+            "7. till forget --purge --yes -> the watcher stopped, the demo workspace is "
             f"detached from the store (watching: {watching})"
         )
-        if not (exact and undone):
+        if not (exact and undone and merged):
             print("FAILED: the workspace did not come back exactly", file=sys.stderr)
             return 1
     return 0
