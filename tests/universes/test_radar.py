@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -106,9 +107,10 @@ def test_conflict_events_open_change_and_resolve(till: Till, project: Path) -> N
     alpha_start = till.json("timeline", "-n", "1", cwd=alpha)["snapshots"][0]["id"]
     _edit(till, alpha, "src/m1.py", "alpha\n")
     _edit(till, beta, "src/m1.py", "beta\n")
-    assert _radar(till, project)["events"] == 1
+    assert len(_radar(till, project)["conflicts"]) == 1
     again = _radar(till, project)  # nothing changed: nothing to announce
     assert again["events"] == 0 and len(again["conflicts"]) == 1
+    assert len(_conflict_events(till, project)) == 1
 
     _edit(till, gamma, "src/m1.py", "gamma\n")
     _radar(till, project)
@@ -138,7 +140,7 @@ def test_removing_a_fork_resolves_its_collisions(till: Till, project: Path) -> N
     assert len(_radar(till, project)["conflicts"]) == 1
     till.json("fork-rm", "beta", "--yes")
     doc = _radar(till, project)
-    assert (doc["conflicts"], doc["forks_scanned"], doc["events"]) == ([], 1, 1)
+    assert (doc["conflicts"], doc["forks_scanned"]) == ([], 1)
     last = _conflict_events(till, project)[-1]["detail"]
     assert (last["state"], last["forks"]) == ("resolved", ["alpha", "beta"])
 
@@ -158,12 +160,22 @@ def test_after_a_merge_the_fork_counts_its_changes_from_what_was_merged(
     assert [c["path"] for c in _radar(till, project)["conflicts"]] == ["src/m3.py"]
 
 
+def _forget_last_look(till: Till, project: Path) -> None:
+    """Deletes the radar's record of its last look at `project`: the next look is a first one,
+    to which every open collision is new (what a crash before the first record leaves)."""
+    state = till.home / "radar" / f"{till.json('status', cwd=project)['id']}.json"
+    state.unlink(missing_ok=True)
+
+
 def test_concurrent_looks_announce_each_transition_once(till: Till, project: Path) -> None:
     alpha = make_fork(till, project, "alpha")
     beta = make_fork(till, project, "beta")
     for i in range(3):
         _edit(till, alpha, f"src/m{i}.py", "alpha\n")
         _edit(till, beta, f"src/m{i}.py", "beta\n")
+    _radar(till, project)
+    known = len(_conflict_events(till, project))
+    _forget_last_look(till, project)
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "tillage", "--json", "radar"],
@@ -182,7 +194,7 @@ def test_concurrent_looks_announce_each_transition_once(till: Till, project: Pat
         docs.append(json.loads(out))
     assert sum(d["events"] for d in docs) == 3
     assert all(len(d["conflicts"]) == 3 for d in docs)
-    opened = [e["detail"]["path"] for e in _conflict_events(till, project)]
+    opened = [e["detail"]["path"] for e in _conflict_events(till, project)[known:]]
     assert sorted(opened) == ["src/m0.py", "src/m1.py", "src/m2.py"]
 
 
@@ -256,7 +268,7 @@ def test_a_look_at_unchanged_states_writes_nothing_to_the_store(till: Till, proj
     alpha = make_fork(till, project, "alpha")
     _edit(till, alpha, "README.md", "alpha\n")
     _edit(till, project, "README.md", "workspace\n")
-    assert _radar(till, project)["events"] == 1
+    assert len(_radar(till, project)["conflicts"]) == 1
     before = _store_files(till.home)
     assert _radar(till, project)["events"] == 0
     assert _store_files(till.home) == before
@@ -387,6 +399,9 @@ def test_a_look_that_dies_before_recording_itself_announces_again_and_loses_noth
         _edit(till, alpha, path, "alpha\n")
         _edit(till, beta, path, "beta\n")
     workspace_id = till.json("status")["id"]
+    _radar(till, project)
+    known = len(_conflict_events(till, project))
+    _forget_last_look(till, project)
 
     def crash(*_args: object) -> None:
         raise RuntimeError("killed before the look was recorded")
@@ -401,5 +416,38 @@ def test_a_look_that_dies_before_recording_itself_announces_again_and_loses_noth
         assert radar.observe_scan(store, workspace_id).events == 0
     finally:
         store.close()
-    opened = [e["detail"]["path"] for e in _conflict_events(till, project)]
+    opened = [e["detail"]["path"] for e in _conflict_events(till, project)[known:]]
     assert sorted(opened) == ["README.md", "README.md", "src/m0.py", "src/m0.py"]
+
+
+def test_a_look_after_a_change_in_a_fork_announces_for_the_family_and_never_fails(
+    till: Till, project: Path
+) -> None:
+    from tillage.platform.locks import file_lock
+    from tillage.store.store import Store
+    from tillage.workspace import radar
+
+    alpha = make_fork(till, project, "alpha")
+    inner = make_fork(till, alpha, "inner")
+    _edit(till, inner, "README.md", "inner\n")
+    _edit(till, project, "README.md", "workspace\n")
+    _forget_last_look(till, project)
+    root_id = till.json("status", cwd=project)["id"]
+    inner_id = till.json("status", cwd=inner)["id"]
+    store = Store.open(till.home)
+    try:
+        with file_lock(store.locks_dir / f"radar-{root_id}.lock"):
+            started = time.monotonic()
+            radar.look_for_collisions(store, inner_id)  # another look holds the lock
+            assert time.monotonic() - started < radar.LOOK_TIMEOUT + 5
+        known = len(_conflict_events(till, project))
+        radar.look_for_collisions(store, inner_id)
+    finally:
+        store.close()
+    (event,) = _conflict_events(till, project)[known:]
+    assert event["detail"] == {
+        "path": "README.md",
+        "forks": ["alpha/inner"],
+        "workspace": True,
+        "state": "opened",
+    }

@@ -41,12 +41,16 @@ __all__ = [
     "Scan",
     "collisions",
     "conflicts_by_fork",
+    "look_for_collisions",
     "observe",
     "observe_family",
     "scan",
 ]
 
 STATE_VERSION = 1
+# How long a look after a change waits for another look to finish before leaving it to the
+# next one (a look takes milliseconds; a command must not wait on a stuck one).
+LOOK_TIMEOUT = 2.0
 # Deeper than any real fork tree; it only stops a damaged index's cycle from spinning.
 MAX_FORKS = 4096
 
@@ -269,9 +273,23 @@ def observe(ws: Workspace) -> list[Collision]:
     return list(observe_scan(ws.store, ws.id).collisions)
 
 
-def observe_family(store: Store, workspace_id: str) -> list[Collision]:
+def observe_family(store: Store, workspace_id: str, *, timeout: float = 30.0) -> list[Collision]:
     """observe() for the whole fork tree holding `workspace_id` (from its root): what a seal
     inside any fork should call."""
     from tillage.workspace.family import root_of
 
-    return list(observe_scan(store, root_of(store, workspace_id)).collisions)
+    root = root_of(store, workspace_id)
+    return list(observe_scan(store, root, timeout=timeout).collisions)
+
+
+def look_for_collisions(store: Store, workspace_id: str) -> None:
+    """observe_family() after something changed in a workspace (a seal, a fork, a merge), for a
+    caller whose own work already succeeded: a workspace of no fork family costs a query and a
+    stat, and a look that cannot be taken now (another one holds the lock, the store cannot be
+    read) is left to the next one, which announces whatever this one would have."""
+    from tillage.errors import TillageError
+
+    try:
+        observe_family(store, workspace_id, timeout=LOOK_TIMEOUT)
+    except (TillageError, OSError):
+        return
