@@ -244,7 +244,7 @@ class WatchService:
         an unchanged folder publishes nothing."""
         from tillage.errors import BusyError
         from tillage.workspace.attach import require_workspace
-        from tillage.workspace.radar_watch import look_for_collisions
+        from tillage.workspace.radar import look_for_collisions
         from tillage.workspace.recovery import recover_if_interrupted
         from tillage.workspace.seal import SealOptions, seal
 

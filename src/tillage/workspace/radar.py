@@ -287,9 +287,11 @@ def look_for_collisions(store: Store, workspace_id: str) -> None:
     caller whose own work already succeeded: a workspace of no fork family costs a query and a
     stat, and a look that cannot be taken now (another one holds the lock, the store cannot be
     read) is left to the next one, which announces whatever this one would have."""
+    import sqlite3
+
     from tillage.errors import TillageError
 
     try:
         observe_family(store, workspace_id, timeout=LOOK_TIMEOUT)
-    except (TillageError, OSError):
+    except (TillageError, OSError, sqlite3.Error):
         return
