@@ -105,6 +105,20 @@ _COPIERS: dict[str, Callable[[int, int, int], None]] = {
 }
 
 
+def _current_umask() -> int:
+    """The process's umask, read without changing it (other threads may be creating files)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _copy_bytes(src: int, dst: int, size: int, driver: str) -> str:
     """Copies `src` into the empty `dst` with `driver`, falling back along DRIVERS; returns
     the driver that did it."""
@@ -136,7 +150,6 @@ def probe(src_dir: Path, dst_dir: Path) -> str:
         return "copy"
     try:
         os.write(fd, b"tillage clone probe\n" * 205)
-        os.fsync(fd)
         for driver in DRIVERS[:2]:
             try:
                 out = os.open(
@@ -245,15 +258,24 @@ def _copy_files(
     driver: str,
     tally: _Tally,
     on_file: FileFacts | None,
-    as_root: bool,
+    own: tuple[int, int, int],
 ) -> None:
+    """Copies one batch of a folder's regular files. Each copy is created with its final
+    mode where the umask lets it (no chmod), owned as its source when this is root and they
+    differ, and stamped with the source's times as they were after the copy."""
+    umask, uid, gid = own
     try:
         files = 0
         total = 0
         used: set[str] = set()
         for name, before in batch:
             try:
-                src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NOCTTY, dir_fd=folder.src)
+                # O_NONBLOCK: a name swapped for a FIFO since it was listed must not hang us.
+                src = os.open(
+                    name,
+                    os.O_RDONLY | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK,
+                    dir_fd=folder.src,
+                )
             except FileNotFoundError:
                 continue  # deleted while we copied: the copy is of a moment just after
             except OSError as exc:
@@ -261,32 +283,32 @@ def _copy_files(
                     continue  # swapped for a symlink mid-copy: never followed
                 raise
             try:
-                st = os.fstat(src)
-                if not stat.S_ISREG(st.st_mode):
-                    continue
-                mode = stat.S_IMODE(st.st_mode)
+                mode = stat.S_IMODE(before.st_mode)
                 dst = os.open(
                     name,
                     os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                    0o600,
+                    mode,
                     dir_fd=folder.dst,
                 )
                 try:
-                    if st.st_size:
-                        used.add(_copy_bytes(src, dst, st.st_size, driver))
+                    used.add(_copy_bytes(src, dst, before.st_size, driver))
                     _copy_xattrs(src, dst)
-                    if as_root:
-                        with contextlib.suppress(OSError):
-                            os.fchown(dst, st.st_uid, st.st_gid)
-                    os.fchmod(dst, mode)
                     after = os.fstat(src)
+                    if not stat.S_ISREG(after.st_mode):
+                        os.unlink(name, dir_fd=folder.dst)
+                        continue
+                    if uid == 0 and (after.st_uid, after.st_gid) != (uid, gid):
+                        with contextlib.suppress(OSError):
+                            os.fchown(dst, after.st_uid, after.st_gid)
+                    if mode & umask or mode & 0o7000 or mode != stat.S_IMODE(after.st_mode):
+                        os.fchmod(dst, stat.S_IMODE(after.st_mode))  # what creation could not
                     os.utime(dst, ns=(after.st_atime_ns, after.st_mtime_ns))
                     if on_file is not None:
                         on_file(_join(folder.rel, name), before, after, os.fstat(dst))
                 finally:
                     os.close(dst)
                 files += 1
-                total += st.st_size
+                total += after.st_size
             finally:
                 os.close(src)
         with tally.lock:
@@ -429,6 +451,7 @@ def copy_tree(
     if driver not in DRIVERS:
         raise ValueError(driver)
     as_root = os.geteuid() == 0
+    own = (_current_umask(), os.geteuid(), os.getegid())
     tally = _Tally()
     dirs = 0
     links: list[tuple[str, str]] = []  # (first copy, another name of the same inode)
@@ -459,7 +482,7 @@ def copy_tree(
 
     def submit(folder: _Dir, batch: list[tuple[str, os.stat_result]]) -> None:
         folder.hold()
-        futures.add(pool.submit(_copy_files, folder, batch, driver, tally, on_file, as_root))
+        futures.add(pool.submit(_copy_files, folder, batch, driver, tally, on_file, own))
         settle(in_flight)
 
     pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="clone")

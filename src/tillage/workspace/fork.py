@@ -3,15 +3,16 @@ its own timeline, linked to its parent by its base snapshot, sharing the one sto
 
 Crash safety (INV-7 for forks): the copy is built in a staging folder beside the destination
 (same file system: reflinks work and the final rename is atomic) under an intent record in the
-store and a lock only its maker holds. Order: seal the base; copy; write the fork's pointer;
-publish the fork's first snapshot (the base's tree, parent = base: no new objects); publish
+store and a lock only its maker holds. Order: copy (the base is sealed meanwhile, in another
+thread: the walk and the copy overlap); write the fork's pointer; publish the fork's first
+snapshot (the base's tree, parent = base: no new objects); publish
 the `fork` record; rename staging into place; drop the intent. A fork killed anywhere leaves
 either no fork (the next fork command removes the staging folder) or a whole one (a published
 record whose folder is still in staging is renamed into place by the next fork command).
 
 The fork's first seal reads nothing that did not change: its path index is seeded from the
-parent's rows for files whose stat facts were the same at the base seal, before and after
-their copy (with the copy's own facts); a file that changed meanwhile gets no row and is read.
+parent's rows (as the last seal left them) for files whose stat facts equal the row's before
+and after their copy (with the copy's own facts); a file that changed gets no row, and is read.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 from tillage.core.progress import ProgressFn
 from tillage.errors import BusyError, echo
 from tillage.platform import failpoints
-from tillage.platform.clone import rename_noreplace
+from tillage.platform.clone import CopyStats, rename_noreplace
 from tillage.platform.folders import remove_tree
 from tillage.platform.fs import atomic_write, fsync_dir
 from tillage.platform.locks import file_lock, is_held
@@ -37,7 +38,7 @@ from tillage.platform.names import random_hex
 from tillage.store.store import ForkRow, SnapshotRow, Store
 from tillage.workspace import fork_copy, pathindex
 from tillage.workspace.attach import Workspace, write_pointer
-from tillage.workspace.fork_copy import fill_staging
+from tillage.workspace.fork_copy import Seeder, copy_live, materialized_stats
 from tillage.workspace.fork_errors import (
     BadDestinationError,
     DestinationExistsError,
@@ -272,9 +273,9 @@ def create_fork(
     on_progress: ProgressFn | None = None,
 ) -> Forked:
     """Makes the fork `name` of `ws`: of the live folder (sealed first as its base, trigger
-    `fork_base`, unless `base` is given: one base for several forks), or of the stored
-    snapshot `at`. See the module docstring for the order and why it is crash-safe."""
-    from tillage.workspace.seal import SealOptions, seal_result
+    `fork_base`, while it is copied, unless `base` is given: one base for several forks),
+    or of the stored snapshot `at`. See the module docstring for the order and why it is
+    crash-safe."""
     from tillage.workspace.timeline import resolve
 
     check_name(name)
@@ -287,12 +288,6 @@ def create_fork(
         if at is not None:
             base = resolve(ws, at)
         dest = check_destination(ws, destination or _default_parent(ws, name))
-        if base is None:
-            base = seal_result(
-                ws,
-                SealOptions(trigger="fork_base", label=f"base of fork {name}", skip_unchanged=True),
-                on_progress=on_progress,
-            ).row
         fork_id = random_hex(16)
         staging = staging_path(dest, fork_id)
         with file_lock(_maker_lock(store, fork_id), timeout=0, what="this fork"):
@@ -311,7 +306,11 @@ def create_fork(
                 ).encode(),
             )
             try:
-                stats, rows = fill_staging(ws, staging, base, stored=at is not None)
+                if base is not None and at is not None:
+                    rows = materialize(store, base, staging)
+                    stats = materialized_stats(base)
+                else:
+                    base, stats, rows = _copy_with_base(ws, name, staging, base, on_progress)
                 failpoints.hit("fork.after_copy")
                 write_pointer(staging, fork_id)
                 pathindex.save(store, fork_id, PathIndex(files=rows))
@@ -350,6 +349,32 @@ def create_fork(
         seconds=time.monotonic() - started,
         seeded=len(rows),
     )
+
+
+def _copy_with_base(
+    ws: Workspace,
+    name: str,
+    staging: Path,
+    base: SnapshotRow | None,
+    on_progress: ProgressFn | None,
+) -> tuple[SnapshotRow, CopyStats, dict[str, Row]]:
+    """Copies the live folder into staging while its base is sealed (trigger `fork_base`)
+    in another thread, unless a base is given: the seal's walk and the copy overlap instead
+    of adding up. Rows are seeded against the path index as it was before that seal (facts
+    equal to a row mean the row's content), so they do not depend on the seal's timing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tillage.workspace.seal import SealOptions, seal_result
+
+    seeder = Seeder(pathindex.load(ws.store, ws.id))
+    if base is not None:
+        return base, copy_live(ws, staging, seeder), seeder.rows
+    options = SealOptions(trigger="fork_base", label=f"base of fork {name}", skip_unchanged=True)
+    with ThreadPoolExecutor(1, thread_name_prefix="fork-base") as pool:
+        sealing = pool.submit(seal_result, ws, options, on_progress=on_progress)
+        stats = copy_live(ws, staging, seeder)  # a failure waits for the seal, then raises
+        sealed = sealing.result().row
+    return sealed, stats, seeder.rows
 
 
 def _default_parent(ws: Workspace, name: str) -> Path:

@@ -2,9 +2,10 @@
 `.tillage/` and an inner store left out) or a stored snapshot written out, and the fork's
 path-index rows, so that its first seal reads only what changed.
 
-A row is seeded for a file whose stat facts were the same at the base seal, before and after
-its copy (and not racily clean, INV-8), with the copy's own facts (new inode and ctime); a
-file that changed meanwhile gets no row and is read by the fork's first seal.
+A row is seeded for a file whose stat facts equal its row in the parent's path index (as the
+last seal left it) before and after its copy (and not racily clean, INV-8), with the copy's own
+facts (new inode and ctime): equal facts mean the row's content. A file that changed gets no
+row and is read by the fork's first seal.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from tillage.core.paths import CONTROL_DIR
 from tillage.platform import clock
 from tillage.platform.clone import CopyStats, copy_tree
 from tillage.store.store import SnapshotRow, Store
-from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import is_racy
 from tillage.workspace.pathindex import FACTS, PathIndex, Row, stat_facts
@@ -93,14 +93,12 @@ def materialize(store: Store, snapshot: SnapshotRow, dest: Path) -> dict[str, Ro
     }
 
 
-def fill_staging(
-    ws: Workspace, staging: Path, base: SnapshotRow, *, stored: bool
-) -> tuple[CopyStats, dict[str, Row]]:
-    """Fills the staging folder: from the store (a stored snapshot, written as a plain copy)
-    or from the live folder, by the fastest driver, seeding the fork's path index."""
-    if stored:
-        rows = materialize(ws.store, base, staging)
-        return CopyStats("copy", base.files, 0, base.bytes), rows
-    seeder = Seeder(pathindex.load(ws.store, ws.id))
-    stats = copy_tree(ws.root, staging, skip=copy_skip(ws), on_file=seeder)
-    return stats, seeder.rows
+def copy_live(ws: Workspace, staging: Path, seeder: Seeder) -> CopyStats:
+    """Copies the live workspace into the new folder `staging` by the fastest driver, its
+    `.tillage/` (and an inner store) left out, `seeder` collecting the fork's index rows."""
+    return copy_tree(ws.root, staging, skip=copy_skip(ws), on_file=seeder)
+
+
+def materialized_stats(snapshot: SnapshotRow) -> CopyStats:
+    """What writing a stored snapshot out copies (its files and bytes, a plain copy)."""
+    return CopyStats("copy", snapshot.files, 0, snapshot.bytes)
