@@ -198,3 +198,18 @@ def test_forks_lists_the_paths_a_fork_shares_with_another(till: Till, project: P
         till.json("snap", cwd=path)
     listed = {f["name"]: f["conflicts"] for f in till.json("forks")["forks"]}
     assert listed == {"x": ["README.md"], "y": ["README.md"]}
+
+
+def test_fork_rm_with_an_expected_destination_refuses_another_folder(
+    till: Till, project: Path
+) -> None:
+    path = Path(till.json("fork", "t")["fork"]["path"])
+    wrong = till("--json", "fork-rm", "t", "--yes", "--destination", str(project.parent / "x"))
+    assert (wrong.code, wrong.error["code"], wrong.error["name"]) == (
+        1,
+        -32160,
+        "fork.not_the_fork",
+    )
+    assert path.is_dir()
+    done = till.json("fork-rm", "t", "--yes", "--destination", str(path))
+    assert done["removed"] is True and not path.exists()

@@ -237,6 +237,12 @@ class ForkRemoveRequest:
     )
     dry_run: bool = param("say what would be removed and change nothing", default=False)
     yes: bool = param("confirm: delete the fork's folder", default=False)
+    destination: str | None = param(
+        "where you expect the fork to be: refused, removing nothing, when it is elsewhere "
+        "(a stale name never removes another fork)",
+        default=None,
+        metavar="D",
+    )
 
 
 @dataclass(frozen=True)
@@ -263,6 +269,7 @@ def fork_remove(ctx: Context, req: ForkRemoveRequest) -> ForkRemoveResult:
         keep_files=req.keep_files,
         dry_run=req.dry_run,
         stop_watcher=lambda fork_id: daemon.stop(home, fork_id),
+        expected_root=_destination(ctx, req.destination),
     )
     return ForkRemoveResult(
         name=done.row.name,
@@ -281,8 +288,9 @@ def _remove_needs_yes(req: ForkRemoveRequest) -> bool:
 def _validate_remove(ctx: Context, req: ForkRemoveRequest) -> None:
     """An unknown or invalid name is answered before asking for --yes."""
     from tillage.workspace.fork import require_fork
+    from tillage.workspace.fork_ops import check_expected_root
 
-    require_fork(ctx.workspace, req.name)
+    check_expected_root(require_fork(ctx.workspace, req.name), _destination(ctx, req.destination))
 
 
 def _remove_preview(req: ForkRemoveRequest) -> ForkRemoveRequest:

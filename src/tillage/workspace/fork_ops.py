@@ -4,6 +4,7 @@ removed only when it really is that fork)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -260,6 +261,21 @@ def exec_universes(
     return ran
 
 
+def check_expected_root(row: ForkRow, expected: Path | None) -> None:
+    """Refuses (not_the_fork, nothing touched) when the caller expects the fork somewhere
+    other than its recorded folder: a stale name must never remove another fork."""
+    if expected is None:
+        return
+    want = Path(os.path.abspath(expected))
+    with contextlib.suppress(OSError):
+        want = want.parent.resolve() / want.name
+    if want != Path(row.root):
+        raise NotTheForkError(
+            f"fork {row.name!r} is at {row.root}, not at {want}: nothing was removed",
+            details={"path": row.root, "expected": str(want)},
+        )
+
+
 def remove_fork(
     ws: Workspace,
     name: str,
@@ -267,6 +283,7 @@ def remove_fork(
     keep_files: bool,
     dry_run: bool = False,
     stop_watcher: Callable[[str], object] | None = None,
+    expected_root: Path | None = None,
 ) -> Removed:
     """Retires the fork `name`: seals its last state (trigger `fork`), stops its watcher,
     removes its folder (unless `keep_files`) and publishes `fork_removed`; its timeline stays
@@ -276,7 +293,8 @@ def remove_fork(
     refused with not_the_fork and nothing is touched. Crash-safe: the folder is first renamed
     to a trash name beside it (one rename), then the record is published, then the trash is
     deleted; the next fork command puts back or finishes what a killed removal left.
-    `stop_watcher(fork_id)` stops the fork's watcher first (the watch layer's business).
+    `stop_watcher(fork_id)` stops the fork's watcher first (the watch layer's business);
+    `expected_root`, when given, must be the fork's recorded folder (see check_expected_root).
     """
     from tillage.workspace.seal import SealOptions, seal_result_locked, workspace_lock
 
@@ -284,6 +302,7 @@ def remove_fork(
     store = ws.store
     with forks_lock(ws):
         row = require_fork(ws, name)
+        check_expected_root(row, expected_root)
         root = Path(row.root)
         present = os.path.lexists(root)
         is_fork = present and holds_pointer(root, row.workspace)
