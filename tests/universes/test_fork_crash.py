@@ -98,3 +98,28 @@ def test_a_killed_fork_removal_is_undone_or_finished(
         assert manifest(path) == expected
         assert till.json("fork-rm", "r", "--yes")["removed"] is True
         assert not path.exists()
+
+
+def test_a_fork_that_fails_to_copy_answers_an_error_and_leaves_nothing(
+    till: Till, project: Path
+) -> None:
+    import errno
+
+    from tillage.platform import failpoints
+    from tillage.workspace.attach import find_workspace
+    from tillage.workspace.fork import create_fork
+    from tillage.workspace.fork_errors import ForkCopyError
+
+    def unreadable() -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", str(project / "secret"))
+
+    ws = find_workspace(till.home, project)
+    assert ws is not None
+    with failpoints.armed("fork.after_copy", unreadable), pytest.raises(ForkCopyError) as err:
+        create_fork(ws, "nope")
+    assert err.value.code == -32162
+    assert "secret" in err.value.message
+    forks_dir = project.parent / f"{project.name}.forks"
+    assert list(forks_dir.iterdir()) == []
+    assert not list((till.home / "intents").glob("fork-*"))
+    assert till.json("forks")["forks"] == []

@@ -13,6 +13,7 @@ from tillage.verbs.views import SnapshotInfo, snapshot_info
 from tillage.workspace.fork_errors import (
     BadDestinationError,
     DestinationExistsError,
+    ForkCopyError,
     ForkExistsError,
     ForkFolderMissingError,
     ForkHasForksError,
@@ -35,6 +36,7 @@ MAKE_ERRORS = (
     ForkExistsError,
     DestinationExistsError,
     BadDestinationError,
+    ForkCopyError,
     BusyError,
     *AT_ERRORS,
 )

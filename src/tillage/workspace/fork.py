@@ -32,7 +32,7 @@ from tillage.errors import BusyError, echo
 from tillage.platform import failpoints
 from tillage.platform.clone import CopyStats, rename_noreplace
 from tillage.platform.folders import remove_tree
-from tillage.platform.fs import atomic_write, fsync_dir
+from tillage.platform.fs import atomic_write, fsync_dir, raise_if_disk_full
 from tillage.platform.locks import file_lock, is_held
 from tillage.platform.names import random_hex
 from tillage.store.store import ForkRow, SnapshotRow, Store
@@ -42,6 +42,7 @@ from tillage.workspace.fork_copy import Seeder, copy_live, materialized_stats
 from tillage.workspace.fork_errors import (
     BadDestinationError,
     DestinationExistsError,
+    ForkCopyError,
     ForkExistsError,
     ForkFolderMissingError,
     ForkNotFoundError,
@@ -330,10 +331,17 @@ def create_fork(
                 rename_noreplace(staging, dest)
                 fsync_dir(dest.parent)
                 failpoints.hit("fork.after_rename")
-            except BaseException:
+            except BaseException as exc:
                 if store.fork_of(fork_id) is None and os.path.lexists(staging):
                     _remove_folder(staging)
                     intent.unlink(missing_ok=True)
+                if isinstance(exc, OSError):
+                    raise_if_disk_full(exc)
+                    where = exc.filename or dest
+                    raise ForkCopyError(
+                        f"could not make fork {name!r}: {exc.strerror or exc}: {where}",
+                        details={"errno": exc.errno},
+                    ) from exc
                 raise
             intent.unlink(missing_ok=True)
     row = store.fork_of(fork_id)

@@ -81,3 +81,13 @@ class ForkHasForksError(ConflictError):
     name = "fork.has_forks"
     module = "forks"
     next_step = "remove its forks first (`till forks` inside it lists them)"
+
+
+class ForkCopyError(TillageError):
+    """The workspace could not be copied (a file or folder that cannot be read, a destination
+    that cannot be written): no fork was made and nothing was left behind."""
+
+    code = -32162
+    name = "fork.copy_failed"
+    module = "forks"
+    next_step = "fix the permission or the path the message names, then fork again"
