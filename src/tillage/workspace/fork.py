@@ -4,7 +4,8 @@ its own timeline, linked to its parent by its base snapshot, sharing the one sto
 Crash safety (INV-7 for forks): the copy is built in a staging folder beside the destination
 (same file system: reflinks work and the final rename is atomic) under an intent record in the
 store and a lock only its maker holds. Order: copy (the base is sealed meanwhile, in another
-thread: the walk and the copy overlap); write the fork's pointer; publish the fork's first
+thread: the walk and the copy overlap); write the fork's pointer; sync the file system (the
+copy is durable before anything names it); publish the fork's first
 snapshot (the base's tree, parent = base: no new objects); publish
 the `fork` record; rename staging into place; drop the intent. A fork killed anywhere leaves
 either no fork (the next fork command removes the staging folder) or a whole one (a published
@@ -31,7 +32,7 @@ from tillage.core.progress import ProgressFn
 from tillage.errors import BusyError, echo
 from tillage.platform import failpoints
 from tillage.platform.clone import CopyStats, rename_noreplace
-from tillage.platform.folders import remove_tree
+from tillage.platform.folders import remove_tree, syncfs
 from tillage.platform.fs import atomic_write, fsync_dir, raise_if_disk_full
 from tillage.platform.locks import file_lock, is_held
 from tillage.platform.names import random_hex
@@ -314,6 +315,7 @@ def create_fork(
                     base, stats, rows = _copy_with_base(ws, name, staging, base, on_progress)
                 failpoints.hit("fork.after_copy")
                 write_pointer(staging, fork_id)
+                _make_durable(staging)  # durable before referenced: the record names it
                 pathindex.save(store, fork_id, PathIndex(files=rows))
                 head = _publish_first(store, fork_id, base, name)
                 failpoints.hit("fork.after_snapshot")
@@ -383,6 +385,16 @@ def _copy_with_base(
         stats = copy_live(ws, staging, seeder)  # a failure waits for the seal, then raises
         sealed = sealing.result().row
     return sealed, stats, seeder.rows
+
+
+def _make_durable(folder: Path) -> None:
+    """Makes everything written below `folder` durable with one sync of its file system (one
+    journal commit, not an fsync per file)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        syncfs(fd)
+    finally:
+        os.close(fd)
 
 
 def _default_parent(ws: Workspace, name: str) -> Path:
