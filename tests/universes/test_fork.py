@@ -251,3 +251,12 @@ def test_two_forks_of_one_name_at_once_make_one_fork_and_one_conflict(
     assert [f["name"] for f in till.json("forks")["forks"]] == ["same"]
     forks_dir = project.parent / f"{project.name}.forks"
     assert sorted(p.name for p in forks_dir.iterdir()) == ["same"]
+
+
+def test_a_destination_with_a_long_name_is_fine(till: Till, project: Path) -> None:
+    dest = project.parent / ("d" * 240)
+    doc = till.json("fork", "long", "--destination", str(dest))["fork"]
+    assert doc["path"] == str(dest)
+    assert manifest(dest) == manifest(project)
+    assert till.json("fork-rm", "long", "--yes")["removed"] is True
+    assert sorted(p.name for p in project.parent.iterdir() if p.name.startswith(".")) == []

@@ -58,6 +58,7 @@ FORKS_SUFFIX = ".forks"
 STAGING_MARK = ".tillage-fork-"
 TRASH_MARK = ".tillage-fork-removed-"
 INTENT_PREFIX = "fork-"
+NAME_KEPT = 64  # of a destination's name in its staging and trash names (they stay < 255)
 # A fork of a large workspace copies for a while: another fork of the same parent waits.
 FORKS_LOCK_TIMEOUT = 900.0
 
@@ -99,12 +100,12 @@ def default_destination(ws: Workspace, name: str) -> Path:
 
 def staging_path(root: Path, fork_id: str) -> Path:
     """Where the fork `fork_id` is built before it is renamed to `root` (same folder)."""
-    return root.parent / f".{root.name}{STAGING_MARK}{fork_id}"
+    return root.parent / f".{root.name[:NAME_KEPT]}{STAGING_MARK}{fork_id}"
 
 
 def trash_path(root: Path, fork_id: str) -> Path:
     """Where a removed fork's folder goes (one rename) before it is deleted."""
-    return root.parent / f".{root.name}{TRASH_MARK}{fork_id}"
+    return root.parent / f".{root.name[:NAME_KEPT]}{TRASH_MARK}{fork_id}"
 
 
 def _within(path: Path, ancestor: Path) -> bool:
