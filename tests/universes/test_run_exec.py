@@ -197,3 +197,94 @@ def test_exec_plan_creates_nothing(till: Till, project: Path) -> None:
     assert not (project.parent / f"{project.name}.forks").exists()
     bad = till("--json", "exec", "-n", "0", "--", "true")
     assert bad.error["code"] == -32066
+
+
+def test_an_interrupted_run_stops_its_command_and_what_it_started(
+    till: Till, project: Path
+) -> None:
+    import subprocess
+    import sys
+
+    forks_dir = project.parent / f"{project.name}.forks"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tillage",
+            "--json",
+            "run",
+            "long",
+            "--",
+            "sleep 300 & echo $! > bg.pid; wait",
+        ],
+        cwd=project,
+        env=till.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pid_file = forks_dir / "long" / "bg.pid"
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    sleeper = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    out, _err = proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    assert json.loads(out)["error"]["name"] == "interrupted"
+    deadline = time.monotonic() + 30
+    while _alive(sleeper):
+        assert time.monotonic() < deadline, "the command outlived till"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (killed, not yet reaped by its parent) is not running.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_an_interrupted_exec_stops_every_universes_command(till: Till, project: Path) -> None:
+    import subprocess
+    import sys
+
+    forks_dir = project.parent / f"{project.name}.forks"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tillage",
+            "--json",
+            "exec",
+            "-n",
+            "2",
+            "--",
+            "sleep 300 & echo $! > bg.pid; wait",
+        ],
+        cwd=project,
+        env=till.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pid_files = [forks_dir / f"exec-{i}" / "bg.pid" for i in (1, 2)]
+    deadline = time.monotonic() + 60
+    while not all(p.exists() and p.read_text().strip() for p in pid_files):
+        assert time.monotonic() < deadline, "the commands never started"
+        time.sleep(0.05)
+    sleepers = [int(p.read_text()) for p in pid_files]
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in sleepers):
+        assert time.monotonic() < deadline, "a universe's command outlived till"
+        time.sleep(0.05)

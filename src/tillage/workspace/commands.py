@@ -10,8 +10,9 @@ import contextlib
 import errno
 import os
 import select
+import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tillage.errors import InvalidArgumentError
 
 DEFAULT_CAP = 65536
 SHELL = "/bin/sh"
+STOP_GRACE = 2.0  # seconds an interrupted command gets to exit after SIGTERM
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ def run_command(
     output_fd: int | None = None,
     cap: int = DEFAULT_CAP,
     inherit_stdin: bool = False,
+    on_start: Callable[[int], None] | None = None,
 ) -> CommandOutcome:
     """Runs `command` in `cwd` and waits for it, with no timeout (its runtime is the caller's
     business). `env` adds to (and overrides) this process's environment. Its stdin is
@@ -94,7 +97,11 @@ def run_command(
     captured (last `cap` bytes) and copied live to `output_fd` when that is not None.
 
     A command killed by signal N reports 128+N; one that cannot be started reports 127 (not
-    found) or 126 (not executable) with the reason in `output`, as a shell would.
+    found) or 126 (not executable) with the reason in `output`, as a shell would. It runs in
+    a process group of its own; when the caller is interrupted while waiting, that group is
+    stopped (SIGTERM, then SIGKILL) before the interruption goes on. `on_start(pid)` is told
+    the command's pid (= its process group) once it runs: a caller running commands in other
+    threads stops them with stop_group() when it is interrupted itself.
     """
     argv = argv_of(command)
     full_env = dict(os.environ)
@@ -111,6 +118,9 @@ def run_command(
             stdout=write_fd,
             stderr=write_fd,
             close_fds=True,
+            # Its own group, so that stopping it stops what it started too; a command that
+            # shares our stdin stays in our group (a background group may not read a terminal).
+            process_group=None if inherit_stdin else 0,
         )
     except OSError as exc:
         os.close(read_fd)
@@ -126,15 +136,45 @@ def run_command(
         _pass_on(output_fd, message.encode())
         return CommandOutcome(exit_code=status, output=message)
     os.close(write_fd)
+    if on_start is not None:
+        on_start(proc.pid)
     live = output_fd
     try:
         _drain(read_fd, proc, tail, live)
+        code = proc.wait()
+    except BaseException:
+        _stop_group(
+            proc, own_group=not inherit_stdin
+        )  # interrupted (Ctrl-C, SIGTERM): the command does not outlive us
+        raise
     finally:
         os.close(read_fd)
-    code = proc.wait()
     if code < 0:
         code = 128 - code
     return CommandOutcome(exit_code=code, output=tail.text())
+
+
+def stop_group(pgid: int) -> None:
+    """Sends SIGTERM to a command's process group (its pid, from on_start), for a caller
+    interrupted while its commands run in other threads; their run_command then returns."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+
+
+def _stop_group(proc: subprocess.Popen[bytes], *, own_group: bool) -> None:
+    """Stops the command (its process group when it has one): SIGTERM, then SIGKILL after a
+    grace period."""
+    for sig, grace in ((signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, STOP_GRACE)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if own_group:
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _drain(read_fd: int, proc: subprocess.Popen[bytes], tail: _Tail, live: int | None) -> None:

@@ -18,7 +18,7 @@ from tillage.platform.clone import plan_tree, probe, rename_noreplace
 from tillage.platform.fs import fsync_dir
 from tillage.store.store import ForkRow, SnapshotRow
 from tillage.workspace.attach import Workspace
-from tillage.workspace.commands import CommandOutcome, argv_of, run_command
+from tillage.workspace.commands import CommandOutcome, argv_of, run_command, stop_group
 from tillage.workspace.fork import (
     Forked,
     _remove_folder,
@@ -223,6 +223,7 @@ def exec_universes(
     indexes = [fork_index(ws.store, f.row) for f in made]
     outcomes: list[CommandOutcome | None] = [None] * len(made)
     failures: list[BaseException] = []
+    running: set[int] = set()
 
     def run(i: int) -> None:
         # Threads run the commands only: the store is used from this thread alone.
@@ -232,15 +233,21 @@ def exec_universes(
                 _cwd_in(ws, made[i].workspace.root, caller),
                 env=universe_env(made[i].row, indexes[i]),
                 output_fd=output_fd,
+                on_start=running.add,
             )
         except BaseException as exc:
             failures.append(exc)
 
     threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(made))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    except BaseException:
+        for pgid in list(running):  # interrupted: no universe's command outlives us
+            stop_group(pgid)
+        raise
     if failures:
         raise failures[0]
     ran: list[Ran] = []
