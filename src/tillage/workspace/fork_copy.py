@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tillage.core.paths import CONTROL_DIR
 from tillage.platform import clock
-from tillage.platform.clone import CopyStats, copy_tree
+from tillage.platform.clone import CopyStats, copy_tree, probe
 from tillage.store.store import SnapshotRow, Store
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import is_racy
@@ -96,7 +96,13 @@ def materialize(store: Store, snapshot: SnapshotRow, dest: Path) -> dict[str, Ro
 def copy_live(ws: Workspace, staging: Path, seeder: Seeder) -> CopyStats:
     """Copies the live workspace into the new folder `staging` by the fastest driver, its
     `.tillage/` (and an inner store) left out, `seeder` collecting the fork's index rows."""
-    return copy_tree(ws.root, staging, skip=copy_skip(ws), on_file=seeder)
+    driver = probe(ws.root, staging.parent)
+    # A reflink is metadata work under the file system's own locks: a second worker only
+    # contends for them (and the GIL) with the base seal running beside the copy.
+    threads = 1 if driver == "reflink" else 2
+    return copy_tree(
+        ws.root, staging, skip=copy_skip(ws), driver=driver, threads=threads, on_file=seeder
+    )
 
 
 def materialized_stats(snapshot: SnapshotRow) -> CopyStats:
