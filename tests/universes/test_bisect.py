@@ -47,6 +47,21 @@ def leftovers(till: Till, folder: Path) -> list[str]:
     return found + sorted(set(os.listdir(folder.parent)) - {folder.name})
 
 
+def running(pid: int, timeout: float = 10.0) -> bool:
+    """Whether `pid` is still a live process (a zombie waiting for its reaper is not) after
+    waiting up to `timeout` seconds for it to go."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            return False
+        if fields[0] == "Z":
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def timeline(till: Till) -> list[str]:
     return [s["id"] for s in till.json("timeline", "-n", "1000")["snapshots"]]
 
@@ -247,6 +262,7 @@ def test_ctrl_c_during_a_probe_removes_the_probe_folder(till: Till, folder: Path
                 os.kill(check_pid, signal.SIGKILL)
     started.unlink()
     assert proc.returncode == 130
+    assert not running(check_pid)  # the check was stopped with till, not left behind
     assert '"interrupted"' in out
     assert not Path(probe_dir).exists()
     assert manifest(folder) == before
