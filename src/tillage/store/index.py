@@ -94,12 +94,14 @@ TABLES = ("objects", "workspaces", "snapshots", "pins", "meta", "pathindex", "fo
 
 
 def reset_schema(conn: sqlite3.Connection) -> None:
-    """Drops every table and makes them anew: an index of an older schema may lack a column,
-    and since it is only a cache (INV-4) it is rebuilt rather than migrated."""
-    with public_errors(_path_of(conn)):
-        for table in TABLES:
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-        conn.executescript(SCHEMA)
+    """Drops every table and makes them anew, inside the caller's write transaction: an index
+    of an older schema may lack a column, and since it is only a cache (INV-4) it is rebuilt
+    rather than migrated."""
+    for table in TABLES:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 @contextmanager

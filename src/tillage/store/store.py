@@ -217,8 +217,6 @@ class Store:
             self._adopt(ix.connect(self.index_path))
             missing, schema = True, None
         if missing or schema != str(ix.SCHEMA_VERSION):
-            if not missing:
-                ix.reset_schema(self.conn)
             self.rebuild_index()
         else:
             self.catch_up()
@@ -243,7 +241,6 @@ class Store:
         memory.executescript(ix.SCHEMA)
         self._adopt(memory)
         if schema != str(ix.SCHEMA_VERSION):
-            ix.reset_schema(memory)
             self.rebuild_index()
         else:
             self.catch_up()
@@ -391,6 +388,11 @@ class Store:
         """Rebuilds the index from the packs and the log; returns the objects found (INV-4)."""
         count = 0
         with ix.write_txn(self.conn):
+            schema = ix.get_meta(self.conn, "schema")
+            if schema is not None and schema != str(ix.SCHEMA_VERSION):
+                # Built by another version (its tables may lack a column): made anew. An index
+                # with no schema yet is one a concurrent first open is building: only emptied.
+                ix.reset_schema(self.conn)
             for table in ix.TABLES:
                 self.conn.execute(f"DELETE FROM {table}")
             for pack in iter_packs(self.packs_dir):
