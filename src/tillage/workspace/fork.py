@@ -287,7 +287,7 @@ def create_fork(
     store = ws.store
     with forks_lock(ws):
         if store.fork_named(ws.id, name) is not None:
-            raise ForkExistsError(f"this workspace already has a fork called {name!r}")
+            raise ForkExistsError.named(name)
         if at is not None:
             base = resolve(ws, at)
         dest = check_destination(ws, destination or _default_parent(ws, name))

@@ -26,6 +26,15 @@ class ForkExistsError(ConflictError):
     module = "forks"
     next_step = "pick another name, or remove the old fork with `till fork-rm NAME --yes`"
 
+    @classmethod
+    def named(cls, name: str, why: str = "") -> ForkExistsError:
+        """The error for fork `name`, its next step naming it."""
+        return cls(
+            f"this workspace already has a fork called {name!r}{why}",
+            next_step=f"pick another name, or remove the old fork with `till fork-rm {name} --yes`",
+            details={"fork": name},
+        )
+
 
 class DestinationExistsError(ConflictError):
     """Something already exists where the fork would be made: it is never overwritten."""

@@ -139,10 +139,7 @@ def run_in_fork(
     row = ws.store.fork_named(ws.id, name)
     made: Forked | None = None
     if row is not None and (at is not None or create):
-        raise ForkExistsError(
-            f"this workspace already has a fork called {name!r}"
-            + ("; --at makes a new one" if at is not None else "")
-        )
+        raise ForkExistsError.named(name, "; --at makes a new one" if at is not None else "")
     if row is None:
         made = create_fork(ws, name, destination=destination, at=at)
         row = made.row

@@ -49,7 +49,7 @@ def _fork(page: Page) -> None:
         base = _short(info.get("base"))
         page.next("See what it changed, then land it:", f"till diff {base} --to {name}")
     else:
-        page.next("Work in it, then land it with `till merge NAME`:", f"cd {path}")
+        page.next(f"Work in it, then land it with `till merge {name}`:", f"cd {path}")
 
 
 def _forks(page: Page) -> None:
@@ -81,7 +81,8 @@ def _forks(page: Page) -> None:
             ]
         )
     page.add(*table(rows, page.style))
-    page.next("Land one with a check:", "till merge NAME --check 'make test'")
+    first = str(forks[0].get("name"))
+    page.next("Land one with a check, e.g.:", f"till merge {first} --check 'make test'")
 
 
 def _fork_rm(page: Page) -> None:

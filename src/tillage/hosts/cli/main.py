@@ -203,6 +203,10 @@ def build_parser(only: Any = None, *, out: Any = None, width: int = 100) -> Pars
         _global_flags(p, suppress=True)
         for prm in c.params():
             _add_param(p, prm)
+        if any(prm.spec.remainder for prm in c.params()):
+            # The command after `--` is split off before parsing (_split_command); the usage
+            # line still shows where it goes.
+            p.usage = p.format_usage().removeprefix("usage: ").rstrip() + " -- CMD ..."
     return root
 
 
