@@ -455,6 +455,7 @@ def run_part(
 
 def benchmark(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, Any]:
     """Generates the workload once, then runs every part per repeat."""
+    load_before = os.getloadavg()[0]  # before the workload is generated: others' load only
     parts = [p for p in PARTS if p in args.parts.split(",")]
     master = workdir / "workload"
     log(f"generating workload (seed={args.seed}, scale={args.scale}) in {master}")
@@ -526,7 +527,7 @@ def benchmark(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, An
             xfs.close()
     return {
         "command": "python bench/universes.py " + shlex.join(sys.argv[1:]),
-        "machine": machine_facts(workdir),
+        "machine": machine_facts(workdir, load_before),
         "workload": {
             "files": stats.files,
             "bytes": stats.bytes,
@@ -778,7 +779,7 @@ def _num(value: float, unit: str) -> str:
     return f"{value * 100:.2f}%"
 
 
-def machine_facts(workdir: Path) -> dict[str, Any]:
+def machine_facts(workdir: Path, load_before: float) -> dict[str, Any]:
     """Cores, Python and the scratch dir's file system."""
     fs = "unknown"
     best = ""
@@ -792,7 +793,7 @@ def machine_facts(workdir: Path) -> dict[str, Any]:
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "platform": platform.platform(),
         "workdir_fs": fs,
-        "load_before": os.getloadavg()[0],
+        "load_before": load_before,
     }
 
 
