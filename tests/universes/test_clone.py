@@ -114,9 +114,10 @@ def test_user_xattrs_are_copied(tmp_path: Path) -> None:
     assert os.getxattr(tmp_path / "dst" / "f", "user.origin") == b"downloaded"
 
 
+@pytest.mark.parametrize("threads", [0, 3])
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_every_driver_copies_exactly_falling_back_where_it_cannot_work(
-    tmp_path: Path, driver: str
+    tmp_path: Path, driver: str, threads: int
 ) -> None:
     src = tmp_path / "src"
     (src / "d").mkdir(parents=True)
@@ -124,7 +125,7 @@ def test_every_driver_copies_exactly_falling_back_where_it_cannot_work(
     (src / "empty").write_bytes(b"")
     for i in range(150):  # more than one worker batch
         (src / "d" / f"f{i}").write_bytes(os.urandom(i * 7))
-    stats = copy_tree(src, tmp_path / "dst", driver=driver, threads=3)
+    stats = copy_tree(src, tmp_path / "dst", driver=driver, threads=threads)
     assert manifest(tmp_path / "dst") == manifest(src)
     assert stats.files == 152
     # The driver reported is the one that really copied: at or after the one asked for.

@@ -445,6 +445,7 @@ def copy_tree(
     cannot copy falls back to the next one. `on_file(rel, before, after, copy)` is called from
     a worker thread for every copied regular file with its stat facts before and after the
     copy and those of the copy: equal facts mean the file did not change while copied.
+    `threads` 0 copies on the walking thread itself.
     """
     if driver is None:
         driver = probe(src, dst.parent)
@@ -482,6 +483,9 @@ def copy_tree(
 
     def submit(folder: _Dir, batch: list[tuple[str, os.stat_result]]) -> None:
         folder.hold()
+        if threads == 0:
+            _copy_files(folder, batch, driver, tally, on_file, own)
+            return
         futures.add(pool.submit(_copy_files, folder, batch, driver, tally, on_file, own))
         settle(in_flight)
 

@@ -97,9 +97,11 @@ def copy_live(ws: Workspace, staging: Path, seeder: Seeder) -> CopyStats:
     """Copies the live workspace into the new folder `staging` by the fastest driver, its
     `.tillage/` (and an inner store) left out, `seeder` collecting the fork's index rows."""
     driver = probe(ws.root, staging.parent)
-    # A reflink is metadata work under the file system's own locks: a second worker only
-    # contends for them (and the GIL) with the base seal running beside the copy.
-    threads = 1 if driver == "reflink" else 2
+    # A reflink is metadata work under the file system's own locks: a worker thread only
+    # contends for them (and the GIL) with the base seal running beside the copy, so the walk
+    # clones as it goes (XFS, standard workload: 0.38 s a fork against 0.40 s with one worker
+    # and 0.52 s with two).
+    threads = 0 if driver == "reflink" else 2
     return copy_tree(
         ws.root, staging, skip=copy_skip(ws), driver=driver, threads=threads, on_file=seeder
     )
