@@ -594,3 +594,21 @@ def test_a_served_call_leaves_no_store_open_in_the_serving_process(
         code, _out, _err = run_served(argv, str(folder), till.env(), None)
         assert code == 0
     assert open_index_fds() == before  # no gc.collect() in between: closed, not collected
+
+
+@needs_watcher
+def test_a_fork_through_the_watcher_is_the_fork_a_local_call_makes(
+    till: Till, watched: dict[str, Any], folder: Path
+) -> None:
+    (folder / "new.txt").write_text("made just before the fork")
+    through = script(till, "--json", "fork", "served", importtime=True)
+    assert took_socket(through) and through.returncode == 0, through.stderr[-2000:]
+    fork = json.loads(through.stdout)["fork"]
+    assert Path(fork["path"], "new.txt").read_text() == "made just before the fork"
+    here = local(till, "--json", "fork", "here")
+    local_fork = json.loads(here.stdout)["fork"]
+    assert fork["base"] == local_fork["base"]  # the same live state, sealed once
+    assert sorted(fork) == sorted(local_fork)
+    # A fork that runs a command runs it here, never inside the watcher.
+    ran = script(till, "--json", "fork", "ran", "--", "true", importtime=True)
+    assert not took_socket(ran) and ran.returncode == 0, ran.stderr[-2000:]

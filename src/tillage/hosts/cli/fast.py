@@ -8,7 +8,8 @@ the watcher (`tillage.cli` on its socket, docs/design/socket.md) and prints what
 
 It takes the socket only when nothing about the answer could differ: machine mode (stdin,
 stdout and stderr are not terminals, so no prompt, colour or progress line is at stake), a
-command in SOCKET_COMMANDS (short calls an agent repeats), no `--help`/`--debug`, and a
+command in SOCKET_COMMANDS (short calls an agent repeats, and `fork` without a command, whose
+copy the warm watcher starts at once), no `--help`/`--debug`, `--` or a command after it, and a
 workspace pointer above the folder whose watcher's socket answers a ping within PING_TIMEOUT.
 Anything else, and any failure before a byte is printed (no socket, a stale socket, a refused
 connection, a broken or odd reply, an error reply), runs the command here instead, so the
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 # stream of content), `events` (a stream), and `contracts`/`version`/`agents-md` (no store
 # work to save) always run here.
 SOCKET_COMMANDS = frozenset(
-    {"status", "snap", "timeline", "show", "diff", "rewind", "pin", "unpin", "hook"}
+    {"status", "snap", "timeline", "show", "diff", "rewind", "pin", "unpin", "hook", "fork"}
 )
 # Of those, the commands whose contract reads a document on stdin (`stdin_param`); a test
 # keeps this equal to the registry. Only their stdin is read and sent.
