@@ -8,6 +8,7 @@ from pathlib import Path
 import tillage
 from tests.faults.harness import REWIND_FAILPOINTS, SEAL_FAILPOINTS
 from tests.universes.test_fork_crash import FORK_FAILPOINTS, REMOVE_FAILPOINTS
+from tests.universes.test_merge import MERGE_FAILPOINTS
 
 
 def _marked_failpoints() -> set[str]:
@@ -34,5 +35,5 @@ def test_every_failpoint_in_the_code_is_exercised_by_a_fault_test() -> None:
     # is left as it was rather than finished.
     # A fork's and a fork removal's are crashed at in tests/universes/test_fork_crash.py.
     covered = set(SEAL_FAILPOINTS) | set(REWIND_FAILPOINTS) | {"rewind.after_staging"}
-    covered |= set(FORK_FAILPOINTS) | set(REMOVE_FAILPOINTS)
+    covered |= set(FORK_FAILPOINTS) | set(REMOVE_FAILPOINTS) | set(MERGE_FAILPOINTS)
     assert marked <= covered

@@ -344,10 +344,17 @@ def test_live_edits_made_while_merging_survive_and_a_landing_path_edited_is_refu
     assert (folder / "text.txt").read_text() == _replace_line(BASE_TEXT, 2, "line 2 from ours")
 
 
-@pytest.mark.parametrize(
-    "failpoint",
-    ["rewind.after_intent", "rewind.after_first_action", "rewind.before_intent_removed"],
+# Where a merge is killed in the tests below; merge.after_seal is its own (between its seal and
+# the fact or event that tells it), the others are the rewind machinery's that it lands with.
+MERGE_FAILPOINTS = (
+    "rewind.after_intent",
+    "rewind.after_first_action",
+    "merge.after_seal",
+    "rewind.before_intent_removed",
 )
+
+
+@pytest.mark.parametrize("failpoint", MERGE_FAILPOINTS)
 def test_a_merge_killed_while_landing_is_finished_by_the_next_command(
     till: Till, folder: Path, base: str, failpoint: str
 ) -> None:

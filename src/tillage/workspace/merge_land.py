@@ -27,7 +27,7 @@ from tillage.core.models import ContentKind, Entry, EntryFlag, EntryKind
 from tillage.core.paths import ancestors, fs_decode, join
 from tillage.core.progress import ProgressFn
 from tillage.errors import TillageError
-from tillage.platform import clock
+from tillage.platform import clock, failpoints
 from tillage.platform.folders import remove_temp_files
 from tillage.store.store import ObjectWriter, SnapshotRow, Store
 from tillage.workspace.attach import Workspace
@@ -213,6 +213,32 @@ def _seal_and_tell(ws: Workspace, intent: Mapping[str, Any]) -> SnapshotRow:
             trigger="merge", label=str(intent["label"]), merged_from=intent.get("merged_from")
         ),
     )
+    failpoints.hit("merge.after_seal")
+    _tell(ws, intent, row)
+    return row
+
+
+def _told(ws: Workspace, row: SnapshotRow) -> bool:
+    """Whether the fact or event telling merge `row` reached the log after its seal (a merge
+    killed between the two is told by the next command)."""
+    from tillage.store.events import EVENT_RECORD, LogFollower
+
+    for record in LogFollower(ws.store.log, row.seq).records():
+        body = record.body
+        if record.kind == "fork_merged" and body.get("result") == row.id:
+            return True
+        detail = body.get("detail")
+        if (
+            record.kind == EVENT_RECORD
+            and body.get("kind") == "merged"
+            and isinstance(detail, dict)
+            and detail.get("result") == row.id
+        ):
+            return True
+    return False
+
+
+def _tell(ws: Workspace, intent: Mapping[str, Any], row: SnapshotRow) -> None:
     tell = intent.get("tell")
     if isinstance(tell, dict):
         body = {**tell["body"], "result": row.id}
@@ -222,7 +248,6 @@ def _seal_and_tell(ws: Workspace, intent: Mapping[str, Any]) -> SnapshotRow:
             from tillage.store.events import announce
 
             announce(ws.store, ws.id, "merged", body)
-    return row
 
 
 def _stopped(exc: OSError | TillageError, undo: str) -> TillageError:
@@ -239,16 +264,16 @@ def _stopped(exc: OSError | TillageError, undo: str) -> TillageError:
     )
 
 
-def _sealed_already(ws: Workspace, intent: Mapping[str, Any]) -> bool:
-    """Whether the interrupted merge's own `merge` snapshot was published (it comes after the
+def _sealed_already(ws: Workspace, intent: Mapping[str, Any]) -> SnapshotRow | None:
+    """The interrupted merge's own `merge` snapshot, when it was published (it comes after the
     folder is landed and right before its fact or event)."""
     started = int(intent.get("started_ns") or 0)
     for row in ws.store.snapshots(ws.id, limit=RECENT):
         if row.sealed_at_ns < started:
-            return False
+            return None
         if row.trigger == "merge" and row.label == intent.get("label"):
-            return True
-    return False
+            return row
+    return None
 
 
 # Snapshots looked through for an interrupted merge's own seal (a watcher may have sealed
@@ -263,10 +288,14 @@ def finish_merge(ws: Workspace, intent: Mapping[str, Any]) -> None:
     paths = [str(p) for p in intent.get("paths") or []]
     undo = str(intent.get("undo", ""))
     remove_temp_files(ws.root)
-    if _sealed_already(ws, intent):
-        # Killed after its seal (and what it told the log): only the intent was left.
+    sealed = _sealed_already(ws, intent)
+    if sealed is not None:
+        # Killed after its seal: what it tells the log (the fork's base moving, the `merged`
+        # event) is told now if it was not yet, and the intent goes.
         from tillage.workspace.recovery import intent_path
 
+        if not _told(ws, sealed):
+            _tell(ws, intent, sealed)
         intent_path(ws).unlink()
         return
     live: dict[str, Entry] = {}
