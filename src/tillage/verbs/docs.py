@@ -46,7 +46,9 @@ def render_verb(verb: Verb[Any, Any]) -> list[str]:
     """Returns the Markdown section for one verb."""
     c = verb.contract
     described = c.describe()
-    usage = " ".join(["till", c.cli, *(_flag_for(p.name, p.spec) for p in c.params())])
+    # The command after `--` ends the line, as it must on the command line.
+    ordered = sorted(c.params(), key=lambda p: p.spec.remainder)
+    usage = " ".join(["till", c.cli, *(_flag_for(p.name, p.spec) for p in ordered)])
     lines = [
         f"### `{c.cli}` — {c.name}",
         "",
