@@ -39,7 +39,7 @@ def _flag_for(name: str, spec: Any) -> str:
     if spec.positional:
         return name.upper()
     flag: str = spec.flag or "--" + name.replace("_", "-")
-    return flag
+    return f"{spec.short}/{flag}" if spec.short else flag
 
 
 def render_verb(verb: Verb[Any, Any]) -> list[str]:

@@ -337,7 +337,9 @@ def run(ctx: Context, req: RunRequest) -> ForkResult:
 @dataclass(frozen=True)
 class ExecRequest:
     command: tuple[str, ...] = param(COMMAND_DOC, remainder=True, metavar="CMD")
-    n: int = param("how many universes to run at once", default=1, short="-n", metavar="N")
+    n: int = param(
+        "how many universes to run at once", default=1, short="-n", flag="--count", metavar="N"
+    )
     fork: str | None = param(
         "name prefix of the universes: NAME-1, NAME-2, ... (default: exec)",
         default=None,
