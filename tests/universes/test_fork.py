@@ -130,14 +130,24 @@ def test_an_existing_name_or_destination_is_a_conflict_never_an_overwrite(
 def test_a_destination_inside_the_workspace_or_the_store_is_refused(
     till: Till, project: Path
 ) -> None:
-    for dest in (project / "sub", project / "src" / "deeper", till.home / "f"):
+    inside = (project / "sub", project / "src" / "deeper", till.home / "f", project / "n/e/w")
+    for dest in inside:
         run = till("--json", "fork", "x", "--destination", str(dest))
         assert run.code == 1, dest
         assert (run.error["code"], run.error["name"]) == (-32066, "fork.bad_destination")
         assert not dest.exists()
-    missing_parent = till("--json", "fork", "x", "--destination", str(project.parent / "no/d"))
-    assert missing_parent.error["name"] == "fork.bad_destination"
+    assert not (project / "n").exists()  # a refused destination makes no folder on its way
     assert till.json("forks")["forks"] == []
+
+
+def test_missing_folders_on_the_way_to_a_destination_are_made(till: Till, project: Path) -> None:
+    dest = project.parent / "tasks" / "t1" / "world"
+    doc = till.json("fork", "t1", "--destination", str(dest))["fork"]
+    assert doc["path"] == str(dest)
+    assert manifest(dest) == manifest(project)
+    (project.parent / "a-file").write_text("")
+    run = till("--json", "fork", "t2", "--destination", str(project.parent / "a-file" / "w"))
+    assert run.error["name"] == "fork.bad_destination"
 
 
 def test_a_custom_destination_relative_to_the_caller(till: Till, project: Path) -> None:

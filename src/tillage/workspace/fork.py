@@ -115,16 +115,13 @@ def _within(path: Path, ancestor: Path) -> bool:
 def check_destination(ws: Workspace, destination: Path) -> Path:
     """Returns the absolute destination for a new fork, or says why it cannot be one: it
     exists (conflict), it lies inside the workspace, the store or another attached
-    workspace, or its parent folder is missing."""
+    workspace (a missing parent folder is made once it passes)."""
     dest = Path(os.path.abspath(destination))
     if dest.name in ("", ".", ".."):
         raise BadDestinationError(f"{echo(str(destination))} does not name a new folder")
     if os.path.lexists(dest):
         raise DestinationExistsError(f"{dest} already exists; a fork never overwrites anything")
-    parent = dest.parent
-    if not parent.is_dir():
-        raise BadDestinationError(f"the folder {parent} (where the fork would go) does not exist")
-    dest = parent.resolve() / dest.name
+    dest = _resolved_beyond(dest)
     if os.path.lexists(dest):
         raise DestinationExistsError(f"{dest} already exists; a fork never overwrites anything")
     if _within(dest, ws.root):
@@ -140,7 +137,27 @@ def check_destination(ws: Workspace, destination: Path) -> Path:
             raise BadDestinationError(
                 f"{dest} is inside the attached workspace {folder}: it would be sealed into it"
             )
+    if not dest.parent.is_dir():
+        # Missing folders on the way are made, as `git worktree add` does; only once every
+        # check above has passed, so a refused destination leaves nothing behind.
+        try:
+            dest.parent.mkdir(0o755, parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as exc:
+            raise BadDestinationError(
+                f"{dest.parent} (where the fork would go) cannot be a folder: {exc.strerror}"
+            ) from exc
     return dest
+
+
+def _resolved_beyond(path: Path) -> Path:
+    """`path` with its nearest existing ancestor's symlinks resolved and the missing rest
+    appended, so the checks see where the fork would really land."""
+    missing: list[str] = []
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        missing.append(ancestor.name)
+        ancestor = ancestor.parent
+    return ancestor.resolve().joinpath(*reversed(missing))
 
 
 def require_fork(ws: Workspace, name: str) -> ForkRow:
