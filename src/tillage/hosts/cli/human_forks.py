@@ -36,7 +36,8 @@ def _fork(page: Page) -> None:
         size = units.size(int(info.get("bytes") or 0))
         files = units.count(int(info.get("files") or 0), "file")
         how = DRIVER_WORDS.get(str(info.get("driver")), str(info.get("driver")))
-        took = units.duration(float(info.get("seconds") or 0))
+        seconds = float(info.get("seconds") or 0)
+        took = f"{seconds:.2f} s" if seconds < 10 else units.duration(seconds)
         page.add(f"Forked {name} at {path}")
         page.add(f"  {files}, {size} {how} in {took}; base {_short(info.get('base'))}")
     else:
