@@ -21,6 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tillage.platform.folders import regular_files
 from tillage.platform.fs import TEMP_MARK, raise_if_disk_full
 
 DRIVERS = ("reflink", "copy_file_range", "copy")
@@ -533,38 +534,9 @@ def plan_tree(src: Path, *, skip: Skip | None = None) -> tuple[int, int]:
     without copying anything (symlinked folders are not entered)."""
     files = 0
     total = 0
-    top = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
-    pending: list[tuple[int, str]] = [(top, "")]
-    while pending:
-        fd, rel = pending.pop()
-        try:
-            with os.scandir(fd) as it:
-                entries = list(it)
-            for entry in entries:
-                path = _join(rel, entry.name)
-                if skip is not None and skip(path):
-                    continue
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if stat.S_ISREG(st.st_mode):
-                    files += 1
-                    total += st.st_size
-                elif stat.S_ISDIR(st.st_mode):
-                    with contextlib.suppress(OSError):
-                        pending.append(
-                            (
-                                os.open(
-                                    entry.name,
-                                    os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                                    dir_fd=fd,
-                                ),
-                                path,
-                            )
-                        )
-        finally:
-            os.close(fd)
+    for _fd, _name, _rel, st in regular_files(os.open(src, os.O_RDONLY | os.O_DIRECTORY), skip):
+        files += 1
+        total += st.st_size
     return files, total
 
 

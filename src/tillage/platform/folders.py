@@ -13,7 +13,7 @@ import fcntl
 import functools
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tillage.core.paths import CONTROL_DIR
@@ -40,6 +40,41 @@ def remove_tree(parent_fd: int, name: str) -> None:
     finally:
         os.close(fd)
     os.rmdir(name, dir_fd=parent_fd)
+
+
+def regular_files(
+    top: int, skip: Callable[[str], bool] | None = None
+) -> Iterator[tuple[int, str, str, os.stat_result]]:
+    """Yields (folder fd, name, '/'-relative path, lstat) for every regular file below the
+    open folder `top`, which it closes: folders are entered by descriptor, never through a
+    symlink; `skip(rel)` True leaves out that file or subtree; what vanishes or cannot be
+    opened on the way is passed over. The folder fd stays open until the next is listed."""
+    pending: list[tuple[int, str]] = [(top, "")]
+    try:
+        while pending:
+            fd, rel = pending.pop()
+            try:
+                with os.scandir(fd) as it:
+                    entries = list(it)
+                for entry in entries:
+                    path = f"{rel}/{entry.name}" if rel else entry.name
+                    if skip is not None and skip(path):
+                        continue
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        yield fd, entry.name, path, st
+                    elif stat.S_ISDIR(st.st_mode):
+                        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                        with contextlib.suppress(OSError):
+                            pending.append((os.open(entry.name, flags, dir_fd=fd), path))
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _rel in pending:
+            os.close(fd)
 
 
 def remove_temp_files(root: Path) -> None:

@@ -3,11 +3,9 @@ not shared with its parent) and how many paths it changed since its base (from s
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
-import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +14,7 @@ from tillage.core import codec
 from tillage.core.models import EntryKind
 from tillage.core.paths import CONTROL_DIR, fs_decode, join
 from tillage.core.treediff import diff_entry
+from tillage.platform.folders import regular_files
 from tillage.store.store import ForkRow, SnapshotRow, Store
 from tillage.workspace.attach import Workspace
 from tillage.workspace.fork import finish_pending, fork_index, holds_pointer
@@ -86,39 +85,12 @@ def disk_bytes(root: Path) -> int:
         top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return 0
-    pending = [(top, True)]
-    while pending:
-        fd, is_top = pending.pop()
-        try:
-            with os.scandir(fd) as it:
-                entries = list(it)
-            for entry in entries:
-                if is_top and entry.name == CONTROL_DIR:
-                    continue
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    with contextlib.suppress(OSError):
-                        pending.append(
-                            (
-                                os.open(
-                                    entry.name,
-                                    os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                                    dir_fd=fd,
-                                ),
-                                False,
-                            )
-                        )
-                elif stat.S_ISREG(st.st_mode):
-                    if st.st_nlink > 1:
-                        if (st.st_dev, st.st_ino) in seen:
-                            continue
-                        seen.add((st.st_dev, st.st_ino))
-                    total += _file_cost(fd, entry.name, st)
-        finally:
-            os.close(fd)
+    for fd, name, _rel, st in regular_files(top, lambda rel: rel == CONTROL_DIR):
+        if st.st_nlink > 1:
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+        total += _file_cost(fd, name, st)
     return total
 
 
