@@ -87,10 +87,15 @@ def atomic_write_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644) -
         raise
 
 
-def raise_if_disk_full(exc: OSError) -> None:
-    """Turns ENOSPC/EDQUOT into the public disk-full error; leaves other errors alone."""
+def raise_if_disk_full(exc: OSError, where: Path | None = None) -> None:
+    """Turns ENOSPC/EDQUOT into the public disk-full error; leaves other errors alone.
+    `where` names the folder being written when it may be on neither the workspace's nor the
+    store's disk (a fork's destination), so the answer can name the disk that is full."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        raise DiskFullError(f"no space left while writing: {exc.filename or exc}") from exc
+        details = {"path": str(where)} if where is not None else None
+        raise DiskFullError(
+            f"no space left while writing: {exc.filename or exc}", details=details
+        ) from exc
 
 
 def open_subdir_nofollow(parent_fd: int, name: str, *, create: bool) -> int:

@@ -126,8 +126,15 @@ def _disk(path: Path) -> tuple[int, int] | None:
 
 
 def _which_disk(exc: DiskFullError, settings: Settings) -> Exception:
-    """Names the disk that is full: the workspace's, the store's, or the one holding both."""
+    """Names the disk that is full: the workspace's, the store's, the one holding both, or
+    the one a verb was writing elsewhere (a fork's destination: the error's `path`)."""
     store, folder = _disk(settings.home), _disk(settings.folder)
+    elsewhere = exc.details.get("path")
+    target = _disk(Path(elsewhere)) if isinstance(elsewhere, str) else None
+    if target is not None and target[0] not in {d[0] for d in (store, folder) if d}:
+        exc.message = f"no space left on the disk holding {elsewhere}"
+        exc.details["disk"] = "destination"
+        return exc
     if store is not None and folder is not None and store[0] == folder[0]:
         exc.message = (
             f"no space left on the disk holding both the workspace {settings.folder} "

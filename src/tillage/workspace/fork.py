@@ -32,6 +32,7 @@ from tillage.core.progress import ProgressFn
 from tillage.errors import BusyError, echo
 from tillage.platform import failpoints
 from tillage.platform.clone import CopyStats, rename_noreplace
+from tillage.platform.errors import DiskFullError
 from tillage.platform.folders import remove_tree, syncfs
 from tillage.platform.fs import atomic_write, fsync_dir, raise_if_disk_full
 from tillage.platform.locks import file_lock, is_held
@@ -355,8 +356,10 @@ def create_fork(
                 if store.fork_of(fork_id) is None and os.path.lexists(staging):
                     _remove_folder(staging)
                     intent.unlink(missing_ok=True)
+                if isinstance(exc, DiskFullError):
+                    exc.details.setdefault("path", str(dest.parent))
                 if isinstance(exc, OSError):
-                    raise_if_disk_full(exc)
+                    raise_if_disk_full(exc, dest.parent)
                     where = exc.filename or dest
                     raise ForkCopyError(
                         f"could not make fork {name!r}: {exc.strerror or exc}: {where}",
