@@ -1,7 +1,7 @@
 """Making a universe: a full-state, attached copy of a workspace (or of a stored snapshot) with
 its own timeline, linked to its parent by its base snapshot, sharing the one store.
 
-Crash safety (INV-7 for forks): the copy is built in a staging folder beside the destination
+Crash safety (INV-12): the copy is built in a staging folder beside the destination
 (same file system: reflinks work and the final rename is atomic) under an intent record in the
 store and a lock only its maker holds. Order: copy (the base is sealed meanwhile, in another
 thread: the walk and the copy overlap); write the fork's pointer; sync the file system (the

@@ -1,4 +1,4 @@
-"""Landing a planned merge in the workspace folder, crash-safe like a rewind (INV-7).
+"""Landing a planned merge in the workspace folder, crash-safe like a rewind (INV-7, INV-13).
 
 The merged result is first written to the store as a tree (the workspace's `pre_merge` tree
 with the landing paths replaced), so an intent can name it. Under the workspace lock, the paths
