@@ -381,6 +381,10 @@ def test_a_merge_killed_while_landing_is_finished_by_the_next_command(
 
 
 def test_merge_errors(till: Till, folder: Path, base: str, user_home: Path) -> None:
+    snapshots = len(till.json("timeline", "-n", "1000")["snapshots"])
+    blank = till("--json", "merge", "--snapshot", base, "--check", " ")
+    assert blank.code == 1 and blank.error["code"] == -32066
+    assert len(till.json("timeline", "-n", "1000")["snapshots"]) == snapshots  # nothing sealed
     neither = till("--json", "merge")
     assert neither.code == 1 and neither.error["code"] == -32066
     assert neither.error["name"] == "merge.bad_request"

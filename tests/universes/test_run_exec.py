@@ -288,3 +288,13 @@ def test_an_interrupted_exec_stops_every_universes_command(till: Till, project: 
     while any(_alive(pid) for pid in sleepers):
         assert time.monotonic() < deadline, "a universe's command outlived till"
         time.sleep(0.05)
+
+
+def test_a_blank_command_is_refused_and_nothing_is_made(till: Till, project: Path) -> None:
+    snapshots = len(till.json("timeline", "-n", "1000")["snapshots"])
+    for args in (["run", "blank", "--", ""], ["try", "--", "  "], ["exec", "--", ""]):
+        run = till("--json", *args)
+        assert run.code == 1, args
+        assert run.error["code"] == -32066, args
+    assert till.json("forks")["forks"] == []
+    assert len(till.json("timeline", "-n", "1000")["snapshots"]) == snapshots

@@ -196,9 +196,15 @@ def merge(ctx: Context, req: MergeRequest) -> MergeResult:
 
 
 def _validate(_ctx: Context, req: MergeRequest) -> None:
+    from tillage.errors import InvalidArgumentError
     from tillage.workspace.merge import check_request
 
     check_request(req.name, req.snapshot, req.base)
+    if req.check is not None and not req.check.strip():
+        # A blank check would pass (`sh -c ''` exits 0): refused before anything is sealed.
+        raise InvalidArgumentError(
+            "--check is empty", next_step="give the check to run, e.g. --check 'make test'"
+        )
 
 
 VERBS: tuple[Verb[Any, Any], ...] = (

@@ -36,7 +36,7 @@ class CommandOutcome:
 def argv_of(command: tuple[str, ...]) -> list[str]:
     """Returns what is exec'd for `command`: one word runs through the shell (so shell syntax
     works, as in a merge check), several are the argv themselves (no shell, no quoting)."""
-    if not command:
+    if not command or not any(word.strip() for word in command):
         raise InvalidArgumentError(
             "no command given", next_step="put the command after `--`, e.g. `-- make test`"
         )
