@@ -89,3 +89,24 @@ def folder(user_home: Path) -> Path:
 @pytest.fixture
 def till(tmp_path: Path, user_home: Path, folder: Path) -> Iterator[Till]:
     yield Till(tmp_path / "store", user_home, folder)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs, unmounted afterwards."""
+    mount = tmp_path / "small-fs"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
