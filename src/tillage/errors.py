@@ -26,6 +26,7 @@ MODULE_RANGES: Mapping[str, tuple[int, int]] = {
     "forks": (-32189, -32160),
     "merge": (-32209, -32190),
     "claims": (-32229, -32210),
+    "sessions": (-32249, -32230),
 }
 
 

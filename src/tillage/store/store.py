@@ -514,10 +514,14 @@ class Store:
         limit: int | None = None,
         trigger: str | None = None,
         session: str | None = None,
+        before_ns: int | None = None,
     ) -> list[SnapshotRow]:
-        """Returns a workspace's snapshots, newest first."""
+        """Returns a workspace's snapshots, newest first (sealed at or before `before_ns`)."""
         sql = f"SELECT {_SNAP_COLS} FROM snapshots WHERE workspace=?"
         args: list[Any] = [workspace_id]
+        if before_ns is not None:
+            sql += " AND sealed_at_ns <= ?"
+            args.append(before_ns)
         if trigger:
             sql += " AND trigger=?"
             args.append(trigger)

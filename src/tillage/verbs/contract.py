@@ -197,6 +197,39 @@ def params_of(request: type) -> list[Param]:
 
 
 @dataclass(frozen=True)
+class ToolLimit:
+    """A bound a tool puts on an integer param: the schema, the description and the call
+    share these numbers, so a model is told exactly what the code enforces."""
+
+    field: str
+    default: int
+    maximum: int
+    minimum: int = 1
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """How a verb is offered to a model as a tool (MCP, `tillage.agent`).
+
+    Every agent-audience verb of workspace scope is a tool; this only says how it is spelled
+    when that differs from the derived default (`workspace_` + the command, `-` as `_`).
+    A destructive verb's tool takes `confirm` in place of `yes`/`dry_run`: without it the tool
+    previews. `rename` maps a tool argument to the request field it fills.
+    """
+
+    name: str | None = None
+    rename: tuple[tuple[str, str], ...] = ()
+    hidden: tuple[str, ...] = ()
+    limits: tuple[ToolLimit, ...] = ()
+    # What a model should know beyond the contract's doc: when to call it, what comes back.
+    guide: str = ""
+    idempotent: bool | None = None
+    # False: this agent-audience verb is not offered as a tool (it attaches a folder, or is
+    # a harness's plumbing), with the reason in `guide`.
+    offered: bool = True
+
+
+@dataclass(frozen=True)
 class Contract(Generic[Req, Res]):
     """A verb as every door sees it; pure data."""
 
@@ -227,6 +260,20 @@ class Contract(Generic[Req, Res]):
     # What a door that is a process of its own runs once the reply is printed (settings,
     # request, result): `watch --foreground` becomes the watcher. Other doors never call it.
     after_reply: Callable[[Any, Req, Res], None] | None = None
+    # How a model is offered this verb as a tool (see ToolSpec); None: the derived default.
+    tool: ToolSpec | None = None
+    # The door a command line hands its process to after parsing (`till mcp` serves MCP on
+    # stdio): the host's name. The verb's handler describes what that door would serve.
+    serves: str | None = None
+
+    def tool_name(self) -> str | None:
+        """The tool this verb is offered as, or None when it is not one (see ToolSpec)."""
+        spec = self.tool or ToolSpec()
+        if self.audience is not Audience.AGENT or self.scope is not Scope.WORKSPACE:
+            return None
+        if not spec.offered:
+            return None
+        return spec.name or "workspace_" + self.cli.replace("-", "_").replace(" ", "_")
 
     def params(self) -> list[Param]:
         """Returns the params derived from the request dataclass."""
@@ -253,6 +300,7 @@ class Contract(Generic[Req, Res]):
             "errors": [{"code": e.code, "name": e.name} for e in errors],
             "event": self.event,
             "confirmation": self.needs_confirmation is not None,
+            "tool": self.tool_name(),
             "doc": self.doc,
         }
 

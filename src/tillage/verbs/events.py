@@ -10,7 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tillage.errors import IntegrityError, InvalidArgumentError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.contract import (
+    Audience,
+    Contract,
+    Effect,
+    Scope,
+    ToolLimit,
+    ToolSpec,
+    Verb,
+    param,
+)
 from tillage.verbs.invoke import Context
 
 TYPE_CHECKING = False
@@ -180,6 +189,11 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             result=EventInfo,
             cli="events",
             errors=(IntegrityError,),
+            tool=ToolSpec(
+                hidden=("follow",),
+                limits=(ToolLimit("limit", 50, 500),),
+                guide="Pass the last `cursor` you saw as `after` to read only what is new.",
+            ),
             doc="What happened to the workspace (seals, rewinds, pins, ...), oldest first, one "
             "JSON object per line: `cursor`, `at`, `kind`, `workspace`, `detail`. `--after` "
             "is exclusive; `--follow` keeps delivering new events within a second.",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tillage.errors import BusyError, TillageError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, ToolSpec, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import SnapshotInfo, snapshot_info
 from tillage.workspace.fork_errors import (
@@ -434,6 +434,7 @@ def _contract(
     effect: Effect,
     doc: str,
     errors: tuple[type[TillageError], ...],
+    tool: ToolSpec | None = None,
 ) -> Contract[Any, Any]:
     return Contract(
         name=name,
@@ -446,6 +447,7 @@ def _contract(
         cli=cli,
         errors=errors,
         doc=doc,
+        tool=tool,
     )
 
 
@@ -462,6 +464,14 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "<workspace>.forks/NAME. With `-- CMD` the command runs in it and its status is "
             "this command's.",
             MAKE_ERRORS,
+            ToolSpec(
+                name="workspace_fork",
+                hidden=("destination",),
+                guide="Use it to try something risky without touching the real folder: "
+                "`command` runs in the copy through /bin/sh -c, and its exit code and the end "
+                "of its output come back. A non-zero exit is the command's answer, not a "
+                "failure of the tool.",
+            ),
         ),
         fork,
     ),
@@ -499,6 +509,7 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             needs_confirmation=_remove_needs_yes,
             preview=_remove_preview,
             confirmed=_remove_confirmed,
+            tool=ToolSpec(name="workspace_fork_remove", hidden=("destination",)),
             doc="Retire a universe: seal its last state (restorable by ID from here), then "
             "delete its folder (--keep-files leaves it). Needs --yes; a folder that is not the "
             "recorded fork is never removed.",

@@ -52,13 +52,14 @@ class Context:
     on_progress: ProgressFn = field(default=_no_progress)
 
 
-def resolve_context(verb: Verb[Any, Any], settings: Settings) -> Context:
-    """Resolves the verb's scope: an attached workspace, a folder, or nothing."""
+def resolve_context(verb: Verb[Any, Any], settings: Settings, store: Any = None) -> Context:
+    """Resolves the verb's scope: an attached workspace, a folder, or nothing. `store`: an
+    open store a long-lived door keeps (None: open one)."""
     ctx = Context(settings=settings)
     if verb.contract.scope is Scope.WORKSPACE:
         from tillage.workspace.attach import require_workspace
 
-        ctx.workspace = require_workspace(settings.home, settings.folder, settings.user_home)
+        ctx.workspace = require_workspace(settings.home, settings.folder, settings.user_home, store)
     return ctx
 
 
@@ -69,11 +70,15 @@ def invoke(
     *,
     confirm: Callable[[Any], bool] | None = None,
     on_progress: ProgressFn | None = None,
+    store: Any = None,
 ) -> Any:
     """Runs `verb` on `request`; a file-system failure the caller can act on (a read-only
-    store, a full disk) leaves as the public error that names it."""
+    store, a full disk) leaves as the public error that names it. `store`: an open store a
+    long-lived door keeps, so the call pays no store start-up."""
     try:
-        return _invoke(verb, settings, request, confirm=confirm, on_progress=on_progress)
+        return _invoke(
+            verb, settings, request, confirm=confirm, on_progress=on_progress, store=store
+        )
     except OSError as exc:
         public = _file_system_error(exc, settings)
         if public is None:
@@ -164,6 +169,7 @@ def _invoke(
     *,
     confirm: Callable[[Any], bool] | None = None,
     on_progress: ProgressFn | None = None,
+    store: Any = None,
 ) -> Any:
     """Runs `verb` on `request`.
 
@@ -171,7 +177,7 @@ def _invoke(
     `confirm` (machine mode) it changes nothing and raises confirmation_required.
     """
     contract = verb.contract
-    ctx = resolve_context(verb, settings)
+    ctx = resolve_context(verb, settings, store)
     if on_progress is not None:
         ctx.on_progress = on_progress
     if contract.validate is not None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from tillage.errors import BusyError, IntegrityError
 from tillage.platform.errors import DiskFullError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, ToolSpec, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import ChangeInfo, change_infos
 from tillage.workspace.fork_errors import (
@@ -235,6 +235,14 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             ),
             event="merged",
             validate=_validate,
+            tool=ToolSpec(
+                name="workspace_merge",
+                rename=(("fork", "name"), ("preview", "dry_run")),
+                hidden=("snapshot", "base"),
+                guide="Give `check` (a command that must pass on the merged result, e.g. the "
+                "tests) so nothing lands unless it passes; `preview: true` only reports. "
+                "Conflicts or a failed check land nothing and say why.",
+            ),
             doc="Merge a fork (or a stored snapshot) back into the workspace, three-way: the "
             "fork's base is the ancestor, the workspace is sealed first (`pre_merge`, the "
             "undo), the fork's head is sealed now. Text changed on both sides in different "

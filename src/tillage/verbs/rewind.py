@@ -8,7 +8,7 @@ from tillage.core.errors import PathNotInSnapshotError
 from tillage.errors import BusyError, IntegrityError
 from tillage.platform.errors import DiskFullError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, ToolSpec, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import ChangeInfo, SnapshotInfo, change_infos, snapshot_info
 
@@ -139,6 +139,12 @@ VERBS = (
             needs_confirmation=_needs_yes,
             preview=_as_preview,
             confirmed=_as_confirmed,
+            tool=ToolSpec(
+                name="workspace_restore",
+                rename=(("snapshot", "id"),),
+                guide="This moves the files on disk (it is not a rewind of the conversation). "
+                "`paths` (relative to the workspace) restores only those files or folders.",
+            ),
             doc="Put the folder (or --paths) back as it was in a snapshot, byte-exact. The "
             "present is sealed first and returned as `undo`, so a rewind can be rewound.",
         ),

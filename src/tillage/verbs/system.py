@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,6 +74,58 @@ def agents_md(_ctx: Any, _req: AgentsMdRequest) -> AgentsMdResult:
     return AgentsMdResult(markdown=render_agents_md(all_verbs()))
 
 
+@dataclass(frozen=True)
+class McpRequest:
+    list_tools: bool = param(
+        "print the tools it would offer here (name, description, schema, annotations) and "
+        "exit, instead of serving",
+        default=False,
+        flag="--list",
+    )
+
+
+@dataclass(frozen=True)
+class McpToolInfo:
+    name: str
+    verb: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, bool]
+
+
+@dataclass(frozen=True)
+class McpResult:
+    folder: str
+    attached: bool
+    # The tools offered here now: none on a folder that is not attached.
+    tools: tuple[McpToolInfo, ...]
+    # True: this process goes on to serve MCP on stdio (nothing is printed).
+    serving: bool
+
+
+def mcp(ctx: Any, req: McpRequest) -> McpResult:
+    if not req.list_tools:
+        return McpResult(folder=str(ctx.settings.folder), attached=False, tools=(), serving=True)
+    from tillage.verbs.tools import Toolbelt
+
+    belt = Toolbelt(ctx.settings)
+    try:
+        offered = belt.tools()
+    finally:
+        belt.close()
+    return McpResult(
+        folder=str(ctx.settings.folder),
+        attached=bool(offered),
+        tools=tuple(
+            McpToolInfo(
+                d.name, d.verb.contract.name, d.description, d.input_schema(), d.annotations()
+            )
+            for d in offered
+        ),
+        serving=False,
+    )
+
+
 def _markdown(result: AgentsMdResult) -> str:
     return result.markdown
 
@@ -121,5 +173,22 @@ VERBS = (
             raw_output=_markdown,
         ),
         agents_md,
+    ),
+    Verb(
+        Contract(
+            name="system.mcp",
+            since=1,
+            scope=Scope.FOLDER,
+            audience=Audience.USER,
+            effect=Effect.READ,
+            request=McpRequest,
+            result=McpResult,
+            cli="mcp",
+            serves="mcp",
+            doc="Serve this folder's tools to an agent over MCP on stdio (a harness launches "
+            "it: `till --repo DIR mcp`). They are the agent-audience verbs, derived from the "
+            "registry; a folder that is not attached is offered none of them.",
+        ),
+        mcp,
     ),
 )

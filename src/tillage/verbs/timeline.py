@@ -7,7 +7,16 @@ from dataclasses import dataclass
 
 from tillage.errors import BusyError, InvalidArgumentError, NotFoundError, TillageError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.contract import (
+    Audience,
+    Contract,
+    Effect,
+    Scope,
+    ToolLimit,
+    ToolSpec,
+    Verb,
+    param,
+)
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import (
     ChangeInfo,
@@ -58,11 +67,23 @@ def snap(ctx: Context, req: SnapRequest) -> SnapResult:
     )
 
 
+# What `workspace_snapshots` gives a model by default and at most (the schema, its
+# description and the call share these numbers: verbs/tools.py).
+SNAPSHOTS_DEFAULT = 20
+SNAPSHOTS_MAX = 100
+
+
 @dataclass(frozen=True)
 class TimelineRequest:
     limit: int = param("how many snapshots at most, newest first", default=50, short="-n")
     session: str | None = param("only snapshots of this agent session", default=None)
     trigger: str | None = param("only snapshots sealed for this reason", default=None)
+    before: str | None = param(
+        "only snapshots sealed at or before this time (RFC 3339, e.g. 2026-12-01T10:00:00Z, "
+        "or epoch seconds): `-n 1 --before T` is the state the folder was in at T",
+        default=None,
+        metavar="TIME",
+    )
 
 
 @dataclass(frozen=True)
@@ -81,9 +102,27 @@ def timeline(ctx: Context, req: TimelineRequest) -> TimelineResult:
             f"unknown trigger {echo(req.trigger)}", next_step="use one of: " + ", ".join(TRIGGERS)
         )
     rows = ctx.workspace.store.snapshots(
-        ctx.workspace.id, limit=req.limit, trigger=req.trigger, session=req.session
+        ctx.workspace.id,
+        limit=req.limit,
+        trigger=req.trigger,
+        session=req.session,
+        before_ns=None if req.before is None else _time_ns(req.before),
     )
     return TimelineResult(snapshots=tuple(snapshot_info(r) for r in rows))
+
+
+def _time_ns(text: str) -> int:
+    """Parses --before: RFC 3339 / ISO-8601 (UTC unless it says) or epoch seconds."""
+    from tillage.core.units import parse_now
+    from tillage.errors import echo
+
+    seconds = parse_now(text)
+    if seconds is None:
+        raise InvalidArgumentError(
+            f"not a time: {echo(text)}",
+            next_step="give an RFC 3339 time like 2026-12-01T10:00:00Z, or epoch seconds",
+        )
+    return int(seconds * 1_000_000_000)
 
 
 @dataclass(frozen=True)
@@ -278,6 +317,7 @@ def _contract(
     errors: tuple[type[TillageError], ...] = ID_ERRORS,
     event: str | None = None,
     raw_output: Callable[[Any], bytes | str | Iterable[bytes]] | None = None,
+    tool: ToolSpec | None = None,
 ) -> Contract[Any, Any]:
     return Contract(
         name=name,
@@ -292,6 +332,7 @@ def _contract(
         event=event,
         doc=doc,
         raw_output=raw_output,
+        tool=tool,
     )
 
 
@@ -310,6 +351,9 @@ VERBS = (
             "Seal the folder now as a snapshot.",
             errors=(BusyError,),
             event="sealed",
+            tool=ToolSpec(
+                guide="Make a restore point before something risky; `label` says why.",
+            ),
         ),
         snap,
     ),
@@ -322,6 +366,14 @@ VERBS = (
             Effect.READ,
             "The workspace's snapshots, newest first.",
             errors=(),
+            tool=ToolSpec(
+                name="workspace_snapshots",
+                limits=(ToolLimit("limit", SNAPSHOTS_DEFAULT, SNAPSHOTS_MAX),),
+                hidden=("session",),
+                guide="Each snapshot is a restore point for the whole folder (every file, "
+                "ignored ones and .env included), sealed automatically or on request; "
+                "`before` finds the state at a moment of the conversation.",
+            ),
         ),
         timeline,
     ),

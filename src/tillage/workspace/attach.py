@@ -19,6 +19,7 @@ from pathlib import Path
 from tillage.core.paths import CONTROL_DIR
 from tillage.errors import NotAttachedError, echo
 from tillage.platform.fs import atomic_write_at
+from tillage.platform.locks import file_lock
 from tillage.platform.names import random_hex
 from tillage.store.store import Store
 from tillage.workspace.errors import (
@@ -163,16 +164,26 @@ def attach(home: Path, folder: Path, home_dir: Path | None) -> Attachment:
     if _control_state(root) == "unsafe":
         _refuse_unsafe(root)
     store = Store.open(home)
-    found = _find(store, root)
-    if found is not None:
-        return Attachment(found, new=False, resumed=False)
-    earlier = store.forgotten_workspace_by_root(str(root))
-    workspace_id = earlier.id if earlier is not None else random_hex(16)
-    store.publish("attach", {"workspace": workspace_id, "root": str(root)})
-    write_pointer(root, workspace_id)
+    # One attach per folder at a time, across processes and threads: two at once would each
+    # find nothing and publish two workspaces for one folder.
+    with file_lock(_attach_lock(store, root), what="this folder's attachment"):
+        found = _find(store, root)
+        if found is not None:
+            return Attachment(found, new=False, resumed=False)
+        earlier = store.forgotten_workspace_by_root(str(root))
+        workspace_id = earlier.id if earlier is not None else random_hex(16)
+        store.publish("attach", {"workspace": workspace_id, "root": str(root)})
+        write_pointer(root, workspace_id)
     return Attachment(
         Workspace(workspace_id, root, store), new=earlier is None, resumed=earlier is not None
     )
+
+
+def _attach_lock(store: Store, root: Path) -> Path:
+    import hashlib
+
+    digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:24]
+    return store.locks_dir / f"attach-{digest}.lock"
 
 
 def _find(store: Store, start: Path) -> Workspace | None:
@@ -206,18 +217,26 @@ def _holds_pointer(root: Path, workspace_id: str) -> bool:
     return root.is_dir() and _read_pointer(root) == workspace_id
 
 
-def find_workspace(home: Path, folder: Path) -> Workspace | None:
+def find_workspace(home: Path, folder: Path, store: Store | None = None) -> Workspace | None:
     """Returns the attached workspace holding `folder`, or None (opens no store if none exists).
 
-    An interrupted rewind of the workspace is finished first (INV-7).
+    A long-lived door (the MCP server) passes the `store` it keeps open, so a call pays no
+    store start-up; it stays open either way. An interrupted rewind of the workspace is
+    finished first (INV-7).
     """
-    if not Store.exists(home) or not folder.is_dir():
+    if not folder.is_dir():
         return None
+    if store is None:
+        if not Store.exists(home):
+            return None
+        opened = Store.open(home)
+    else:
+        opened = store
     root = folder.resolve()
-    store = Store.open(home)
-    found = _find(store, root)
+    found = _find(opened, root)
     if found is None:
-        store.close()
+        if store is None:
+            opened.close()
         return None
     from tillage.workspace.recovery import recover_if_interrupted
 
@@ -225,11 +244,13 @@ def find_workspace(home: Path, folder: Path) -> Workspace | None:
     return found
 
 
-def require_workspace(home: Path, folder: Path, home_dir: Path | None = None) -> Workspace:
+def require_workspace(
+    home: Path, folder: Path, home_dir: Path | None = None, store: Store | None = None
+) -> Workspace:
     """Returns the attached workspace holding `folder`; folder_missing when the folder is gone,
-    workspace.not_attached otherwise."""
+    workspace.not_attached otherwise. `store`: one the caller keeps open (find_workspace)."""
     require_folder(folder)
-    found = find_workspace(home, folder)
+    found = find_workspace(home, folder, store)
     if found is None:
         reason = refusal(folder, home_dir, home)
         if reason is not None:

@@ -1,0 +1,326 @@
+"""Results said for a model: short prose with the IDs to pass back, capped in size.
+
+A model reads every byte of a tool result and pays for it, so what goes back is what it needs to
+act next: what happened, what changed, the exact call that applies or undoes it. Lists stop at
+TEXT_LIMIT bytes and say how much they left out; the full document travels beside the text for
+the harness (ToolResult.document). Pure: values in, text out.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tillage.core.units import count, size
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from tillage.errors import TillageError
+    from tillage.verbs.tools import ToolDef
+
+# About this many bytes of text go back to a model per call.
+TEXT_LIMIT = 4000
+
+
+def error_text(err: TillageError) -> str:
+    """An error as a model reads it: what went wrong, its name and code, what to do next."""
+    text = f"Error {err.name} ({err.code}): {err.message}"
+    if err.next:
+        text += f"\nNext: {err.next}"
+    return cap(text)
+
+
+def cap(text: str, limit: int = TEXT_LIMIT) -> str:
+    """`text` cut to about `limit` bytes at a line end, saying how much was left out."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    kept = data[:limit].decode(errors="ignore")
+    cut = kept.rfind("\n")
+    if cut > limit // 2:
+        kept = kept[:cut]
+    left = len(data) - len(kept.encode())
+    return f"{kept}\n… {size(left)} more left out (ask for less to see it)."
+
+
+def fit(head: str, lines: Sequence[str], noun: str, tail: str = "", limit: int = TEXT_LIMIT) -> str:
+    """`head`, as many of `lines` as fit in `limit` bytes with `tail`, and a note of how many
+    `noun`s (and bytes) were left out."""
+    budget = limit - len(head.encode()) - len(tail.encode()) - 80
+    shown: list[str] = []
+    used = 0
+    for line in lines:
+        cost = len(line.encode()) + 1
+        if used + cost > budget:
+            break
+        shown.append(line)
+        used += cost
+    parts = [head, *shown]
+    left = len(lines) - len(shown)
+    if left:
+        rest = sum(len(line.encode()) + 1 for line in lines[len(shown) :])
+        parts.append(f"… {count(left, noun)} more not shown ({size(rest)} left out).")
+    if tail:
+        parts.append(tail)
+    return "\n".join(parts)
+
+
+def render(tool: ToolDef, result: Any, request: Any = None) -> str:
+    """The text a model gets back for `result` of `tool` (asked with `request`)."""
+    from tillage.verbs.wire import to_wire
+
+    doc = to_wire(result)
+    own = getattr(result, "model_text", None)
+    if callable(own):
+        return cap(str(own()))
+    renderer = _RENDERERS.get(tool.verb.contract.name)
+    if renderer is not None:
+        return cap(renderer(doc, request))
+    return _generic(tool.name, doc)
+
+
+def _generic(name: str, doc: Any) -> str:
+    text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    return cap(f"{name} answered (JSON):\n{text}")
+
+
+def snapshot_line(s: dict[str, Any]) -> str:
+    """One snapshot on one line: short ID, when, why, label, size, and its marks."""
+    label = f' "{s["label"]}"' if s.get("label") else ""
+    marks = "".join(
+        [
+            " pinned" if s.get("pinned") else "",
+            " PARTIAL" if s.get("grade") == "partial" else "",
+        ]
+    )
+    who = f" agent={s['agent']}" if s.get("agent") else ""
+    return (
+        f"- {s['short']}  {s['sealed_at']}  {s['trigger']}{label}"
+        f"  ({count(s['files'], 'file')}, {size(s['bytes'])}){who}{marks}"
+    )
+
+
+def change_line(c: dict[str, Any]) -> str:
+    """One changed path: its kind and sizes."""
+    old, new = c.get("old_size"), c.get("new_size")
+    sizes = ""
+    if old is not None and new is not None and c["kind"] == "modified":
+        sizes = f" ({size(old)} → {size(new)})"
+    elif new is not None and c["kind"] != "deleted":
+        sizes = f" ({size(new)})"
+    elif old is not None:
+        sizes = f" (was {size(old)})"
+    return f"  {c['kind']} {c['path']}{sizes}"
+
+
+def _snapshots(doc: dict[str, Any], _request: Any) -> str:
+    snaps = doc["snapshots"]
+    if not snaps:
+        return "The timeline has no snapshots matching that."
+    head = (
+        f"{count(len(snaps), 'snapshot')}, newest first. Each is a state the whole folder "
+        "can be restored to, byte for byte:"
+    )
+    tail = (
+        "Pass a snapshot's ID (or its first 12 characters) to workspace_restore, which "
+        "previews before it changes anything."
+    )
+    return fit(head, [snapshot_line(s) for s in snaps], "snapshot", tail)
+
+
+def _paths_phrase(paths: Any) -> str:
+    if not paths:
+        return "the whole workspace"
+    return "the paths " + ", ".join(str(p) for p in paths) + " (as a whole)"
+
+
+def _restore(doc: dict[str, Any], request: Any) -> str:
+    snap = doc["snapshot"]
+    when = f"snapshot {snap['id']} (sealed {snap['sealed_at']}, {snap['trigger']}"
+    when += f', "{snap["label"]}")' if snap.get("label") else ")"
+    changes = doc["changes"]
+    lines = [change_line(c) for c in changes]
+    if not changes:
+        scope = _paths_phrase(getattr(request, "paths", None))
+        return f"Nothing to restore: {scope} already matches {when}. Nothing was changed."
+    if not doc["applied"]:
+        return fit(
+            f"Preview only; nothing was changed. Restoring {when} would change "
+            f"{count(len(changes), 'path')}:",
+            lines,
+            "path",
+            "To apply it, call workspace_restore again with the same snapshot and paths and "
+            "confirm: true. The present state is sealed first, so the restore can be undone.",
+        )
+    undo = doc.get("undo")
+    tail = (
+        f"The state before the restore was sealed first as snapshot {undo}. To undo this "
+        f"restore, call workspace_restore with snapshot {undo!r}, the same paths, and "
+        "confirm: true."
+    )
+    rescued = doc.get("rescued") or []
+    if rescued:
+        tail += f" {count(len(rescued), 'path')} in the way were kept aside: " + ", ".join(
+            rescued[:10]
+        )
+    return fit(f"Restored {when}: {count(len(changes), 'path')} changed:", lines, "path", tail)
+
+
+def _fork(doc: dict[str, Any], _request: Any) -> str:
+    f = doc["fork"]
+    made = "Made" if f.get("created") else "Used"
+    text = (
+        f"{made} fork {f['name']!r} at {f['path']} from snapshot {f['base'][:12]}"
+        + (f" ({count(f['files'], 'file')}, {size(f['bytes'])})" if f.get("files") else "")
+        + ". The workspace itself was not touched."
+    )
+    if f.get("exit_code") is not None:
+        text += f"\nThe command ran in the fork and exited with status {f['exit_code']}."
+        if f.get("head"):
+            text += f" The fork's state after it was sealed as {f['head'][:12]}."
+        output = (f.get("output") or "").strip()
+        if output:
+            text += "\nIts output (the end):\n" + _tail(output, 2000)
+    text += (
+        f"\nSee what it changed with workspace_diff (target {f['name']!r}); land it with "
+        f"workspace_merge (fork {f['name']!r}, a check command, preview first)."
+    )
+    return text
+
+
+def _tail(text: str, limit: int) -> str:
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return "…" + data[-limit:].decode(errors="ignore")
+
+
+def _merge(doc: dict[str, Any], _request: Any) -> str:
+    what = f"fork {doc['fork']!r}" if doc.get("fork") else f"snapshot {doc['theirs'][:12]}"
+    lines = [change_line(c) for c in doc.get("changed") or []]
+    conflicts = doc.get("conflicts") or []
+    if conflicts:
+        return fit(
+            f"Nothing landed: merging {what} has {count(len(conflicts), 'conflicting path')}, "
+            "changed on both sides:",
+            [f"  {c['path']}" for c in conflicts],
+            "conflict",
+            "The workspace was not changed. Resolve them in the fork (or rewind one side) and "
+            "merge again.",
+        )
+    if doc.get("check_failed"):
+        output = (doc.get("check_output") or "").strip()
+        return (
+            f"Nothing landed: the check failed on the merged result of {what} "
+            f"(exit status {doc.get('check_exit_code')}). The workspace was not changed."
+            + (f"\nThe check's output (the end):\n{_tail(output, 2500)}" if output else "")
+        )
+    if doc.get("dry_run"):
+        if not lines:
+            return f"Preview: merging {what} would change nothing."
+        return fit(
+            f"Preview only; nothing was changed. Merging {what} would change "
+            f"{count(len(lines), 'path')}:",
+            lines,
+            "path",
+            "Call workspace_merge with preview false (and a check command) to land it.",
+        )
+    if not doc.get("landed"):
+        return f"Merging {what} changed nothing: the workspace already has its changes."
+    tail = f"Sealed the result as snapshot {doc.get('result')}."
+    if doc.get("check_output") is not None:
+        tail += " The check passed."
+    if doc.get("undo"):
+        tail += (
+            f" To undo the merge, call workspace_restore with snapshot {doc['undo']!r} and "
+            "confirm: true."
+        )
+    return fit(f"Merged {what}: {count(len(lines), 'path')} landed:", lines, "path", tail)
+
+
+def _diff(doc: dict[str, Any], _request: Any) -> str:
+    changes = doc["changes"]
+    if not changes:
+        return "No differences."
+    return fit(
+        f"{count(len(changes), 'changed path')}:",
+        [change_line(c) for c in changes],
+        "change",
+    )
+
+
+def _snap(doc: dict[str, Any], _request: Any) -> str:
+    s = doc["snapshot"]
+    return (
+        f"Sealed snapshot {s['id']} ({count(s['files'], 'file')}, {size(s['bytes'])}) at "
+        f"{s['sealed_at']}. The folder can be restored to it with workspace_restore."
+    )
+
+
+def _status(doc: dict[str, Any], _request: Any) -> str:
+    head = doc.get("head")
+    lines = [
+        f"Workspace {doc.get('workspace')}: attached, "
+        + (
+            "a watcher is sealing changes as they happen."
+            if doc.get("watching")
+            else "no watcher running (the timeline moves only when something seals)."
+        ),
+        f"{count(doc.get('snapshots') or 0, 'snapshot')} in the timeline.",
+    ]
+    if head:
+        lines.append("Newest: " + snapshot_line(head)[2:])
+    fidelity = doc.get("fidelity") or []
+    if fidelity:
+        lines.append(f"{count(len(fidelity), 'path')} not captured exactly:")
+        lines += [f"  {f['path']}: {f['reason']}" for f in fidelity]
+    return "\n".join(lines)
+
+
+def _cat(doc: dict[str, Any], _request: Any) -> str:
+    import base64
+
+    data = base64.b64decode(doc["content_base64"])
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return (
+            f"{doc['path']} is a binary file of {size(doc['size'])}; its bytes are not shown "
+            "as text."
+        )
+    head = f"{doc['path']} ({size(doc['size'])}) as it was in that snapshot:\n"
+    if doc.get("truncated"):
+        text += f"\n… the rest of the file ({size(doc['size'] - len(data))}) is not shown."
+    return head + text
+
+
+def _events(doc: dict[str, Any], _request: Any) -> str:
+    events = doc["events"]
+    if not events:
+        return "No events."
+    lines = [
+        f"- cursor {e['cursor']}  {e['at']}  {e['kind']}  "
+        + json.dumps(e["detail"], ensure_ascii=False, separators=(",", ":"))
+        for e in events
+    ]
+    return fit(
+        f"{count(len(events), 'event')}, oldest first:",
+        lines,
+        "event",
+        f"Pass after {events[-1]['cursor']} next time to read only newer events.",
+    )
+
+
+_RENDERERS: dict[str, Callable[[dict[str, Any], Any], str]] = {
+    "timeline.cat": _cat,
+    "workspace.events": _events,
+    "timeline.list": _snapshots,
+    "workspace.rewind": _restore,
+    "fork.create": _fork,
+    "merge.apply": _merge,
+    "timeline.diff": _diff,
+    "timeline.snap": _snap,
+    "workspace.status": _status,
+}

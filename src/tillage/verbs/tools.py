@@ -1,0 +1,437 @@
+"""Verbs offered to a model as tools: one derivation for the MCP server and `tillage.agent`.
+
+A tool is an agent-audience verb of workspace scope, spelled for a model: its name, a
+description that says when to call it and what the numbers are, a JSON schema derived from the
+request dataclass, and annotations derived from the verb's effect. Calling one goes through the
+same `invoke` as every other door, so the safety rules and errors are the contract's; a
+destructive verb's tool previews unless it is called with `confirm: true`.
+
+A `Toolbelt` keeps the store open between calls (a model makes many), serialises them, and
+answers every failure as a result (`is_error`) with the error's code, name and next step:
+never an exception, never a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from functools import cache
+
+from tillage.errors import InternalError, InvalidArgumentError, TillageError
+from tillage.verbs.contract import Audience, Effect, Scope, ToolLimit, ToolSpec, Verb
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from tillage.verbs.invoke import Settings
+
+# The tools a model reaches for first, in this order; the rest follow in registry order.
+FIRST_TOOLS = ("workspace_snapshots", "workspace_restore", "workspace_fork", "workspace_merge")
+CONFIRM = "confirm"
+# The request fields a destructive verb's tool replaces with `confirm`.
+CONFIRM_FIELDS = ("yes", "dry_run")
+
+_JSON_TYPES = {"string": "string", "int": "integer", "bool": "boolean", "float": "number"}
+
+
+@dataclass(frozen=True)
+class ToolArg:
+    """One argument of a tool and the request field it fills."""
+
+    name: str
+    field: str
+    type: str  # the contract's type vocabulary (contract.type_name)
+    required: bool
+    doc: str
+    default: Any
+    limit: ToolLimit | None
+    command: bool  # the words of a command: one string for a model, run through sh -c
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """A verb as a model is offered it."""
+
+    name: str
+    verb: Verb[Any, Any]
+    description: str
+    args: tuple[ToolArg, ...]
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    # Takes `confirm` in place of `yes`/`dry_run`: previews unless it is true.
+    confirms: bool
+
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of the tool's arguments (no other property is accepted)."""
+        properties: dict[str, Any] = {}
+        for arg in self.args:
+            properties[arg.name] = _arg_schema(arg)
+        if self.confirms:
+            properties[CONFIRM] = {
+                "type": "boolean",
+                "default": False,
+                "description": "true applies the change; false (the default) only previews "
+                "it and changes nothing",
+            }
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": False,
+        }
+        required = [a.name for a in self.args if a.required]
+        if required:
+            schema["required"] = required
+        return schema
+
+    def annotations(self) -> dict[str, bool]:
+        """MCP's tool annotations, from the verb's effect."""
+        return {
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": False,
+        }
+
+
+def _arg_schema(arg: ToolArg) -> dict[str, Any]:
+    if arg.command:
+        schema: dict[str, Any] = {"type": "string"}
+    else:
+        kinds = [k for k in arg.type.split(" | ") if k != "null"]
+        kind = kinds[0] if kinds else "string"
+        if kind.startswith("list["):
+            inner = _JSON_TYPES.get(kind[5:-1], "string")
+            schema = {"type": "array", "items": {"type": inner}}
+        else:
+            schema = {"type": _JSON_TYPES.get(kind, "string")}
+    schema["description"] = arg.doc
+    if arg.limit is not None:
+        schema["minimum"] = arg.limit.minimum
+        schema["maximum"] = arg.limit.maximum
+        schema["default"] = arg.limit.default
+    elif not arg.required and arg.default not in (None, ()):
+        schema["default"] = arg.default
+    return schema
+
+
+def _derive(verb: Verb[Any, Any]) -> ToolDef | None:
+    contract = verb.contract
+    name = contract.tool_name()
+    if name is None:
+        return None
+    spec = contract.tool or ToolSpec()
+    renamed = {field: arg for arg, field in spec.rename}
+    limits = {limit.field: limit for limit in spec.limits}
+    confirms = contract.needs_confirmation is not None
+    hidden = set(spec.hidden) | (set(CONFIRM_FIELDS) if confirms else set())
+    args = []
+    for prm in contract.params():
+        if prm.name in hidden:
+            continue
+        limit = limits.get(prm.name)
+        args.append(
+            ToolArg(
+                name=renamed.get(prm.name, prm.name),
+                field=prm.name,
+                type=prm.type,
+                required=not prm.optional,
+                doc=prm.doc,
+                default=limit.default if limit is not None else prm.default,
+                limit=limit,
+                command=prm.spec.remainder,
+            )
+        )
+    effect = contract.effect
+    idempotent = spec.idempotent if spec.idempotent is not None else effect is Effect.READ
+    return ToolDef(
+        name=name,
+        verb=verb,
+        description=_description(contract.doc, spec, tuple(args), confirms),
+        args=tuple(args),
+        read_only=effect is Effect.READ,
+        destructive=effect is Effect.DESTRUCTIVE,
+        idempotent=idempotent,
+        confirms=confirms,
+    )
+
+
+def _description(doc: str, spec: ToolSpec, args: tuple[ToolArg, ...], confirms: bool) -> str:
+    parts = [doc.strip()]
+    if spec.guide:
+        parts.append(spec.guide.strip())
+    for arg in args:
+        if arg.limit is not None:
+            parts.append(f"`{arg.name}`: default {arg.limit.default}, at most {arg.limit.maximum}.")
+    if confirms:
+        parts.append(
+            "Without `confirm: true` this only previews what would change and changes nothing; "
+            "the present state is sealed before anything is applied, so it can be undone."
+        )
+    return " ".join(parts)
+
+
+@cache
+def tool_defs() -> tuple[ToolDef, ...]:
+    """Every tool, FIRST_TOOLS first, then the rest in registry order."""
+    from tillage.verbs.registry import all_verbs
+
+    found = [d for d in (_derive(v) for v in all_verbs()) if d is not None]
+    first = [d for name in FIRST_TOOLS for d in found if d.name == name]
+    return (*first, *(d for d in found if d.name not in FIRST_TOOLS))
+
+
+def is_tool(verb: Verb[Any, Any]) -> bool:
+    """Tells whether a verb is offered to models as a tool."""
+    c = verb.contract
+    return c.audience is Audience.AGENT and c.scope is Scope.WORKSPACE and c.tool_name() is not None
+
+
+def tool_def(name: str) -> ToolDef | None:
+    """The tool called `name`, or None."""
+    for d in tool_defs():
+        if d.name == name:
+            return d
+    return None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call says: `text` for the model (capped), `is_error`, and the machine
+    document (`--json`'s: the result, or `{"error": envelope}`) for the harness."""
+
+    text: str
+    is_error: bool
+    document: dict[str, Any]
+
+
+def decode_args(tool: ToolDef, args: Mapping[str, Any]) -> tuple[Any, bool]:
+    """Turns a model's arguments into the verb's request and `confirm`; a wrong name or type
+    is invalid_argument naming it (the schema says the same, but a model may not read it)."""
+    from tillage.verbs.contract import decode_request
+
+    if not isinstance(args, dict):
+        raise InvalidArgumentError(f"{tool.name}: arguments must be an object")
+    known = {a.name: a for a in tool.args}
+    allowed = sorted([*known, CONFIRM] if tool.confirms else known)
+    unknown = sorted(set(args) - set(allowed))
+    if unknown:
+        raise InvalidArgumentError(
+            f"{tool.name}: unknown argument {unknown[0]!r}",
+            next_step=f"its arguments are: {', '.join(allowed) or 'none'}",
+        )
+    confirm = False
+    if tool.confirms and CONFIRM in args:
+        confirm = _boolean(tool.name, CONFIRM, args[CONFIRM])
+    values: dict[str, Any] = {}
+    for arg in tool.args:
+        if arg.name not in args or args[arg.name] is None:
+            if arg.required:
+                raise InvalidArgumentError(f"{tool.name}: missing argument {arg.name!r}")
+            if arg.limit is not None:
+                values[arg.field] = arg.limit.default
+            continue
+        values[arg.field] = _value(tool.name, arg, args[arg.name])
+    return decode_request(tool.verb.contract, values), confirm
+
+
+def _boolean(tool: str, name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{tool}: {name} must be true or false")
+    return value
+
+
+def _value(tool: str, arg: ToolArg, value: Any) -> Any:
+    if arg.command:
+        if isinstance(value, str):
+            return (value,)
+        if isinstance(value, list) and value and all(isinstance(w, str) for w in value):
+            return tuple(value)
+        raise InvalidArgumentError(f"{tool}: {arg.name} must be a command line (a string)")
+    kinds = [k for k in arg.type.split(" | ") if k != "null"]
+    kind = kinds[0] if kinds else "string"
+    if kind.startswith("list["):
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise InvalidArgumentError(f"{tool}: {arg.name} must be a list of strings")
+        return tuple(value)
+    if kind == "bool":
+        return _boolean(tool, arg.name, value)
+    if kind == "int":
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidArgumentError(f"{tool}: {arg.name} must be an integer")
+        limit = arg.limit
+        if limit is not None and not limit.minimum <= value <= limit.maximum:
+            raise InvalidArgumentError(
+                f"{tool}: {arg.name} must be from {limit.minimum} to {limit.maximum}, not {value}",
+                next_step=f"ask for at most {limit.maximum} at a time",
+            )
+        return value
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{tool}: {arg.name} must be a string")
+    return value
+
+
+class Toolbelt:
+    """The tools of one folder, with the store kept open between calls.
+
+    Calls are serialised (one store connection, one workspace lock holder at a time). The
+    workspace is looked up on every call, so a folder attached, forgotten or moved since the
+    last call is answered as it is now.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._store: Any = None
+
+    def close(self) -> None:
+        """Closes the store kept open, if any."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    def attached(self) -> bool:
+        """Tells whether the folder is attached now (what decides whether tools are offered)."""
+        from tillage.workspace.attach import find_workspace
+
+        with self._lock:
+            try:
+                store = self._open_store()
+                if store is None:
+                    return False
+                return find_workspace(self.settings.home, self.settings.folder, store) is not None
+            except (TillageError, OSError):
+                return False
+
+    def tools(self) -> tuple[ToolDef, ...]:
+        """The tools offered now: all of them when the folder is attached, none otherwise."""
+        return tool_defs() if self.attached() else ()
+
+    def call(self, name: str, args: Mapping[str, Any] | None) -> ToolResult:
+        """Calls the tool `name`; every failure is an error result, never an exception."""
+        from tillage.verbs.tool_text import error_text
+
+        try:
+            tool = tool_def(name)
+            if tool is None:
+                from tillage.errors import NotFoundError
+
+                raise NotFoundError(
+                    f"no tool called {name!r}",
+                    next_step="list the tools again: they are offered only while the folder "
+                    "is attached",
+                )
+            with self._lock:
+                return self._call(tool, dict(args or {}))
+        except TillageError as err:
+            return ToolResult(error_text(err), True, {"error": err.envelope()})
+        except Exception as exc:  # the wire gets no traceback, ever
+            if self.settings.debug:
+                import traceback
+
+                traceback.print_exc()
+            internal = InternalError(f"internal error ({type(exc).__name__})")
+            return ToolResult(error_text(internal), True, {"error": internal.envelope()})
+
+    def run(self, verb_name: str, **params: Any) -> Any:
+        """Runs the verb called `verb_name` with the open store and returns its result; raises
+        its public errors (for a library's own methods; tools answer errors as results)."""
+        from tillage.verbs.contract import decode_request
+        from tillage.verbs.invoke import invoke
+        from tillage.verbs.registry import by_name
+
+        verb = by_name(verb_name)
+        request = decode_request(verb.contract, params)
+        with self._lock:
+            return _held(invoke(verb, self.settings, request, store=self._open_store()))
+
+    def _open_store(self) -> Any:
+        from tillage.store.store import Store
+
+        if self._store is not None and self._store._conn is not None:
+            self._store.catch_up()
+            return self._store
+        if not Store.exists(self.settings.home):
+            return None
+        self._store = Store.open(self.settings.home)
+        return self._store
+
+    def _call(self, tool: ToolDef, args: dict[str, Any]) -> ToolResult:
+        from tillage.verbs.invoke import invoke
+        from tillage.verbs.tool_text import render
+        from tillage.verbs.wire import to_wire
+
+        request, confirm = decode_args(tool, args)
+        contract = tool.verb.contract
+        store = self._open_store()
+        if tool.confirms:
+            assert contract.preview is not None and contract.confirmed is not None
+            preview = invoke(tool.verb, self.settings, contract.preview(request), store=store)
+            if not confirm or _changes_nothing(preview):
+                return ToolResult(render(tool, preview, request), False, to_wire(preview))
+            request = contract.confirmed(request)
+        result = _held(invoke(tool.verb, self.settings, request, store=store))
+        return ToolResult(render(tool, result, request), False, to_wire(result))
+
+
+# A file's content goes into a tool's document up to this many bytes (the text shows less).
+CONTENT_LIMIT = 1 << 20
+
+
+@dataclass(frozen=True)
+class HeldContent:
+    """A file's content as a tool answers it: read up to CONTENT_LIMIT, never streamed."""
+
+    path: str
+    size: int
+    content_base64: str
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class HeldEvents:
+    """A stream of events as a tool answers it: the ones asked for, read to the end."""
+
+    events: tuple[Any, ...]
+
+
+def _held(result: Any) -> Any:
+    """A result a door would stream (a file's bytes, a list of events), read into a value a
+    tool can answer with; anything else as it is."""
+    import base64
+
+    from tillage.verbs.wire import ByteStream
+
+    content = getattr(result, "content_base64", None)
+    if isinstance(content, ByteStream):
+        content.check()
+        data = bytearray()
+        for piece in content:
+            data += piece
+            if len(data) >= CONTENT_LIMIT:
+                break
+        kept = bytes(data[:CONTENT_LIMIT])
+        return HeldContent(
+            path=result.path,
+            size=result.size,
+            content_base64=base64.b64encode(kept).decode(),
+            truncated=len(kept) < result.size,
+        )
+    if callable(getattr(result, "stream", None)):
+        return HeldEvents(events=tuple(iter(result)))
+    return result
+
+
+def _changes_nothing(preview: Any) -> bool:
+    """A preview that lists changes and lists none: applying it would change nothing, so it is
+    not applied (no undo seal is made for nothing)."""
+    changes = getattr(preview, "changes", None)
+    return isinstance(changes, tuple) and not changes and dataclasses.is_dataclass(preview)
