@@ -29,6 +29,7 @@ VERB_MODULES = (
     "tillage.verbs.merge",
     "tillage.verbs.radar",
     "tillage.verbs.bisect",
+    "tillage.verbs.sessions",
 )
 
 
@@ -64,6 +65,16 @@ COMMANDS = {
     "try": "tillage.verbs.radar",
     "merge": "tillage.verbs.merge",
     "bisect": "tillage.verbs.bisect",
+    "mcp": "tillage.verbs.system",
+    "sessions": "tillage.verbs.sessions",
+    "session start": "tillage.verbs.sessions",
+    "session record": "tillage.verbs.sessions",
+    "session end": "tillage.verbs.sessions",
+    "session log": "tillage.verbs.sessions",
+    "session diff": "tillage.verbs.sessions",
+    "session revert": "tillage.verbs.sessions",
+    "session cleanup": "tillage.verbs.sessions",
+    "session changelog": "tillage.verbs.sessions",
 }
 
 
