@@ -100,8 +100,8 @@ class Workspace:
         return found[0] if found else None
 
     def mark(self, agent: str, turn: str | int) -> str:
-        """Seals a turn-end restore point attributed to `agent`'s `turn`, and returns its
-        snapshot ID (the head's when nothing changed since the last one)."""
+        """Seals a turn-end restore point attributed to `agent`'s `turn` (`till hook turn-end`,
+        called directly), and returns its snapshot ID."""
         result = self._belt.run("agent.hook", event="turn-end", agent=agent, turn=str(turn))
         if result.snapshot is None:
             from tillage.errors import NotAttachedError

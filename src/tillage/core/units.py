@@ -86,3 +86,39 @@ def parse_now(text: str) -> float | None:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()
+
+
+def latest_ns(text: str) -> int | None:
+    """The last nanosecond a written time can mean (epoch ns), or None when it is not a time.
+
+    `2026-12-01T10:00:00.123456Z` covers that whole microsecond, so a snapshot sealed at
+    .123456789 is "at or before" it: a time copied from the wire (microseconds) finds the
+    snapshot it was copied from. RFC 3339 UTC is read exactly, in integers; epoch seconds
+    and other ISO-8601 forms to the microsecond.
+    """
+    exact = _rfc3339_ns(text.strip())
+    if exact is not None:
+        return exact
+    seconds = parse_now(text)
+    if seconds is None:
+        return None
+    return round(seconds * 1_000_000) * 1000 + 999
+
+
+def _rfc3339_ns(text: str) -> int | None:
+    date, sep, clock = text.partition("T")
+    if not sep or not clock.endswith("Z"):
+        return None
+    try:
+        year, month, day = (int(part) for part in date.split("-"))
+        hh, mm, ss = clock[:-1].split(":")
+        whole, _, fraction = ss.partition(".")
+        if not (whole.isdigit() and (fraction.isdigit() or not fraction)) or len(fraction) > 9:
+            return None
+        seconds = _days_from_civil(year, month, day) * DAY + int(hh) * HOUR + int(mm) * 60
+        seconds += int(whole)
+    except ValueError:
+        return None
+    ns = int(fraction.ljust(9, "0")) if fraction else 0
+    last_of_unit: int = 10 ** (9 - len(fraction)) - 1
+    return seconds * 1_000_000_000 + ns + last_of_unit

@@ -59,6 +59,9 @@ def render_verb(verb: Verb[Any, Any]) -> list[str]:
     ]
     if c.needs_confirmation is not None:
         lines.append("- needs the explicit target and `--yes` (or previews with `--dry-run`)")
+    tool = c.tool_name()
+    if tool is not None:
+        lines.append(f"- MCP / tillage.agent tool: `{tool}`")
     for p in c.params():
         opt = ", optional" if p.optional else ""
         lines.append(f"- param `{_flag_for(p.name, p.spec)}` ({p.type}{opt}): {p.doc}")
@@ -71,6 +74,32 @@ def render_verb(verb: Verb[Any, Any]) -> list[str]:
     return lines
 
 
+TOOLS_INTRO = """\
+`till mcp` (an MCP server on stdio: `till --repo DIR mcp`) and `tillage.agent.tools(DIR)` offer
+these tools, derived from the agent-audience verbs above. A folder that is not attached is offered
+none of them. Failures are results with `isError` and the same `{"error": {code, name, message,
+next}}` document (MCP `structuredContent`), never protocol errors. A destructive tool previews
+unless it is called with `confirm: true`. The text for the model is capped at about 4,000 bytes
+and says what it left out; `structuredContent` carries the whole result document.
+"""
+
+
+def _tools_section() -> list[str]:
+    from tillage.verbs.tools import tool_defs
+
+    lines = ["## Tools (MCP and tillage.agent)", "", TOOLS_INTRO]
+    lines += ["| tool | verb | arguments | annotations |", "|---|---|---|---|"]
+    for d in tool_defs():
+        args = [f"`{a.name}`" + ("" if a.required else "?") for a in d.args]
+        if d.confirms:
+            args.append("`confirm`?")
+        hints = ", ".join(k for k, v in d.annotations().items() if v) or "none"
+        lines.append(
+            f"| `{d.name}` | {d.verb.contract.name} | {', '.join(args) or 'none'} | {hints} |"
+        )
+    return [*lines, ""]
+
+
 def render_agents_md(verbs: Iterable[Verb[Any, Any]]) -> str:
     """Returns the whole agent guide."""
     verbs = list(verbs)
@@ -79,6 +108,7 @@ def render_agents_md(verbs: Iterable[Verb[Any, Any]]) -> str:
         for verb in verbs:
             if verb.contract.audience is audience:
                 lines.extend(render_verb(verb))
+    lines += _tools_section()
     lines += ["## Error codes", "", "| code | name | next |", "|---|---|---|"]
     for cls in sorted(all_error_classes(), key=lambda e: (-e.code, e.name)):
         lines.append(f"| {cls.code} | `{cls.name}` | {cls.next_step} |")

@@ -79,8 +79,8 @@ class TimelineRequest:
     session: str | None = param("only snapshots of this agent session", default=None)
     trigger: str | None = param("only snapshots sealed for this reason", default=None)
     before: str | None = param(
-        "only snapshots sealed at or before this time (RFC 3339, e.g. 2026-12-01T10:00:00Z, "
-        "or epoch seconds): `-n 1 --before T` is the state the folder was in at T",
+        "only snapshots sealed at or before this time (RFC 3339 like 2026-12-01T10:00:00Z, "
+        "or epoch seconds); the newest of them is the state the folder was in then",
         default=None,
         metavar="TIME",
     )
@@ -112,17 +112,18 @@ def timeline(ctx: Context, req: TimelineRequest) -> TimelineResult:
 
 
 def _time_ns(text: str) -> int:
-    """Parses --before: RFC 3339 / ISO-8601 (UTC unless it says) or epoch seconds."""
-    from tillage.core.units import parse_now
+    """Parses --before: RFC 3339 / ISO-8601 (UTC unless it says) or epoch seconds, as the
+    last nanosecond it can mean (a time copied from a snapshot finds that snapshot)."""
+    from tillage.core.units import latest_ns
     from tillage.errors import echo
 
-    seconds = parse_now(text)
-    if seconds is None:
+    found = latest_ns(text)
+    if found is None:
         raise InvalidArgumentError(
             f"not a time: {echo(text)}",
             next_step="give an RFC 3339 time like 2026-12-01T10:00:00Z, or epoch seconds",
         )
-    return int(seconds * 1_000_000_000)
+    return found
 
 
 @dataclass(frozen=True)
@@ -422,6 +423,7 @@ VERBS = (
             Effect.WRITE,
             "Keep a snapshot exact through any future thinning of the timeline.",
             event="pinned",
+            tool=ToolSpec(idempotent=True),
         ),
         pin,
     ),
@@ -434,6 +436,7 @@ VERBS = (
             Effect.WRITE,
             "Let a pinned snapshot be thinned again.",
             event="unpinned",
+            tool=ToolSpec(idempotent=True),
         ),
         unpin,
     ),

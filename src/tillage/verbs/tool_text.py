@@ -28,8 +28,22 @@ def error_text(err: TillageError) -> str:
     """An error as a model reads it: what went wrong, its name and code, what to do next."""
     text = f"Error {err.name} ({err.code}): {err.message}"
     if err.next:
-        text += f"\nNext: {err.next}"
+        text += f"\nNext: {name_tools(err.next)}"
     return cap(text)
+
+
+def name_tools(text: str) -> str:
+    """Names the tool beside each `till COMMAND ...` a next step mentions: a model that has
+    the tools may have no shell."""
+    import re
+
+    from tillage.verbs.tools import tool_for_command
+
+    def named(match: re.Match[str]) -> str:
+        tool = tool_for_command(match.group(2))
+        return match.group(0) if tool is None else f"{match.group(0)} (tool {tool})"
+
+    return re.sub(r"`till (--json )?([a-z][a-z-]*)[^`]*`", named, text)
 
 
 def cap(text: str, limit: int = TEXT_LIMIT) -> str:

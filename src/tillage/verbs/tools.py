@@ -190,6 +190,14 @@ def is_tool(verb: Verb[Any, Any]) -> bool:
     return c.audience is Audience.AGENT and c.scope is Scope.WORKSPACE and c.tool_name() is not None
 
 
+def tool_for_command(cli: str) -> str | None:
+    """The tool offering the command `cli` (`timeline` → workspace_snapshots), or None."""
+    for d in tool_defs():
+        if d.verb.contract.cli == cli:
+            return d.name
+    return None
+
+
 def tool_def(name: str) -> ToolDef | None:
     """The tool called `name`, or None."""
     for d in tool_defs():

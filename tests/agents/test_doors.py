@@ -1,0 +1,126 @@
+"""One contract, many doors: every tool verb answers the same error envelope through the command
+line, MCP, the Python seam and the library call (one test walks the registry)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+import tillage.agent
+from tests.conftest import Till
+from tillage import api
+from tillage.errors import TillageError
+from tillage.hosts.mcp.server import build_server
+from tillage.verbs.invoke import Settings
+from tillage.verbs.tools import ToolDef, tool_defs
+
+pytestmark = pytest.mark.anyio
+
+SAMPLE = {"string": "abcdef", "int": 1, "bool": False}
+
+
+def _sample(kind: str) -> Any:
+    kind = [k for k in kind.split(" | ") if k != "null"][0]
+    if kind.startswith("list["):
+        return [SAMPLE.get(kind[5:-1], "abcdef")]
+    return SAMPLE.get(kind, "abcdef")
+
+
+def tool_args(d: ToolDef) -> dict[str, Any]:
+    """The least a model must pass: every required argument, with a plausible value."""
+    return {a.name: ("true" if a.command else _sample(a.type)) for a in d.args if a.required}
+
+
+def cli_words(d: ToolDef) -> list[str]:
+    """The same call on the command line."""
+    words = d.verb.contract.cli.split(" ")
+    command: list[str] = []
+    for prm in d.verb.contract.params():
+        if prm.optional:
+            continue
+        value = _sample(prm.type)
+        if prm.spec.remainder:
+            command = ["--", "true"]
+        elif prm.spec.positional:
+            words += [str(v) for v in (value if isinstance(value, list) else [value])]
+        else:
+            flag = prm.spec.flag or "--" + prm.name.replace("_", "-")
+            words += [flag, *(str(v) for v in (value if isinstance(value, list) else [value]))]
+    return [*words, *command]
+
+
+def api_params(d: ToolDef) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for prm in d.verb.contract.params():
+        if not prm.optional:
+            value = _sample(prm.type)
+            params[prm.name] = ("true",) if prm.spec.remainder else value
+    return params
+
+
+async def test_every_tool_answers_not_attached_alike_on_every_door(
+    till: Till, attached: Path
+) -> None:
+    seam_tools = {t.name: t for t in tillage.agent.tools(attached, home=till.home)}
+    assert set(seam_tools) == {d.name for d in tool_defs()}
+    till.json("forget")
+    settings = Settings(home=till.home, folder=attached, user_home=till.user_home)
+    server, belt = build_server(settings)
+    expected = {"code": -32060, "name": "workspace.not_attached"}
+    try:
+        async with Client(server) as client:
+            assert (await client.list_tools()).tools == [], "absent, not broken"
+            for d in tool_defs():
+                run = till("--json", *cli_words(d))
+                assert run.code == 1, (d.name, run.stdout, run.stderr)
+                cli_error = run.error
+
+                mcp_result = await client.call_tool(d.name, tool_args(d))
+                assert mcp_result.is_error, d.name
+                mcp_error = mcp_result.structured_content["error"]  # type: ignore[index]
+
+                seam_result = seam_tools[d.name].call(tool_args(d))
+                assert seam_result.is_error, d.name
+                seam_error = seam_result.document["error"]
+
+                with pytest.raises(TillageError) as raised:
+                    api.call(
+                        d.verb.contract.name,
+                        home=till.home,
+                        folder=attached,
+                        **api_params(d),
+                    )
+                api_error = raised.value.envelope()
+
+                for error in (cli_error, mcp_error, seam_error, api_error):
+                    assert {k: error[k] for k in expected} == expected, (d.name, error)
+                    assert error == cli_error, (d.name, error, cli_error)
+    finally:
+        belt.close()
+
+
+async def test_an_unknown_snapshot_is_the_same_error_on_every_door(
+    till: Till, attached: Path
+) -> None:
+    settings = Settings(home=till.home, folder=attached, user_home=till.user_home)
+    server, belt = build_server(settings)
+    seam = {t.name: t for t in tillage.agent.tools(attached, home=till.home)}
+    cases = [
+        ("workspace_restore", {"snapshot": "abcdef"}, ["rewind", "abcdef", "--dry-run"]),
+        ("workspace_show", {"id": "abcdef"}, ["show", "abcdef"]),
+        ("workspace_diff", {"target": "abcdef"}, ["diff", "abcdef"]),
+        ("workspace_pin", {"id": "abcdef"}, ["pin", "abcdef"]),
+    ]
+    try:
+        async with Client(server) as client:
+            for name, args, words in cases:
+                cli = till("--json", *words).error
+                mcp = (await client.call_tool(name, args)).structured_content["error"]  # type: ignore[index]
+                lib = seam[name].call(args).document["error"]
+                assert cli == mcp == lib, (name, cli, mcp, lib)
+                assert cli["code"] == -32061
+    finally:
+        belt.close()
