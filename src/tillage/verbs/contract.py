@@ -196,37 +196,54 @@ def params_of(request: type) -> list[Param]:
     return params
 
 
-@dataclass(frozen=True)
 class ToolLimit:
     """A bound a tool puts on an integer param: the schema, the description and the call
-    share these numbers, so a model is told exactly what the code enforces."""
+    share these numbers, so a model is told exactly what the code enforces.
 
-    field: str
-    default: int
-    maximum: int
-    minimum: int = 1
+    A plain class, not a dataclass: it is defined at every `till` start-up, and a dataclass
+    costs a millisecond to define."""
+
+    __slots__ = ("default", "field", "maximum", "minimum")
+
+    def __init__(self, field: str, default: int, maximum: int, minimum: int = 1) -> None:
+        self.field = field
+        self.default = default
+        self.maximum = maximum
+        self.minimum = minimum
 
 
-@dataclass(frozen=True)
 class ToolSpec:
     """How a verb is offered to a model as a tool (MCP, `tillage.agent`).
 
     Every agent-audience verb of workspace scope is a tool; this only says how it is spelled
     when that differs from the derived default (`workspace_` + the command, `-` as `_`).
     A destructive verb's tool takes `confirm` in place of `yes`/`dry_run`: without it the tool
-    previews. `rename` maps a tool argument to the request field it fills.
+    previews. `rename` maps a tool argument to the request field it fills; `hidden` fields are
+    not offered; `guide` is what a model should know beyond the contract's doc; `offered=False`
+    keeps an agent-audience verb off the tool list (say why in `guide`). A plain class for the
+    same reason as ToolLimit.
     """
 
-    name: str | None = None
-    rename: tuple[tuple[str, str], ...] = ()
-    hidden: tuple[str, ...] = ()
-    limits: tuple[ToolLimit, ...] = ()
-    # What a model should know beyond the contract's doc: when to call it, what comes back.
-    guide: str = ""
-    idempotent: bool | None = None
-    # False: this agent-audience verb is not offered as a tool (it attaches a folder, or is
-    # a harness's plumbing), with the reason in `guide`.
-    offered: bool = True
+    __slots__ = ("guide", "hidden", "idempotent", "limits", "name", "offered", "rename")
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        rename: tuple[tuple[str, str], ...] = (),
+        hidden: tuple[str, ...] = (),
+        limits: tuple[ToolLimit, ...] = (),
+        guide: str = "",
+        idempotent: bool | None = None,
+        offered: bool = True,
+    ) -> None:
+        self.name = name
+        self.rename = rename
+        self.hidden = hidden
+        self.limits = limits
+        self.guide = guide
+        self.idempotent = idempotent
+        self.offered = offered
 
 
 @dataclass(frozen=True)

@@ -90,9 +90,19 @@ def build_server(settings: Settings) -> tuple[Server[Any], Toolbelt]:
 
 def serve_stdio(settings: Settings) -> int:
     """Serves MCP on this process's stdin/stdout until the client closes stdin."""
+    import os
+    import sys
+
     import anyio
     from mcp.server.stdio import stdio_server
 
+    if os.isatty(0):
+        sys.stderr.write(
+            "till mcp speaks MCP (JSON-RPC) on stdin/stdout for an agent harness; it is not "
+            "interactive. Register it with your agent, e.g.\n"
+            f"  claude mcp add tillage -- till --repo {settings.folder} mcp\n"
+            "Serving until stdin closes (Ctrl-D) or Ctrl-C.\n"
+        )
     server, belt = build_server(settings)
 
     async def main() -> None:
