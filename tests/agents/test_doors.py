@@ -23,7 +23,7 @@ SAMPLE = {"string": "abcdef", "int": 1, "bool": False}
 
 
 def _sample(kind: str) -> Any:
-    kind = [k for k in kind.split(" | ") if k != "null"][0]
+    kind = next(k for k in kind.split(" | ") if k != "null")
     if kind.startswith("list["):
         return [SAMPLE.get(kind[5:-1], "abcdef")]
     return SAMPLE.get(kind, "abcdef")

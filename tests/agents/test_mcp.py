@@ -108,7 +108,8 @@ async def test_a_restore_previews_until_confirmed_and_says_how_to_undo(
         assert again.structured_content["applied"] is False  # type: ignore[index]
 
         undo = await client.call_tool(
-            "workspace_restore", {"snapshot": doc["undo"], "confirm": True}  # type: ignore[index]
+            "workspace_restore",
+            {"snapshot": doc["undo"], "confirm": True},  # type: ignore[index]
         )
         assert not undo.is_error
         assert (attached / "app.py").read_text() == "print('broken')\n"

@@ -67,7 +67,7 @@ def test_attach_attaches_without_leaving_a_watcher_running(till: Till, folder: P
     status = till.json("status")
     assert status["attached"] is True and status["watching"] is False
     assert status["head"]["trigger"] == "initial"
-    assert [t.name for t in ws.tools()][0] == "workspace_snapshots"
+    assert next(t.name for t in ws.tools()) == "workspace_snapshots"
 
 
 def test_five_threads_attaching_one_folder_at_once_all_succeed(till: Till, folder: Path) -> None:
@@ -80,7 +80,7 @@ def test_five_threads_attaching_one_folder_at_once_all_succeed(till: Till, folde
         try:
             barrier.wait()
             got.append(tillage.agent.attach(folder, home=till.home))
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=attach) for _ in range(5)]
@@ -147,9 +147,10 @@ def test_offer_sync_returns_commands_and_runs_nothing(till: Till, attached: Path
     remote = str(attached.parent / "remote-dir")
     offer = ws.offer_sync(remote)
     assert not Path(remote).exists(), "nothing was run"
-    assert any("remote add" in c and remote in c for c in offer.here)
-    assert any("clone" in c for c in offer.there)
-    assert "RECOVERY-KEY" in " ".join(offer.there)
+    assert any("remote add" in c and remote in c for c in offer.here_commands)
+    assert "till clone" in offer.there and "sync" in offer.here
+    assert "RECOVERY-KEY" in offer.there
+    assert offer.here.splitlines() == list(offer.here_commands)
     assert "key" in offer.note and offer.name == "project"
     with pytest.raises(ValueError):
         ws.offer_sync("  ")

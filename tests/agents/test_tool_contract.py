@@ -28,11 +28,15 @@ def test_every_agent_verb_of_a_workspace_is_a_tool_and_nothing_else_is() -> None
 
 def test_the_four_tools_a_model_reaches_for_come_first_in_a_fixed_order() -> None:
     names = [d.name for d in tool_defs()]
-    assert tuple(names[:4]) == FIRST_TOOLS == (
-        "workspace_snapshots",
-        "workspace_restore",
-        "workspace_fork",
-        "workspace_merge",
+    assert (
+        tuple(names[:4])
+        == FIRST_TOOLS
+        == (
+            "workspace_snapshots",
+            "workspace_restore",
+            "workspace_fork",
+            "workspace_merge",
+        )
     )
     for name in ("workspace_diff", "workspace_snap"):
         assert name in names

@@ -13,16 +13,29 @@ KEY_PLACEHOLDER = "<RECOVERY-KEY printed by `till remote add` on the first machi
 
 @dataclass(frozen=True)
 class SyncOffer:
-    """`here`: what to run on the machine holding the folder; `there`: on the machine that
-    should receive it (with a placeholder for the key this seam never has); `note`: the
+    """`here`: what to run on the machine holding the folder, as text (one command a line);
+    `there`: on the machine that should receive it, with a placeholder for the key this seam
+    never has; `here_commands`/`there_commands`: the same, one command each; `note`: the
     honest edge, for someone who reads only this."""
 
     workspace: str
     name: str
     remote: str
-    here: tuple[str, ...]
-    there: tuple[str, ...]
+    here: str
+    there: str
+    here_commands: tuple[str, ...]
+    there_commands: tuple[str, ...]
     note: str
+
+    def __str__(self) -> str:
+        return (
+            f"On this machine:\n{_indent(self.here)}\n"
+            f"On the other machine:\n{_indent(self.there)}\n{self.note}"
+        )
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
 
 
 def _quote(word: str) -> str:
@@ -56,4 +69,6 @@ def offer(workspace: str, remote: str, name: str | None = None) -> SyncOffer:
         "The remote sees only ciphertext under hashed names. If both machines change the "
         "folder, a pull reports `diverged` and changes nothing until one side is merged."
     )
-    return SyncOffer(workspace, shared, remote, here, there, note)
+    return SyncOffer(
+        workspace, shared, remote, "\n".join(here), "\n".join(there), here, there, note
+    )
