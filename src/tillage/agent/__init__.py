@@ -19,6 +19,7 @@ from tillage.agent.seam import (
     presence,
     tools,
 )
+from tillage.agent.sessions import Sessions
 from tillage.agent.sync_offer import SyncOffer
 from tillage.agent.workspace import Workspace
 from tillage.verbs.tools import ToolResult
@@ -26,6 +27,7 @@ from tillage.verbs.tools import ToolResult
 __all__ = [
     "PRESENCE_TTL",
     "Presence",
+    "Sessions",
     "SyncOffer",
     "Tool",
     "ToolResult",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from tillage.agent.seam import Tool
+    from tillage.agent.sessions import Sessions
     from tillage.agent.sync_offer import SyncOffer
     from tillage.verbs.invoke import Settings
 
@@ -165,36 +166,26 @@ class Workspace:
 
     # -- sessions ------------------------------------------------------------------------
 
+    @property
+    def sessions(self) -> Sessions:
+        """This workspace's agent-session changelogs (create_session_snapshot, subscribe...)."""
+        from tillage.agent.sessions import Sessions
+
+        return Sessions(self._settings, self._belt)
+
     def create_session_snapshot(
         self, session_id: str, kind: str, description: str | None = None
     ) -> Any:
         """Records a commit in agent session `session_id`'s changelog: `start` begins the
         chain (a baseline), `end` closes it, anything else records the changes since the
         previous commit (returning that commit when nothing changed)."""
-        verb = {"start": "session.start", "end": "session.end"}.get(kind, "session.record")
-        return self._belt.run(verb, session=session_id, description=description).commit
-
-    def session_log(self, session_id: str) -> list[Any]:
-        """A session's commits, oldest first (empty for an unknown session)."""
-        return list(self._belt.run("session.log", session=session_id).commits)
+        return self.sessions.create_session_snapshot(session_id, kind, description)
 
     def subscribe(
-        self,
-        session: str | None = None,
-        *,
-        stop: Any = None,
-        poll_seconds: float = 0.1,
+        self, session: str | None = None, *, stop: Any = None, poll_seconds: float = 0.1
     ) -> Iterator[Any]:
-        """Yields each new session commit as it is created (of `session`, or of any), from
-        now on, until `stop` (a threading.Event) is set; blocks between commits."""
-        from tillage.workspace.attach import require_workspace
-        from tillage.workspace.sessions import follow_commits
-
-        ws = require_workspace(self._settings.home, self._settings.folder, self._settings.user_home)
-        try:
-            yield from follow_commits(ws, session=session, poll_seconds=poll_seconds, stop=stop)
-        finally:
-            ws.store.close()
+        """Yields each new session commit as it is created (see Sessions.subscribe)."""
+        return self.sessions.subscribe(session, stop=stop, poll_seconds=poll_seconds)
 
 
 def _paths(paths: list[str] | tuple[str, ...] | str | None) -> tuple[str, ...] | None:
