@@ -6,8 +6,10 @@ watcher, shows the watcher sealing an edit on its own and an agent-turn hook sea
 restore point, lets an "agent" wreck it (`git clean -fdx`, a corrupted database, rewritten
 source), rewinds it byte-exact, then undoes the rewind; then three agents work in forks of
 it, the radar sees two of them touch one file, two merges land line by line behind a check
-and the third (a syntax error) lands nothing. Every step is a real `till --json` call. Exits
-non-zero if anything does not come back exactly.
+and the third (a syntax error) lands nothing; then an agent's harness works through `till mcp`
+(tools listed, a restore previewed and confirmed) inside a session whose changelog is printed.
+Every step is a real `till --json` call or MCP call. Exits non-zero if anything does not come
+back exactly.
 """
 
 from __future__ import annotations
@@ -175,6 +177,57 @@ def universes(root: Path) -> bool:
     )
 
 
+def agent_over_mcp(root: Path, secret: bytes) -> bool:
+    """An agent's harness launches `till mcp`; the agent, in a session whose changelog is kept
+    beside the timeline, finds the restore point its last turn left and brings back the `.env`
+    that `git clean` wiped (the wreck was put back in step 4). Returns whether it came back."""
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    print("6. An agent's harness launches `till mcp`; the agent works through its tools:")
+    session = "demo-session-1"
+    till(root, "session", "start", session, "-m", "the agent starts on the orders task")
+    (root / "NOTES.md").write_text("the .env is gone; restoring it from tillage\n")
+    till(root, "session", "record", session, "-m", "the agent writes notes")
+
+    async def work() -> bool:
+        server = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "tillage", "--repo", str(root), "mcp"],
+            env=dict(os.environ),
+        )
+        async with Client(server) as client:
+            tools = [t.name for t in (await client.list_tools()).tools]
+            print(f"   tools/list -> {len(tools)} tools: {', '.join(tools[:4])}, ...")
+            started = time.perf_counter()
+            listed = await client.call_tool("workspace_snapshots", {"trigger": "hook"})
+            took = (time.perf_counter() - started) * 1000
+            point = listed.structured_content["snapshots"][0]  # type: ignore[index]
+            print(
+                f"   workspace_snapshots (trigger hook) -> {point['short']} "
+                f"{point['label']!r} in {took:.1f} ms"
+            )
+            args = {"snapshot": point["id"], "paths": [".env"]}
+            preview = await client.call_tool("workspace_restore", args)
+            first = preview.content[0].text.splitlines()[0]  # type: ignore[union-attr]
+            print(f"   workspace_restore .env -> {first[:90]}...")
+            applied = await client.call_tool("workspace_restore", {**args, "confirm": True})
+            last = applied.content[0].text.splitlines()[-1]  # type: ignore[union-attr]
+            print(f"   ... with confirm: true -> {last[:90]}...")
+            return not applied.is_error
+
+    restored = anyio.run(work) and (root / ".env").read_bytes() == secret
+    till(root, "session", "end", session, "-m", "the agent brought .env back")
+    log = till(root, "session", "changelog", session)
+    print(f"   till session changelog {session} -> {len(log['commits'])} commits:")
+    for commit in log["commits"]:
+        files = ", ".join(f"{c['kind']} {c['path']}" for c in commit["changes"]) or "baseline"
+        print(f"     {commit['short']} {commit['description']!r}: {files}")
+    print(f"   .env is back byte-exact, NOTES.md kept: {restored and (root / 'NOTES.md').exists()}")
+    return restored and (root / "NOTES.md").exists()
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tillage-demo-") as tmp:
         root = Path(tmp) / "shop"
@@ -201,6 +254,7 @@ def main() -> int:
         head = turn["snapshot"]
         print(f"   till hook turn-end --agent demo-agent --turn 1 -> {head['label']!r}")
         before = fingerprint(root)
+        secret = (root / ".env").read_bytes()
 
         db.close()
         sh(root, "git", "clean", "-fdxq")
@@ -222,15 +276,16 @@ def main() -> int:
         undone = (root / "dev.db").read_bytes() == b"migration went wrong"
         print(f"4. till rewind {done['undo'][:12]} --yes -> the wrecked state is back: {undone}")
         merged = universes(root)
+        served = agent_over_mcp(root, secret)
         kinds = [e["kind"] for e in till_lines(root, "events")]
-        print(f"6. till events -> {len(kinds)} events: " + ", ".join(sorted(set(kinds))))
+        print(f"7. till events -> {len(kinds)} events: " + ", ".join(sorted(set(kinds))))
         till(root, "forget", "--purge", "--yes")
         watching = till_status_watching(root)
         print(
-            "7. till forget --purge --yes -> the watcher stopped, the demo workspace is "
+            "8. till forget --purge --yes -> the watcher stopped, the demo workspace is "
             f"detached from the store (watching: {watching})"
         )
-        if not (exact and undone and merged):
+        if not (exact and undone and merged and served):
             print("FAILED: the workspace did not come back exactly", file=sys.stderr)
             return 1
     return 0

@@ -229,3 +229,25 @@ async def test_tool_output_for_a_model_is_capped_and_says_what_it_left_out(
         assert len(said.encode()) <= 4200
         assert "more not shown" in said
         assert len(diff.structured_content["changes"]) == 400  # type: ignore[index]
+
+
+async def test_a_long_command_in_a_fork_holds_up_no_other_call(till: Till, attached: Path) -> None:
+    import anyio
+
+    async with in_process(till, attached) as client:
+        finished: dict[str, float] = {}
+
+        async def slow() -> None:
+            await client.call_tool("workspace_fork", {"name": "slow", "command": "sleep 3"})
+            finished["fork"] = anyio.current_time()
+
+        async def quick() -> None:
+            await anyio.sleep(0.5)  # the fork is running by now
+            listed = await client.call_tool("workspace_snapshots", {"limit": 1})
+            assert not listed.is_error
+            finished["snapshots"] = anyio.current_time()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(slow)
+            group.start_soon(quick)
+        assert finished["snapshots"] < finished["fork"]

@@ -289,35 +289,36 @@ def _value(tool: str, arg: ToolArg, value: Any) -> Any:
 class Toolbelt:
     """The tools of one folder, with the store kept open between calls.
 
-    Calls are serialised (one store connection, one workspace lock holder at a time). The
-    workspace is looked up on every call, so a folder attached, forgotten or moved since the
-    last call is answered as it is now.
+    Each thread that calls keeps a store of its own (an SQLite connection is not shared
+    across threads), so calls may run at once: a long command in a fork does not hold up a
+    look at the timeline, and writers meet at the workspace's own locks as separate processes
+    do. The workspace is looked up on every call, so a folder attached, forgotten or moved
+    since the last call is answered as it is now.
     """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
-        self._store: Any = None
+        self._stores: dict[int, Any] = {}
 
     def close(self) -> None:
-        """Closes the store kept open, if any."""
+        """Closes every store kept open (a later call opens one again)."""
         with self._lock:
-            if self._store is not None:
-                self._store.close()
-                self._store = None
+            stores, self._stores = list(self._stores.values()), {}
+        for store in stores:
+            store.close()
 
     def attached(self) -> bool:
         """Tells whether the folder is attached now (what decides whether tools are offered)."""
         from tillage.workspace.attach import find_workspace
 
-        with self._lock:
-            try:
-                store = self._open_store()
-                if store is None:
-                    return False
-                return find_workspace(self.settings.home, self.settings.folder, store) is not None
-            except (TillageError, OSError):
+        try:
+            store = self._open_store()
+            if store is None:
                 return False
+            return find_workspace(self.settings.home, self.settings.folder, store) is not None
+        except (TillageError, OSError):
+            return False
 
     def tools(self) -> tuple[ToolDef, ...]:
         """The tools offered now: all of them when the folder is attached, none otherwise."""
@@ -337,8 +338,7 @@ class Toolbelt:
                     next_step="list the tools again: they are offered only while the folder "
                     "is attached",
                 )
-            with self._lock:
-                return self._call(tool, dict(args or {}))
+            return self._call(tool, dict(args or {}))
         except TillageError as err:
             return ToolResult(error_text(err), True, {"error": err.envelope()})
         except Exception as exc:  # the wire gets no traceback, ever
@@ -358,19 +358,24 @@ class Toolbelt:
 
         verb = by_name(verb_name)
         request = decode_request(verb.contract, params)
-        with self._lock:
-            return _held(invoke(verb, self.settings, request, store=self._open_store()))
+        return _held(invoke(verb, self.settings, request, store=self._open_store()))
 
     def _open_store(self) -> Any:
+        """This thread's store, caught up with the log; None when there is no store yet."""
         from tillage.store.store import Store
 
-        if self._store is not None and self._store._conn is not None:
-            self._store.catch_up()
-            return self._store
+        me = threading.get_ident()
+        with self._lock:
+            store = self._stores.get(me)
+        if store is not None and store._conn is not None:
+            store.catch_up()
+            return store
         if not Store.exists(self.settings.home):
             return None
-        self._store = Store.open(self.settings.home)
-        return self._store
+        store = Store.open(self.settings.home)
+        with self._lock:
+            self._stores[me] = store
+        return store
 
     def _call(self, tool: ToolDef, args: dict[str, Any]) -> ToolResult:
         from tillage.verbs.invoke import invoke

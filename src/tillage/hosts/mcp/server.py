@@ -2,8 +2,9 @@
 
 The tool list is asked for, not fixed: a folder that is not attached gets no workspace tools
 (a capability that cannot work is absent, not broken), and one attached while the server runs
-gets them on the client's next `tools/list`. Calls run one at a time on a worker thread
-through verbs/tools.py's Toolbelt, which keeps the store open, so a call pays no start-up;
+gets them on the client's next `tools/list`. Calls run on worker threads (up to
+CONCURRENT_CALLS at once) through verbs/tools.py's Toolbelt, which keeps a store open per
+thread, so a call pays no start-up and a long command in a fork holds up no other call;
 every failure is a tool result with `isError` and the error's code, name and next step.
 
 The SDK (and pydantic, starlette, ...) is imported here only: `till` itself never pays for it.
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from tillage.verbs.tools import Toolbelt
 
 SERVER_NAME = "tillage"
+# Tool calls served at once (a client may send several; writers meet at the workspace's locks).
+CONCURRENT_CALLS = 4
 
 
 def instructions(folder: str) -> str:
@@ -46,10 +49,10 @@ def build_server(settings: Settings) -> tuple[Server[Any], Toolbelt]:
     from tillage.verbs.tools import Toolbelt
 
     belt = Toolbelt(dataclasses.replace(settings, own_process=False, command_output=None))
-    one_at_a_time = anyio.CapacityLimiter(1)
+    workers = anyio.CapacityLimiter(CONCURRENT_CALLS)
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
-        offered = await anyio.to_thread.run_sync(belt.tools, limiter=one_at_a_time)
+        offered = await anyio.to_thread.run_sync(belt.tools, limiter=workers)
         return types.ListToolsResult(
             tools=[
                 types.Tool(
@@ -71,7 +74,7 @@ def build_server(settings: Settings) -> tuple[Server[Any], Toolbelt]:
         def run() -> Any:
             return belt.call(params.name, params.arguments or {})
 
-        result = await anyio.to_thread.run_sync(run, limiter=one_at_a_time)
+        result = await anyio.to_thread.run_sync(run, limiter=workers)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=result.text)],
             structured_content=result.document,
