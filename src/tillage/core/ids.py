@@ -38,6 +38,7 @@ _BLOB_KEY = _domain_key("blob")
 _TREE_KEY = _domain_key("tree")
 _SNAPSHOT_KEY = _domain_key("snapshot")
 _LOG_KEY = _domain_key("publication-log")
+_COMMIT_KEY = _domain_key("session-commit")
 
 
 def chunk_id(data: bytes | memoryview) -> ChunkId:
@@ -58,6 +59,11 @@ def tree_id(encoded_tree: bytes) -> TreeId:
 def snapshot_id(encoded_snapshot: bytes) -> SnapshotId:
     """Returns the ID of a snapshot record's canonical encoding."""
     return SnapshotId(blake3(encoded_snapshot, key=_SNAPSHOT_KEY).digest())
+
+
+def commit_id(encoded_commit: bytes) -> str:
+    """Returns the hex ID of a session commit's canonical encoding (docs/design/format.md)."""
+    return blake3(encoded_commit, key=_COMMIT_KEY).hexdigest()
 
 
 def log_link(previous_hex: str, body: bytes) -> str:

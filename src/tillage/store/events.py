@@ -38,6 +38,10 @@ UNIVERSE_EVENTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "release": ("released", "workspace", ("id", "pattern", "owner")),
 }
 
+# Facts about agent sessions (workspace/sessions.py): each is the event `session`, its detail's
+# `action` telling which: `start` (a baseline commit), `commit`, `end` or `removed` (cleanup).
+SESSION_RECORDS = ("session_commit", "session_ended", "session_removed")
+
 # Every event kind (CONTRACT.md: `till events`); the ones that are not facts are appended.
 KINDS = (
     "sealed",
@@ -99,6 +103,15 @@ def event_of(store: Store, record: LogRecord) -> Event | None:
             workspace if isinstance(workspace, str) else None,
             detail if isinstance(detail, dict) else {},
         )
+    if record.kind in SESSION_RECORDS:
+        workspace = body.get("workspace")
+        return Event(
+            record.seq,
+            record.at_ns,
+            "session",
+            workspace if isinstance(workspace, str) else None,
+            session_detail(record.kind, body),
+        )
     universe = UNIVERSE_EVENTS.get(record.kind)
     if universe is not None:
         kind, about, keys = universe
@@ -126,6 +139,33 @@ def event_of(store: Store, record: LogRecord) -> Event | None:
             detail,
         )
     return Event(record.seq, record.at_ns, kind, _workspace_of(store, snapshot), detail)
+
+
+def session_detail(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The `session` event's detail for a session fact: what happened (`action`), to which
+    session, and the commit's facts a reader wants without asking again."""
+    if kind == "session_commit":
+        commit = body.get("id")
+        return {
+            "action": "start" if body.get("baseline") else "commit",
+            "session": body.get("session"),
+            "commit": commit,
+            "short": commit[:12] if isinstance(commit, str) else None,
+            "parent": body.get("parent"),
+            "snapshot": body.get("snapshot"),
+            "description": body.get("description"),
+            "changed_files": body.get("changed_files"),
+            "changed_total_size": body.get("changed_total_size"),
+        }
+    if kind == "session_ended":
+        commit = body.get("commit")
+        return {
+            "action": "end",
+            "session": body.get("session"),
+            "commit": commit,
+            "short": commit[:12] if isinstance(commit, str) else None,
+        }
+    return {"action": "removed", "session": body.get("session"), "commits": body.get("commits")}
 
 
 def _workspace_of(store: Store, snapshot: str) -> str | None:

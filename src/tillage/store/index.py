@@ -16,7 +16,7 @@ from pathlib import Path
 from tillage.errors import BusyError
 from tillage.platform.errors import DiskFullError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -43,6 +43,15 @@ CREATE TABLE IF NOT EXISTS claims(
     id TEXT PRIMARY KEY, family TEXT NOT NULL, pattern TEXT NOT NULL, owner TEXT NOT NULL,
     expires_ns INT, claimed_ns INT NOT NULL);
 CREATE INDEX IF NOT EXISTS claims_family ON claims(family);
+CREATE TABLE IF NOT EXISTS session_commits(
+    id TEXT PRIMARY KEY, workspace TEXT NOT NULL, session TEXT NOT NULL, seq INT NOT NULL,
+    parent TEXT, snapshot TEXT NOT NULL, description TEXT NOT NULL, created_ns INT NOT NULL,
+    file_count INT NOT NULL, total_size INT NOT NULL, changed_files INT NOT NULL,
+    changed_total_size INT NOT NULL, baseline INT NOT NULL, agent TEXT);
+CREATE INDEX IF NOT EXISTS session_commits_chain ON session_commits(workspace, session, seq);
+CREATE TABLE IF NOT EXISTS sessions(
+    workspace TEXT NOT NULL, id TEXT NOT NULL, created_ns INT NOT NULL, updated_ns INT NOT NULL,
+    commits INT NOT NULL, head TEXT NOT NULL, ended_ns INT, PRIMARY KEY(workspace, id));
 """
 
 
@@ -90,7 +99,18 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-TABLES = ("objects", "workspaces", "snapshots", "pins", "meta", "pathindex", "forks", "claims")
+TABLES = (
+    "objects",
+    "workspaces",
+    "snapshots",
+    "pins",
+    "meta",
+    "pathindex",
+    "forks",
+    "claims",
+    "session_commits",
+    "sessions",
+)
 
 
 def reset_schema(conn: sqlite3.Connection) -> None:

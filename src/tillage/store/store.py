@@ -100,6 +100,55 @@ class ClaimRow:
     claimed_ns: int
 
 
+@dataclass(frozen=True)
+class SessionCommitRow:
+    """A commit of an agent session's chain as the index knows it (a `session_commit` fact):
+    the snapshot it names, its parent commit (None for the baseline) and its change counts."""
+
+    id: str
+    workspace: str
+    session: str
+    seq: int
+    parent: str | None
+    snapshot: str
+    description: str
+    created_ns: int
+    file_count: int
+    total_size: int
+    changed_files: int
+    changed_total_size: int
+    baseline: bool
+    agent: str | None
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """An agent session of a workspace: its commits' count, times and head commit, and when
+    `session end` marked it ended (None while it goes on)."""
+
+    workspace: str
+    id: str
+    created_ns: int
+    updated_ns: int
+    commits: int
+    head: str
+    ended_ns: int | None
+
+
+_COMMIT_COLS = (
+    "id, workspace, session, seq, parent, snapshot, description, created_ns, file_count, "
+    "total_size, changed_files, changed_total_size, baseline, agent"
+)
+_SESSION_COLS = "workspace, id, created_ns, updated_ns, commits, head, ended_ns"
+
+
+def _commit_row(row: tuple[Any, ...]) -> SessionCommitRow:
+    # The columns are _COMMIT_COLS in SessionCommitRow's field order; `baseline` is 0 or 1.
+    values = list(row)
+    values[12] = bool(values[12])
+    return SessionCommitRow(*values)
+
+
 _SNAP_COLS = (
     "id, workspace, seq, sealed_at_ns, trigger, label, parent, tree, files, bytes, grade, "
     "agent, turn, session, merged_from, "
@@ -362,6 +411,8 @@ class Store:
             )
         elif r.kind == "release":
             c.execute("DELETE FROM claims WHERE id=?", (b["id"],))
+        elif r.kind in ("session_commit", "session_ended", "session_removed"):
+            _apply_session(c, r)
         elif r.kind == "pin":
             c.execute("INSERT OR IGNORE INTO pins(snapshot) VALUES (?)", (b["snapshot"],))
         elif r.kind == "unpin":
@@ -378,6 +429,9 @@ class Store:
                     (b["workspace"],),
                 )
                 c.execute("DELETE FROM snapshots WHERE workspace=?", (b["workspace"],))
+                # A purged timeline's sessions name snapshots that are gone: they go too.
+                c.execute("DELETE FROM session_commits WHERE workspace=?", (b["workspace"],))
+                c.execute("DELETE FROM sessions WHERE workspace=?", (b["workspace"],))
         # Any other kind (an `event`, or one a later version adds) holds no index state: the
         # index only moves past it (store/events.py reads events from the log itself).
         ix.set_meta(c, "log_offset", str(r.end_offset))
@@ -415,6 +469,11 @@ class Store:
             self._replay(0, GENESIS)
             ix.set_meta(self.conn, "schema", str(ix.SCHEMA_VERSION))
         return count
+
+    def last_seq(self) -> int:
+        """The seq of the log's last record (0 for an empty log), after catching up with it."""
+        self.catch_up()
+        return self._log_position()[0]
 
     # -- publication -----------------------------------------------------------------------
 
@@ -601,6 +660,64 @@ class Store:
         )
         return [ClaimRow(*r) for r in rows]
 
+    # -- agent sessions --------------------------------------------------------------------
+
+    def session_commits(self, workspace_id: str, session: str) -> list[SessionCommitRow]:
+        """A session's commits, oldest first (an unknown session has none)."""
+        rows = self.conn.execute(
+            f"SELECT {_COMMIT_COLS} FROM session_commits WHERE workspace=? AND session=? "
+            "ORDER BY seq",
+            (workspace_id, session),
+        )
+        return [_commit_row(r) for r in rows]
+
+    def session_head(self, workspace_id: str, session: str) -> SessionCommitRow | None:
+        """A session's newest commit, or None when it has none."""
+        row = self.conn.execute(
+            f"SELECT {_COMMIT_COLS} FROM session_commits WHERE workspace=? AND session=? "
+            "ORDER BY seq DESC LIMIT 1",
+            (workspace_id, session),
+        ).fetchone()
+        return None if row is None else _commit_row(row)
+
+    def session_first(self, workspace_id: str, session: str) -> SessionCommitRow | None:
+        """A session's first commit (its baseline), or None when it has none."""
+        row = self.conn.execute(
+            f"SELECT {_COMMIT_COLS} FROM session_commits WHERE workspace=? AND session=? "
+            "ORDER BY seq LIMIT 1",
+            (workspace_id, session),
+        ).fetchone()
+        return None if row is None else _commit_row(row)
+
+    def session_commit(self, commit_id: str) -> SessionCommitRow | None:
+        row = self.conn.execute(
+            f"SELECT {_COMMIT_COLS} FROM session_commits WHERE id=?", (commit_id,)
+        ).fetchone()
+        return None if row is None else _commit_row(row)
+
+    def session_commits_with_prefix(self, workspace_id: str, prefix: str) -> list[str]:
+        """Up to two commit IDs of the workspace's sessions that start with `prefix`."""
+        rows = self.conn.execute(
+            "SELECT id FROM session_commits WHERE workspace=? AND id >= ? AND id < ? LIMIT 2",
+            (workspace_id, prefix, prefix + "g"),
+        )
+        return [r[0] for r in rows]
+
+    def sessions(self, workspace_id: str) -> list[SessionRow]:
+        """A workspace's sessions, most recently updated first."""
+        rows = self.conn.execute(
+            f"SELECT {_SESSION_COLS} FROM sessions WHERE workspace=? ORDER BY updated_ns DESC, id",
+            (workspace_id,),
+        )
+        return [SessionRow(*r) for r in rows]
+
+    def session(self, workspace_id: str, session: str) -> SessionRow | None:
+        row = self.conn.execute(
+            f"SELECT {_SESSION_COLS} FROM sessions WHERE workspace=? AND id=?",
+            (workspace_id, session),
+        ).fetchone()
+        return None if row is None else SessionRow(*row)
+
     def bytes_on_disk(self) -> int:
         """The store's size without walking it: every indexed record's bytes plus the log and
         the index files (half-written packs of killed seals are not counted until reclaimed)."""
@@ -610,6 +727,68 @@ class Store:
             with contextlib.suppress(OSError):
                 total += path.stat().st_size
         return total
+
+
+def _apply_session(c: sqlite3.Connection, r: LogRecord) -> None:
+    """Applies a session fact: a commit extends its session's chain (and reopens an ended
+    session), `session_ended` marks it ended, `session_removed` (cleanup) drops its commits
+    up to the head the cleanup saw; snapshots are never touched (they are the timeline's)."""
+    b = r.body
+    workspace, session = b["workspace"], b["session"]
+    if r.kind == "session_commit":
+        c.execute(
+            f"INSERT OR REPLACE INTO session_commits({_COMMIT_COLS}) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                b["id"],
+                workspace,
+                session,
+                r.seq,
+                b.get("parent"),
+                b["snapshot"],
+                b.get("description") or "",
+                b["created_ns"],
+                b["file_count"],
+                b["total_size"],
+                b["changed_files"],
+                b["changed_total_size"],
+                1 if b.get("baseline") else 0,
+                b.get("agent"),
+            ),
+        )
+        c.execute(
+            f"INSERT INTO sessions({_SESSION_COLS}) VALUES (?,?,?,?,1,?,NULL) "
+            "ON CONFLICT(workspace, id) DO UPDATE SET "
+            "updated_ns=MAX(updated_ns, excluded.updated_ns), commits=commits+1, "
+            "head=excluded.head, ended_ns=NULL",
+            (workspace, session, b["created_ns"], b["created_ns"], b["id"]),
+        )
+    elif r.kind == "session_ended":
+        c.execute(
+            "UPDATE sessions SET ended_ns=?, updated_ns=MAX(updated_ns, ?) "
+            "WHERE workspace=? AND id=?",
+            (r.at_ns, r.at_ns, workspace, session),
+        )
+    else:
+        head = c.execute("SELECT seq FROM session_commits WHERE id=?", (b.get("head"),)).fetchone()
+        upto = head[0] if head is not None else r.seq
+        c.execute(
+            "DELETE FROM session_commits WHERE workspace=? AND session=? AND seq<=?",
+            (workspace, session, upto),
+        )
+        left = c.execute(
+            "SELECT COUNT(*), MIN(created_ns), MAX(created_ns) FROM session_commits "
+            "WHERE workspace=? AND session=?",
+            (workspace, session),
+        ).fetchone()
+        if not left[0]:
+            c.execute("DELETE FROM sessions WHERE workspace=? AND id=?", (workspace, session))
+        else:  # commits made after the cleanup looked (never under the lock it holds)
+            c.execute(
+                "UPDATE sessions SET commits=?, created_ns=?, updated_ns=? "
+                "WHERE workspace=? AND id=?",
+                (left[0], left[1], left[2], workspace, session),
+            )
 
 
 def _is_read_only_failure(exc: BaseException) -> bool:
