@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tillage.hosts.cli.payload import read_payload
-from tillage.hosts.cli.where import absolute, command_word, expand_user, store_home, user_home
+from tillage.hosts.cli.where import absolute, command_of, expand_user, store_home, user_home
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -197,9 +197,20 @@ def build_parser(only: Any = None, *, out: Any = None, width: int = 100) -> Pars
     )
     _global_flags(root, suppress=False)
     sub = root.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for verb in [only] if only is not None else all_verbs():
+    verbs = [only] if only is not None else list(all_verbs())
+    groups: dict[str, Any] = {}
+    for verb in verbs:
         c = verb.contract
-        p = sub.add_parser(c.cli, help=c.doc, description=c.doc, out=out, formatter_class=formatter)
+        head, _, tail = c.cli.partition(" ")
+        if tail:  # a two-word command (`session start`): a subcommand of its group's parser
+            if head not in groups:
+                groups[head] = _group(sub, head, verbs, out, formatter)
+            where = groups[head]
+        else:
+            where, tail = sub, c.cli
+        p = where.add_parser(
+            tail, help=c.doc, description=c.doc, out=out, formatter_class=formatter
+        )
         _global_flags(p, suppress=True)
         for prm in c.params():
             _add_param(p, prm)
@@ -208,6 +219,20 @@ def build_parser(only: Any = None, *, out: Any = None, width: int = 100) -> Pars
             # line still shows where it goes.
             p.usage = p.format_usage().removeprefix("usage: ").rstrip() + " -- CMD ..."
     return root
+
+
+def _group(sub: Any, head: str, verbs: list[Any], out: Any, formatter: Any) -> Any:
+    """The parser of a group of two-word commands (`till session start`): its subcommands,
+    each a verb; `till session` alone or with an unknown word is a usage error."""
+    tails = [
+        v.contract.cli.partition(" ")[2] for v in verbs if v.contract.cli.startswith(head + " ")
+    ]
+    text = f"{head} commands: {', '.join(tails)} (`till {head} SUBCOMMAND --help`)"
+    parser = sub.add_parser(head, help=text, description=text, out=out, formatter_class=formatter)
+    _global_flags(parser, suppress=True)
+    return parser.add_subparsers(
+        dest="subcommand", metavar="SUBCOMMAND", parser_class=Parser, required=True
+    )
 
 
 def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
@@ -503,9 +528,10 @@ def _harness_fed(verb: Any) -> bool:
 
 def _run(argv: list[str], call: _Call) -> int:
     from tillage.errors import TillageError
-    from tillage.verbs.registry import verb_for_command
+    from tillage.verbs.registry import COMMANDS, verb_for_command
 
-    word = command_word(argv)
+    groups = {c.partition(" ")[0] for c in COMMANDS if " " in c}
+    word = command_of(argv, groups)
     only = verb_for_command(word) if word is not None else None
     columns = call.io.env.get("COLUMNS", "")
     argv, command = _split_command(only, argv)

@@ -13,7 +13,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
 # Kept equal to tillage.core.paths.CONTROL_DIR, tillage.workspace.attach.POINTER and
 # tillage.workspace.watchstate.socket_path by tests/cli/test_fast_door.py: importing those
@@ -39,6 +39,26 @@ def command_word(argv: Sequence[str]) -> str | None:
         elif word == "--":
             return None
     return None
+
+
+def command_of(argv: Sequence[str], groups: Collection[str]) -> str | None:
+    """Returns the command a command line names: its first word that is not a global flag, or,
+    when that word is a group of commands (`session`), it and the next such word joined by a
+    space (`session start`); a group word with nothing after it is returned alone."""
+    words: list[str] = []
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in VALUE_FLAGS:
+            skip = True
+        elif word == "--":
+            break
+        elif not word.startswith("-"):
+            words.append(word)
+            if words[0] not in groups or len(words) == 2:
+                break
+    return " ".join(words) if words else None
 
 
 def repo_arg(argv: Sequence[str]) -> str | None:
