@@ -494,6 +494,7 @@ FEATURE_PAGES = {
     "claim.": "tillage.hosts.cli.human_radar",
     "try.": "tillage.hosts.cli.human_radar",
     "bisect.": "tillage.hosts.cli.human_bisect",
+    "session.": "tillage.hosts.cli.human_sessions",
 }
 
 
@@ -670,6 +671,17 @@ _UNIVERSE_WORDS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "conflict": _conflict_words,
     "claimed": lambda d: [str(d.get("pattern")), "by", str(d.get("owner"))],
     "released": lambda d: [str(d.get("pattern")), "by", str(d.get("owner"))],
+    "session": lambda d: [
+        str(d.get("action")),
+        str(d.get("session")),
+        *([f'"{str(d["description"]).splitlines()[0]}"'] if d.get("description") else []),
+        *(
+            [units.count(int(d["changed_files"]), "file") + " changed"]
+            if d.get("action") == "commit" and isinstance(d.get("changed_files"), int)
+            else []
+        ),
+        *([units.count(int(d["commits"]), "commit")] if isinstance(d.get("commits"), int) else []),
+    ],
 }
 
 

@@ -1,0 +1,606 @@
+"""Session changelogs: a linear chain of commits over snapshots per agent session.
+
+`till session start | record | end | log | diff | revert | cleanup | changelog` and `till
+sessions`. A commit names the snapshot that holds the session's state then, the commit before
+it, and what changed; the commits are facts in the store's log (workspace/sessions.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tillage.errors import BusyError, IntegrityError
+from tillage.platform.errors import DiskFullError
+from tillage.store.errors import SnapshotNotFoundError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import ChangeInfo, change_infos
+from tillage.workspace.session_errors import (
+    BadCleanupLimitError,
+    BadCommitIdError,
+    BadDescriptionError,
+    BadSessionIdError,
+    CommitAmbiguousError,
+    CommitNotFoundError,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# Declared here (core/sessions.py says the same) so listing contracts imports no feature code.
+DEFAULT_MAX_AGE_DAYS = 30
+DEFAULT_MAX_SESSIONS = 100
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """The contract's commit object: one link of a session's chain."""
+
+    id: str
+    short: str
+    # The commit before this one in its session; null for the baseline.
+    parent: str | None
+    session: str
+    # The snapshot holding the folder as it was at this commit (`till show`, `till cat`).
+    snapshot: str
+    description: str
+    created_at: str
+    # Files and bytes of the whole folder at this commit.
+    file_count: int
+    total_size: int
+    # Non-folder paths changed since the parent commit, and the new sizes of those added,
+    # modified or re-typed (deleted files count as changed but add no bytes); 0 for a baseline.
+    changed_files: int
+    changed_total_size: int
+    is_baseline: bool
+    agent: str | None
+
+
+def commit_info(row: Any) -> CommitInfo:
+    """Returns a store SessionCommitRow as the contract's commit object."""
+    from tillage.platform.clock import rfc3339
+
+    return CommitInfo(
+        id=row.id,
+        short=row.id[:12],
+        parent=row.parent,
+        session=row.session,
+        snapshot=row.snapshot,
+        description=row.description,
+        created_at=rfc3339(row.created_ns),
+        file_count=row.file_count,
+        total_size=row.total_size,
+        changed_files=row.changed_files,
+        changed_total_size=row.changed_total_size,
+        is_baseline=row.baseline,
+        agent=row.agent,
+    )
+
+
+SESSION_DOC = "the session's ID: any text of 1 to 200 characters without control characters"
+COMMIT_ERRORS = (BadCommitIdError, CommitNotFoundError, CommitAmbiguousError)
+
+
+# -- start, record, end --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionCommitRequest:
+    session: str = param(SESSION_DOC, positional=True, metavar="SESSION")
+    description: str | None = param(
+        "what this commit is, for the changelog (at most 4096 characters)",
+        default=None,
+        short="-m",
+        flag="--description",
+        aliases=("--message",),
+        metavar="DESC",
+    )
+
+
+@dataclass(frozen=True)
+class SessionCommitResult:
+    commit: CommitInfo
+    # A new commit was made; false when the answer is one that already held this state (the
+    # baseline of a session started again, the newest commit when nothing changed).
+    added: bool
+    # A new snapshot was sealed for it.
+    sealed: bool
+    # The session is marked ended (`session end`).
+    ended: bool
+
+
+def _commit_result(done: Any) -> SessionCommitResult:
+    return SessionCommitResult(
+        commit=commit_info(done.commit), added=done.added, sealed=done.sealed, ended=done.ended
+    )
+
+
+def session_start(ctx: Context, req: SessionCommitRequest) -> SessionCommitResult:
+    from tillage.workspace.sessions import start
+
+    return _commit_result(
+        start(ctx.workspace, req.session, req.description, agent=ctx.settings.agent)
+    )
+
+
+def session_record(ctx: Context, req: SessionCommitRequest) -> SessionCommitResult:
+    from tillage.workspace.sessions import record
+
+    return _commit_result(
+        record(ctx.workspace, req.session, req.description, agent=ctx.settings.agent)
+    )
+
+
+def session_end(ctx: Context, req: SessionCommitRequest) -> SessionCommitResult:
+    from tillage.workspace.sessions import record
+
+    done = record(ctx.workspace, req.session, req.description, agent=ctx.settings.agent, end=True)
+    return _commit_result(done)
+
+
+# -- log, sessions, diff, changelog ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionLogRequest:
+    session: str = param(SESSION_DOC, positional=True, metavar="SESSION")
+
+
+@dataclass(frozen=True)
+class SessionLogResult:
+    session: str
+    # Oldest first; empty for a session that has no commits (unknown, or removed by cleanup).
+    commits: tuple[CommitInfo, ...]
+
+
+def session_log(ctx: Context, req: SessionLogRequest) -> SessionLogResult:
+    from tillage.workspace.sessions import session_log as log
+
+    rows = log(ctx.workspace, req.session)
+    return SessionLogResult(session=req.session, commits=tuple(commit_info(r) for r in rows))
+
+
+@dataclass(frozen=True)
+class SessionsRequest:
+    pass
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    id: str
+    commits: int
+    created_at: str
+    # When its newest commit was made (or it was ended, if later).
+    updated_at: str
+    ended: bool
+    ended_at: str | None
+    # Its newest commit's ID.
+    head: str
+
+
+@dataclass(frozen=True)
+class SessionsResult:
+    # Most recently updated first.
+    sessions: tuple[SessionInfo, ...]
+
+
+def sessions(ctx: Context, req: SessionsRequest) -> SessionsResult:
+    from tillage.platform.clock import rfc3339
+    from tillage.workspace.sessions import list_sessions
+
+    return SessionsResult(
+        sessions=tuple(
+            SessionInfo(
+                id=r.id,
+                commits=r.commits,
+                created_at=rfc3339(r.created_ns),
+                updated_at=rfc3339(r.updated_ns),
+                ended=r.ended_ns is not None,
+                ended_at=rfc3339(r.ended_ns) if r.ended_ns is not None else None,
+                head=r.head,
+            )
+            for r in list_sessions(ctx.workspace)
+        )
+    )
+
+
+@dataclass(frozen=True)
+class SessionDiffRequest:
+    commit: str = param(
+        "a session commit: its ID or a unique prefix of at least 6", positional=True
+    )
+    to: str | None = param(
+        "another commit to compare COMMIT to (default: compare COMMIT's parent to COMMIT)",
+        default=None,
+        metavar="COMMIT2",
+    )
+
+
+@dataclass(frozen=True)
+class SessionDiffResult:
+    changes: tuple[ChangeInfo, ...]
+    # The direction: from `from_commit` (null: a baseline has nothing before it) to `to_commit`.
+    from_commit: CommitInfo | None
+    to_commit: CommitInfo
+
+
+def session_diff(ctx: Context, req: SessionDiffRequest) -> SessionDiffResult:
+    from tillage.workspace.sessions import commit_changes, resolve_commit
+
+    ws = ctx.workspace
+    commit = resolve_commit(ws, req.commit)
+    if req.to is not None:
+        dest = resolve_commit(ws, req.to)
+        return SessionDiffResult(
+            changes=change_infos(commit_changes(ws, commit, dest)),
+            from_commit=commit_info(commit),
+            to_commit=commit_info(dest),
+        )
+    parent = ws.store.session_commit(commit.parent) if commit.parent else None
+    return SessionDiffResult(
+        changes=change_infos(commit_changes(ws, commit)),
+        from_commit=commit_info(parent) if parent is not None else None,
+        to_commit=commit_info(commit),
+    )
+
+
+@dataclass(frozen=True)
+class ChangelogCommit:
+    """A commit of the changelog: the commit object's fields and what it changed."""
+
+    id: str
+    short: str
+    parent: str | None
+    session: str
+    snapshot: str
+    description: str
+    created_at: str
+    file_count: int
+    total_size: int
+    changed_files: int
+    changed_total_size: int
+    is_baseline: bool
+    agent: str | None
+    # From the parent commit's snapshot to this one's, as `till diff` lists them.
+    changes: tuple[ChangeInfo, ...]
+
+
+@dataclass(frozen=True)
+class SessionChangelogRequest:
+    session: str = param(SESSION_DOC, positional=True, metavar="SESSION")
+
+
+@dataclass(frozen=True)
+class SessionChangelogResult:
+    session: str
+    # Oldest first; empty for a session that has no commits.
+    commits: tuple[ChangelogCommit, ...]
+    ended: bool
+
+
+def session_changelog(ctx: Context, req: SessionChangelogRequest) -> SessionChangelogResult:
+    from tillage.workspace.sessions import changelog
+
+    ws = ctx.workspace
+    entries = []
+    for row, changes in changelog(ws, req.session):
+        info = commit_info(row)
+        entries.append(ChangelogCommit(**info.__dict__, changes=change_infos(changes)))
+    found = ws.store.session(ws.id, req.session)
+    return SessionChangelogResult(
+        session=req.session,
+        commits=tuple(entries),
+        ended=found is not None and found.ended_ns is not None,
+    )
+
+
+# -- revert and cleanup ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionRevertRequest:
+    commit: str = param(
+        "the session commit to put the folder back to: its ID or a unique prefix of at least 6",
+        positional=True,
+    )
+    dry_run: bool = param("list what would change and change nothing", default=False)
+    yes: bool = param("confirm: change the folder", default=False)
+
+
+@dataclass(frozen=True)
+class SessionRevertResult:
+    # The backup of the present, recorded in the reverted commit's session before anything
+    # changed (the session's newest commit when nothing had changed since it); null on a
+    # dry run.
+    commit: CommitInfo | None
+    # The snapshot the folder was put back to (the reverted commit's).
+    restored: str
+    reverted_to: CommitInfo
+    changes: tuple[ChangeInfo, ...]
+    applied: bool
+    # The snapshot the rewind sealed just before writing: `till rewind UNDO --yes` undoes it.
+    undo: str | None
+    # The exact command to run next: apply a dry run, or undo an applied revert.
+    next: str
+
+    def event_detail(self, req: SessionRevertRequest) -> dict[str, Any] | None:
+        """The `rewound` event's detail (a revert is a rewind); None when nothing applied."""
+        if not self.applied:
+            return None
+        return {
+            "snapshot": self.restored,
+            "short": self.restored[:12],
+            "paths": None,
+            "undo": self.undo,
+            "changes": len(self.changes),
+            "session": self.reverted_to.session,
+            "commit": self.reverted_to.id,
+        }
+
+
+def session_revert(ctx: Context, req: SessionRevertRequest) -> SessionRevertResult:
+    from tillage.workspace.sessions import revert
+
+    done = revert(
+        ctx.workspace,
+        req.commit,
+        dry_run=req.dry_run,
+        agent=ctx.settings.agent,
+        on_progress=ctx.on_progress,
+    )
+    outcome = done.outcome
+    if outcome.applied and outcome.undo is not None:
+        next_step = f"till rewind {outcome.undo} --yes"
+    else:
+        next_step = f"till session revert {done.target.id} --yes"
+    return SessionRevertResult(
+        commit=commit_info(done.backup) if done.backup is not None else None,
+        restored=done.target.snapshot,
+        reverted_to=commit_info(done.target),
+        changes=change_infos(outcome.changes),
+        applied=outcome.applied,
+        undo=outcome.undo,
+        next=next_step,
+    )
+
+
+def _validate_revert(ctx: Context, req: SessionRevertRequest) -> None:
+    """A bad, unknown or ambiguous commit is answered before asking for --yes."""
+    from tillage.workspace.sessions import resolve_commit
+
+    resolve_commit(ctx.workspace, req.commit)
+
+
+@dataclass(frozen=True)
+class SessionCleanupRequest:
+    max_age_days: int = param(
+        "remove sessions not updated for more than N days",
+        default=DEFAULT_MAX_AGE_DAYS,
+        metavar="N",
+    )
+    max_sessions: int = param(
+        "keep at most the N most recently updated sessions; remove the rest",
+        default=DEFAULT_MAX_SESSIONS,
+        metavar="N",
+    )
+    dry_run: bool = param("list the sessions that would be removed; remove nothing", default=False)
+    yes: bool = param("confirm: remove them", default=False)
+
+
+@dataclass(frozen=True)
+class SessionCleanupResult:
+    # Session IDs removed (or, on a dry run, that would be), most recently updated first.
+    removed: tuple[str, ...]
+    # Their commits, in all.
+    commits_removed: int
+    dry_run: bool
+
+
+def session_cleanup(ctx: Context, req: SessionCleanupRequest) -> SessionCleanupResult:
+    from tillage.workspace.sessions import cleanup
+
+    rows = cleanup(
+        ctx.workspace,
+        max_age_days=req.max_age_days,
+        max_sessions=req.max_sessions,
+        dry_run=req.dry_run,
+    )
+    return SessionCleanupResult(
+        removed=tuple(r.id for r in rows),
+        commits_removed=sum(r.commits for r in rows),
+        dry_run=req.dry_run,
+    )
+
+
+def _validate_cleanup(ctx: Context, req: SessionCleanupRequest) -> None:
+    for name, value in (("--max-age-days", req.max_age_days), ("--max-sessions", req.max_sessions)):
+        if value < 0:
+            raise BadCleanupLimitError(f"{name} must be 0 or more, not {value}")
+
+
+def _needs_yes(req: Any) -> bool:
+    return not req.dry_run and not req.yes
+
+
+def _as_preview(req: Any) -> Any:
+    return replace(req, dry_run=True)
+
+
+def _as_confirmed(req: Any) -> Any:
+    return replace(req, yes=True)
+
+
+SEAL_ERRORS = (BadSessionIdError, BadDescriptionError, BusyError, DiskFullError, IntegrityError)
+COMMIT_OBJECT = (
+    "`commit` is {id, short, parent, session, snapshot, description, created_at, file_count, "
+    "total_size, changed_files, changed_total_size, is_baseline}: `changed_files` counts the "
+    "files changed since the parent commit and `changed_total_size` sums the new sizes of those "
+    "added, modified or re-typed."
+)
+
+
+def _commit_verb(name: str, cli: str, handler: Any, doc: str) -> Verb[Any, Any]:
+    return Verb(
+        Contract(
+            name=name,
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.WRITE,
+            request=SessionCommitRequest,
+            result=SessionCommitResult,
+            cli=cli,
+            errors=SEAL_ERRORS,
+            doc=doc + " " + COMMIT_OBJECT,
+        ),
+        handler,
+    )
+
+
+VERBS: tuple[Verb[Any, Any], ...] = (
+    _commit_verb(
+        "session.start",
+        "session start",
+        session_start,
+        "Begin an agent session's changelog: seal the folder and record the session's baseline "
+        "commit (no change set). Idempotent: starting a session that has commits answers its "
+        "baseline and seals nothing.",
+    ),
+    _commit_verb(
+        "session.record",
+        "session record",
+        session_record,
+        "Record what changed in the folder since the session's last commit, as a new commit "
+        "(call it after a step of work, with -m saying what the step was). When nothing "
+        "changed it answers the last commit (`added` false) and seals nothing. A session with "
+        "no commits is started by it.",
+    ),
+    _commit_verb(
+        "session.end",
+        "session end",
+        session_end,
+        "Record like `session record` and mark the session ended (`till sessions` shows it); "
+        "a later record continues it.",
+    ),
+    Verb(
+        Contract(
+            name="session.log",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.READ,
+            request=SessionLogRequest,
+            result=SessionLogResult,
+            cli="session log",
+            errors=(BadSessionIdError,),
+            doc="A session's commits, oldest first (an unknown session answers an empty list). "
+            "Each commit's `snapshot` can be read with `till cat`; `till session diff COMMIT` "
+            "lists what it changed.",
+        ),
+        session_log,
+    ),
+    Verb(
+        Contract(
+            name="session.list",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.READ,
+            request=SessionsRequest,
+            result=SessionsResult,
+            cli="sessions",
+            doc="This workspace's agent sessions, most recently updated first: `id`, `commits`, "
+            "`created_at`, `updated_at`, `ended`, `head` (the newest commit's ID).",
+        ),
+        sessions,
+    ),
+    Verb(
+        Contract(
+            name="session.diff",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.READ,
+            request=SessionDiffRequest,
+            result=SessionDiffResult,
+            cli="session diff",
+            errors=(*COMMIT_ERRORS, SnapshotNotFoundError),
+            doc="What a session commit changed: each path with `kind` (added, modified, "
+            "deleted, type_changed, mode_changed), `old_size` and `new_size`, from its parent "
+            "commit (a baseline changed nothing), or with --to from COMMIT to COMMIT2. A commit "
+            "is named by its ID or a unique prefix of at least 6.",
+        ),
+        session_diff,
+    ),
+    Verb(
+        Contract(
+            name="session.revert",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.DESTRUCTIVE,
+            request=SessionRevertRequest,
+            result=SessionRevertResult,
+            cli="session revert",
+            errors=(
+                *COMMIT_ERRORS,
+                SnapshotNotFoundError,
+                BusyError,
+                IntegrityError,
+                DiskFullError,
+            ),
+            event="rewound",
+            validate=_validate_revert,
+            needs_confirmation=_needs_yes,
+            preview=_as_preview,
+            confirmed=_as_confirmed,
+            doc="Put the whole folder back, byte-exact, as it was at a session commit. The "
+            "present is recorded first as a backup commit in that commit's session (`commit`), "
+            "and the rewind seals it once more as `undo`, so a revert can be undone with "
+            "`till rewind UNDO --yes`. `restored` is the snapshot put back; a dry run lists "
+            "`changes` and changes nothing.",
+        ),
+        session_revert,
+    ),
+    Verb(
+        Contract(
+            name="session.cleanup",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.USER,
+            effect=Effect.DESTRUCTIVE,
+            request=SessionCleanupRequest,
+            result=SessionCleanupResult,
+            cli="session cleanup",
+            errors=(BadCleanupLimitError, BusyError),
+            validate=_validate_cleanup,
+            needs_confirmation=_needs_yes,
+            preview=_as_preview,
+            confirmed=_as_confirmed,
+            doc="Remove whole sessions: those not updated for more than --max-age-days "
+            f"(default {DEFAULT_MAX_AGE_DAYS}) and those beyond the --max-sessions (default "
+            f"{DEFAULT_MAX_SESSIONS}) most recently updated. Only their commit records go: the "
+            "snapshots they named stay in the timeline, so nothing another session or the "
+            "timeline needs is touched (reclaiming bytes is `gc`'s work, a later issue).",
+        ),
+        session_cleanup,
+    ),
+    Verb(
+        Contract(
+            name="session.changelog",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.READ,
+            request=SessionChangelogRequest,
+            result=SessionChangelogResult,
+            cli="session changelog",
+            errors=(BadSessionIdError, SnapshotNotFoundError),
+            doc="A session's changelog: every commit oldest first, with its description, time "
+            "and the files it changed (`changes`, as `till diff` lists them); an unknown "
+            "session has no commits.",
+        ),
+        session_changelog,
+    ),
+)
