@@ -327,7 +327,67 @@ def _events(doc: dict[str, Any], _request: Any) -> str:
     )
 
 
+def _try(doc: dict[str, Any], _request: Any) -> str:
+    before, after = doc["before"], doc["after"]
+    output = (doc.get("output") or "").strip()
+    return (
+        f"Ran the command in the workspace itself: exit status {doc['exit_code']}. The folder "
+        f"was sealed before ({before['id']}) and after ({after['short']})."
+        + (f"\nIts output (the end):\n{_tail(output, 2500)}" if output else "")
+        + f"\nTo undo the attempt, call workspace_restore with snapshot {before['id']!r} and "
+        "confirm: true."
+    )
+
+
+def _exec(doc: dict[str, Any], _request: Any) -> str:
+    universes = doc.get("universes") or []
+    if not universes:
+        return _generic("workspace_exec", doc)
+    failed = [u for u in universes if u["exit_code"] != 0]
+    lines = []
+    for u in universes:
+        line = f"- {u['fork']}: exit {u['exit_code']} (port {u['port']}) at {u['path']}"
+        output = (u.get("output") or "").strip()
+        if output:
+            line += "\n    " + _tail(output, 300).replace("\n", "\n    ")
+        lines.append(line)
+    head = (
+        f"Ran the command in {count(len(universes), 'universe')}; "
+        f"{len(failed)} failed, {len(universes) - len(failed)} passed:"
+    )
+    return fit(
+        head,
+        lines,
+        "universe",
+        "The workspace itself was not touched. Land one with workspace_merge (fork NAME).",
+    )
+
+
+def _radar(doc: dict[str, Any], _request: Any) -> str:
+    conflicts = doc["conflicts"]
+    if not conflicts:
+        scanned = count(doc["forks_scanned"], "fork")
+        return f"No path is changed in more than one place ({scanned} compared)."
+    lines = []
+    for c in conflicts:
+        places = list(c["forks"]) + (["the workspace"] if c.get("workspace") else [])
+        owners = ", ".join(x.get("owner", "") for x in c.get("claimed_by") or [])
+        lines.append(
+            f"  {c['path']}: {', '.join(places)}" + (f" (claimed by {owners})" if owners else "")
+        )
+    return fit(
+        f"{count(len(conflicts), 'path')} changed in more than one place (merging them will "
+        "conflict unless the edits are in different lines):",
+        lines,
+        "path",
+    )
+
+
 _RENDERERS: dict[str, Callable[[dict[str, Any], Any], str]] = {
+    "fork.run": _fork,
+    "fork.exec": _exec,
+    "try.run": _try,
+    "radar.scan": _radar,
     "timeline.cat": _cat,
     "workspace.events": _events,
     "timeline.list": _snapshots,
