@@ -61,6 +61,9 @@ class HookResult:
     tool: str | None
     installed: tuple[str, ...]
     note: str | None
+    # The session commit that holds this state, when the hook has a session: a pre-turn starts
+    # the session's changelog (`till session log`), a turn-end records the turn in it.
+    session_commit: str | None = None
 
 
 def hook(ctx: Context, req: HookRequest) -> HookResult:
@@ -81,7 +84,11 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
     notes = [payload.problem] if payload.problem else []
 
     def answer(
-        row: object | None, sealed: bool, workspace: str | None, turn: str | None = req.turn
+        row: object | None,
+        sealed: bool,
+        workspace: str | None,
+        turn: str | None = req.turn,
+        commit: str | None = None,
     ) -> HookResult:
         return HookResult(
             event=event,
@@ -94,6 +101,7 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
             tool=tool,
             installed=(),
             note="; ".join(notes) or None,
+            session_commit=commit,
         )
 
     from tillage.workspace.attach import find_workspace
@@ -117,7 +125,7 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
         skip_unchanged=event == "post-tool",
     )
     try:
-        done = seal_hook(ws, options)
+        done = seal_hook(ws, options, event=event)
     except BusyError:
         raise BusyError(
             f"another tillage process held {ws.root} for too long; this {event} hook sealed "
@@ -126,7 +134,8 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
         ) from None
     if not done.sealed:
         notes.insert(0, "nothing changed since the last snapshot; nothing was sealed")
-    return answer(done.snapshot, done.sealed, str(ws.root), turn)
+    commit = done.commit.id if done.commit is not None else None
+    return answer(done.snapshot, done.sealed, str(ws.root), turn, commit)
 
 
 def _install(ctx: Context, req: HookRequest) -> HookResult:

@@ -28,7 +28,7 @@ from tillage.core.agent_hooks import (
 )
 from tillage.core.paths import CONTROL_DIR
 from tillage.platform.fs import atomic_write_at
-from tillage.store.store import SnapshotRow
+from tillage.store.store import SessionCommitRow, SnapshotRow
 from tillage.workspace.attach import Workspace
 from tillage.workspace.errors import UnsafeControlDirError
 from tillage.workspace.hook_errors import InvalidAgentSettingsError, UnsafeSettingsDirError
@@ -47,19 +47,50 @@ HOOKS_DIR = "hooks"
 @dataclass(frozen=True)
 class HookSeal:
     """What a hook sealed: the snapshot (the unchanged head when nothing changed after a tool,
-    or None on an empty timeline) and whether it is new."""
+    or None on an empty timeline) and whether it is new; `commit`, the session commit that
+    holds it when the hook extended its session's changelog."""
 
     snapshot: SnapshotRow | None
     sealed: bool
+    commit: SessionCommitRow | None = None
 
 
-def seal_hook(ws: Workspace, options: SealOptions) -> HookSeal:
-    """Seals an attributed restore point; `busy` after HOOK_LOCK_TIMEOUT seconds of waiting."""
+# Which hooks extend the session's changelog (workspace/sessions.py), and how: a turn's first
+# hook starts the chain (its baseline is the folder before the agent's first turn), its end
+# records what the turn changed. A tool's hook does not: a turn is the unit of a changelog.
+SESSION_STEPS = {"pre-turn": "start", "turn-end": "record"}
+
+
+def seal_hook(ws: Workspace, options: SealOptions, *, event: str | None = None) -> HookSeal:
+    """Seals an attributed restore point; `busy` after HOOK_LOCK_TIMEOUT seconds of waiting.
+
+    With a session (`options.session`, a valid session ID) a `pre-turn` starts that session's
+    chain when it has none and a `turn-end` records a commit, both naming the snapshot just
+    sealed, under the same lock: no second seal, and no other commit can come in between."""
+    from tillage.core.sessions import session_id_problem
+
+    step = SESSION_STEPS.get(event or "")
+    session = options.session
     with workspace_lock(ws, timeout=HOOK_LOCK_TIMEOUT):
         before = ws.store.head(ws.id)
         row = seal_locked(ws, options)
+        commit = None
+        if step is not None and session and session_id_problem(session) is None:
+            from tillage.workspace.sessions import chain_locked
+
+            prev = ws.store.session_head(ws.id, session)
+            done = chain_locked(
+                ws,
+                session,
+                row,
+                options.label or f"hook {event}",
+                options.agent,
+                prev,
+                start_only=step == "start",
+            )
+            commit = done.commit
     sealed = before is None or row.id != before.id
-    return HookSeal(snapshot=row, sealed=sealed)
+    return HookSeal(snapshot=row, sealed=sealed, commit=commit)
 
 
 def session_turn(ws: Workspace, session: str | None, event: str) -> str | None:
