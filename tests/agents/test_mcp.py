@@ -251,3 +251,13 @@ async def test_a_long_command_in_a_fork_holds_up_no_other_call(till: Till, attac
             group.start_soon(slow)
             group.start_soon(quick)
         assert finished["snapshots"] < finished["fork"]
+
+
+async def test_a_fork_without_a_name_gets_the_first_free_one(till: Till, attached: Path) -> None:
+    (attached.parent / "project.forks" / "fork-1").mkdir(parents=True)  # occupied: skipped
+    async with in_process(till, attached) as client:
+        first = await client.call_tool("workspace_fork", {"command": "true"})
+        second = await client.call_tool("workspace_fork", {})
+    names = [r.structured_content["fork"]["name"] for r in (first, second)]  # type: ignore[index]
+    assert names == ["fork-2", "fork-3"]
+    assert [f["name"] for f in till.json("forks")["forks"]] == ["fork-2", "fork-3"]

@@ -119,8 +119,11 @@ def _destination(ctx: Context, raw: str | None) -> Path | None:
 
 @dataclass(frozen=True)
 class ForkRequest:
-    name: str = param(
-        "the fork's name: a short slug (a-z, 0-9, '.', '_', '-'; at most 40)", positional=True
+    name: str | None = param(
+        "the fork's name: a short slug (a-z, 0-9, '.', '_', '-'; at most 40); default fork-N, "
+        "the first N free",
+        default=None,
+        positional=True,
     )
     destination: str | None = param(
         "where to make it (must not exist; default: <workspace>.forks/NAME beside it)",
@@ -141,6 +144,37 @@ class ForkRequest:
 
 
 def fork(ctx: Context, req: ForkRequest) -> ForkResult:
+    from tillage.workspace.fork_errors import ForkExistsError
+
+    if req.name is not None:
+        return _fork_named(ctx, req, req.name)
+    for _attempt in range(AUTO_NAME_ATTEMPTS):
+        try:
+            return _fork_named(ctx, req, _free_name(ctx))
+        except ForkExistsError:
+            continue  # another nameless fork took it between the look and the make
+    return _fork_named(ctx, req, _free_name(ctx))
+
+
+# How often a nameless fork looks again for a free name when a concurrent one took it.
+AUTO_NAME_ATTEMPTS = 5
+
+
+def _free_name(ctx: Context) -> str:
+    """`fork-N` with the first N that no live fork of this workspace has and no folder
+    occupies at the default destination."""
+    ws = ctx.workspace
+    n = 1
+    while True:
+        name = f"fork-{n}"
+        default = Path(f"{ws.root}.forks") / name
+        taken = default.is_symlink() or default.exists()
+        if ws.store.fork_named(ws.id, name) is None and not taken:
+            return name
+        n += 1
+
+
+def _fork_named(ctx: Context, req: ForkRequest, name: str) -> ForkResult:
     ws = ctx.workspace
     destination = _destination(ctx, req.destination)
     if req.command:
@@ -148,7 +182,7 @@ def fork(ctx: Context, req: ForkRequest) -> ForkResult:
 
         ran = run_in_fork(
             ws,
-            req.name,
+            name,
             req.command,
             at=req.at,
             create=True,
@@ -159,9 +193,7 @@ def fork(ctx: Context, req: ForkRequest) -> ForkResult:
         return ForkResult(_fork_info(ws, ran=ran))
     from tillage.workspace.fork import create_fork
 
-    made = create_fork(
-        ws, req.name, destination=destination, at=req.at, on_progress=ctx.on_progress
-    )
+    made = create_fork(ws, name, destination=destination, at=req.at, on_progress=ctx.on_progress)
     return ForkResult(_fork_info(ws, made=made))
 
 
