@@ -45,3 +45,28 @@ def test_forget_purge_drops_the_workspaces_sessions(till: Till, project: Path) -
         assert store.sessions(workspace) == []
     finally:
         store.close()
+
+
+def test_a_commit_applied_by_another_reader_first_is_counted_once(
+    till: Till, project: Path
+) -> None:
+    """A reader's catch_up may apply a record between its append and the writer's own apply
+    (it reads the log without the publish lock): the session's count moves once."""
+    from tillage.platform import failpoints
+    from tillage.workspace.attach import find_workspace
+    from tillage.workspace.sessions import create_session_snapshot
+
+    ws = find_workspace(till.home, project)
+    assert ws is not None
+    reader = Store.open(till.home)
+    try:
+        with failpoints.armed("publish.after_log", reader.catch_up):
+            commit = create_session_snapshot(ws, "s1", "start", None)
+        assert reader.session_commit(commit.id) is not None  # the reader applied it first
+        for store in (ws.store, reader):
+            found = store.session(ws.id, "s1")
+            assert found is not None and found.commits == 1
+    finally:
+        reader.close()
+        ws.store.close()
+    assert till.json("sessions")["sessions"][0]["commits"] == 1

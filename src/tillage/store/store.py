@@ -485,7 +485,10 @@ class Store:
             record = self.log.append(kind, body, clock.now_ns(), tail=self._log_position())
             failpoints.hit("publish.after_log")
             with ix.write_txn(self.conn):
-                self._apply(record)
+                # Another process's catch_up may have applied it already (it reads the log
+                # without the publish lock): a record is applied once.
+                if self._log_position()[0] < record.seq:
+                    self._apply(record)
             return record
 
     # -- objects ---------------------------------------------------------------------------
@@ -736,6 +739,8 @@ def _apply_session(c: sqlite3.Connection, r: LogRecord) -> None:
     b = r.body
     workspace, session = b["workspace"], b["session"]
     if r.kind == "session_commit":
+        if c.execute("SELECT 1 FROM session_commits WHERE id=?", (b["id"],)).fetchone():
+            return  # applied already: the session's counts must not move twice
         c.execute(
             f"INSERT OR REPLACE INTO session_commits({_COMMIT_COLS}) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
