@@ -1,0 +1,65 @@
+"""bench/agents.py still runs end to end (a tiny workload, one repeat, a few calls): it measures
+every row of its table through a real `till mcp` and real `till` processes, says PASS or MISS
+for each target (timings are never asserted here), and leaves no watcher, server or scratch dir
+behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _processes_naming(text: str) -> list[str]:
+    """Command lines of live processes that mention `text` (a leaked watcher names its root)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in argv:
+                found.append(argv)
+    return found
+
+
+def test_the_agents_benchmark_runs_at_a_tiny_scale(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILLAGE_")}
+    out = tmp_path / "results.json"
+    work = tmp_path / "work"
+    small = ["--scale", "0.02", "--repeat", "1", "--calls", "3", "--snaps", "1", "--cold", "1"]
+    where = ["--workdir", str(work), "--out", str(out)]
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "agents.py"), *small, *where],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {row["measure"]: row for row in json.loads(out.read_text())["rows"]}
+    for measure in (
+        "`workspace_snapshots` round trip, watcher running (ms)",
+        "`workspace_snapshots` round trip, no watcher (ms)",
+        "`workspace_snap` after 10 changed files, watcher running (ms)",
+        "`workspace_snap` after 10 changed files, no watcher (ms)",
+    ):
+        row = rows[measure]
+        assert row["value"] > 0 and row["baseline_value"] > 0, (measure, proc.stdout)
+        assert row["verdict"] in ("PASS", "MISS"), row
+    cold = rows["`till mcp` cold start to first `tools/list` (ms)"]
+    assert cold["value"] > 0 and cold["verdict"] in ("PASS", "MISS"), cold
+    memory = rows["`till mcp` resident memory after the calls (MiB)"]
+    assert memory["value"] > 0 and memory["baseline_value"] > 0, memory  # the watcher's beside
+    assert rows["`python -c pass` (ms)"]["value"] > 0
+    assert "| measure | tillage | baseline |" in proc.stdout
+    assert "| `workspace_snapshots` round trip, watcher running (ms) |" in proc.stdout
+    assert "Machine:" in proc.stdout and "Command: `python bench/agents.py" in proc.stdout
+    assert os.listdir(work) == []
+    assert _processes_naming(str(work)) == []
