@@ -78,6 +78,25 @@ def commit_info(row: Any) -> CommitInfo:
     )
 
 
+def _commit_words(c: CommitInfo) -> str:
+    """A commit on one line for a model: short ID, time, what changed, its description."""
+    from tillage.core.units import count, size
+
+    if c.is_baseline:
+        what = f"baseline ({count(c.file_count, 'file')}, {size(c.total_size)})"
+    else:
+        what = f"{count(c.changed_files, 'file')} changed (+{size(c.changed_total_size)})"
+    first = c.description.strip().splitlines()[0] if c.description.strip() else ""
+    return f"{c.short}  {c.created_at}  {what}" + (f'  "{first}"' if first else "")
+
+
+def _change_lines(changes: tuple[ChangeInfo, ...]) -> list[str]:
+    from tillage.verbs.tool_text import change_line
+    from tillage.verbs.wire import to_wire
+
+    return [change_line(to_wire(c)) for c in changes]
+
+
 SESSION_DOC = "the session's ID: any text of 1 to 200 characters without control characters"
 COMMIT_ERRORS = (BadCommitIdError, CommitNotFoundError, CommitAmbiguousError)
 
@@ -108,6 +127,21 @@ class SessionCommitResult:
     sealed: bool
     # The session is marked ended (`session end`).
     ended: bool
+
+    def model_text(self) -> str:
+        """What a model reads back: which commit holds the folder now, and what it changed."""
+        c = self.commit
+        if self.added and c.is_baseline:
+            text = f"Started session {c.session}: baseline commit {_commit_words(c)}."
+        elif self.added:
+            text = f"Recorded commit {_commit_words(c)} in session {c.session}."
+        elif c.is_baseline and not self.ended:
+            text = f"Session {c.session} was already started; its baseline is {_commit_words(c)}."
+        else:
+            text = f"Nothing changed since commit {_commit_words(c)}; no commit was added."
+        if self.ended:
+            text += f" Session {c.session} is ended."
+        return text + f" Commit ID: {c.id} (workspace_session_diff lists its changes)."
 
 
 def _commit_result(done: Any) -> SessionCommitResult:
@@ -153,6 +187,16 @@ class SessionLogResult:
     # Oldest first; empty for a session that has no commits (unknown, or removed by cleanup).
     commits: tuple[CommitInfo, ...]
 
+    def model_text(self) -> str:
+        """The commits, one a line, oldest first, with their full IDs for the next call."""
+        from tillage.verbs.tool_text import fit
+
+        if not self.commits:
+            return f"Session {self.session} has no commits (workspace_session_start begins it)."
+        head = f"Session {self.session}: {len(self.commits)} commit(s), oldest first:"
+        lines = [f"- {_commit_words(c)}\n  id {c.id}" for c in self.commits]
+        return fit(head, lines, "commit")
+
 
 def session_log(ctx: Context, req: SessionLogRequest) -> SessionLogResult:
     from tillage.workspace.sessions import session_log as log
@@ -183,6 +227,20 @@ class SessionInfo:
 class SessionsResult:
     # Most recently updated first.
     sessions: tuple[SessionInfo, ...]
+
+    def model_text(self) -> str:
+        """One session a line, most recently updated first."""
+        from tillage.verbs.tool_text import fit
+
+        if not self.sessions:
+            return "This workspace has no sessions (workspace_session_start begins one)."
+        lines = [
+            f"- {s.id}: {s.commits} commit(s), updated {s.updated_at}"
+            + (", ended" if s.ended else "")
+            + f", head {s.head[:12]}"
+            for s in self.sessions
+        ]
+        return fit("Sessions, most recently updated first:", lines, "session")
 
 
 def sessions(ctx: Context, req: SessionsRequest) -> SessionsResult:
@@ -223,6 +281,18 @@ class SessionDiffResult:
     # The direction: from `from_commit` (null: a baseline has nothing before it) to `to_commit`.
     from_commit: CommitInfo | None
     to_commit: CommitInfo
+
+    def model_text(self) -> str:
+        """The changed paths with their kinds and sizes."""
+        from tillage.verbs.tool_text import fit
+
+        to = self.to_commit
+        if self.from_commit is None:
+            return f"Commit {to.short} is the baseline of session {to.session}: no changes."
+        head = f"From commit {self.from_commit.short} to {to.short}"
+        if not self.changes:
+            return head + ": no changes."
+        return fit(f"{head}: {len(self.changes)} path(s):", _change_lines(self.changes), "path")
 
 
 def session_diff(ctx: Context, req: SessionDiffRequest) -> SessionDiffResult:
@@ -278,6 +348,21 @@ class SessionChangelogResult:
     commits: tuple[ChangelogCommit, ...]
     ended: bool
 
+    def model_text(self) -> str:
+        """The changelog as prose: each commit with its description and changed paths."""
+        from tillage.verbs.tool_text import fit
+
+        if not self.commits:
+            return f"Session {self.session} has no commits (workspace_session_start begins it)."
+        state = "ended" if self.ended else "open"
+        head = f"Changelog of session {self.session} ({state}), oldest first:"
+        lines = []
+        for c in self.commits:
+            info = CommitInfo(**{k: v for k, v in c.__dict__.items() if k != "changes"})
+            lines.append(f"- {_commit_words(info)}  id {c.id}")
+            lines.extend(_change_lines(c.changes))
+        return fit(head, lines, "line")
+
 
 def session_changelog(ctx: Context, req: SessionChangelogRequest) -> SessionChangelogResult:
     from tillage.workspace.sessions import changelog
@@ -323,6 +408,27 @@ class SessionRevertResult:
     undo: str | None
     # The exact command to run next: apply a dry run, or undo an applied revert.
     next: str
+
+    def model_text(self) -> str:
+        """What the revert did or would do, the backup, and how to undo it."""
+        from tillage.verbs.tool_text import fit
+
+        target = f"commit {self.reverted_to.short} of session {self.reverted_to.session}"
+        lines = _change_lines(self.changes)
+        if not self.applied:
+            if not self.changes:
+                return f"The folder already matches {target}: nothing to revert."
+            head = f"Preview: reverting to {target} would change {len(self.changes)} path(s):"
+            tail = "Nothing was changed. Call again with confirm: true to apply it."
+            return fit(head, lines, "path", tail)
+        head = f"Reverted the folder to {target}: {len(self.changes)} path(s) changed:"
+        backup = f"commit {self.commit.short}" if self.commit is not None else "a backup"
+        tail = (
+            f"The state before was recorded as {backup} in that session and sealed as "
+            f"snapshot {self.undo}; undo with workspace_restore of that snapshot "
+            f"(`{self.next}`)."
+        )
+        return fit(head, lines, "path", tail)
 
     def event_detail(self, req: SessionRevertRequest) -> dict[str, Any] | None:
         """The `rewound` event's detail (a revert is a rewind); None when nothing applied."""
@@ -395,6 +501,14 @@ class SessionCleanupResult:
     # Their commits, in all.
     commits_removed: int
     dry_run: bool
+
+    def model_text(self) -> str:
+        """Which sessions went (or would go)."""
+        if not self.removed:
+            return "No session matched the limits: nothing was removed."
+        verb = "Would remove" if self.dry_run else "Removed"
+        names = ", ".join(self.removed)
+        return f"{verb} {len(self.removed)} session(s) ({self.commits_removed} commits): {names}."
 
 
 def session_cleanup(ctx: Context, req: SessionCleanupRequest) -> SessionCleanupResult:
