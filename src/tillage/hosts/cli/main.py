@@ -603,6 +603,12 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
     finally:
         if progress is not None:
             progress.finish()  # end the progress line before any answer or error is printed
+    if verb.contract.serves is not None and getattr(result, "serving", False):
+        if not io.own_process:
+            from tillage.errors import UnavailableError
+
+            raise UnavailableError(f"`till {verb.contract.cli}` serves only in its own process")
+        return _serve(verb.contract.serves, settings)
     if callable(getattr(result, "stream", None)):
         return _emit_lines(verb.contract.name, result.stream(), call, ns.color)
     if json_mode and _streams(result):
@@ -635,6 +641,16 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
         verb.contract.after_reply(settings, request, result)
     status = getattr(result, "exit_status", None)
     return int(status()) if callable(status) else EXIT_OK
+
+
+def _serve(door: str, settings: Any) -> int:
+    """Hands this process to another door (`till mcp`: an MCP server on stdio): stdout is
+    that door's protocol from here on, so nothing else is printed."""
+    if door == "mcp":
+        from tillage.hosts.mcp.server import serve_stdio
+
+        return serve_stdio(settings)
+    raise ValueError(f"no door called {door!r}")
 
 
 def _split_command(verb: Any, argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
