@@ -198,6 +198,7 @@ def test_the_lean_rules_agree_with_the_modules_they_stand_in_for(tmp_path: Path)
     assert where.POINTER == attach.POINTER
     assert where.socket_path(str(tmp_path), "ab12") == str(watchstate.socket_path(tmp_path, "ab12"))
     assert set(COMMANDS) >= fast.SOCKET_COMMANDS
+    assert {c.partition(" ")[0] for c in COMMANDS if " " in c} == fast.GROUPS
     reads_stdin = set()
     for command in fast.SOCKET_COMMANDS:
         verb = verb_for_command(command)
@@ -418,6 +419,26 @@ def test_commands_outside_the_list_take_the_local_door(
     for args in (["--json", "version"], ["--json", "verify"], ["--debug", "--json", "timeline"]):
         script(till, *args)
     assert watcher.requests == []
+
+
+@needs_script
+def test_session_commands_an_agent_repeats_go_through_the_watcher(
+    till: Till, fake_watcher: Callable[..., FakeWatcher]
+) -> None:
+    def answer(request: dict[str, Any]) -> bytes:
+        if request["method"] == "tillage.ping":
+            return _reply(request, {"id": "x", "code": code_identity()})
+        return _reply(request, {"exit": 0, "stdout_b64": "e30K", "stderr_b64": ""})
+
+    watcher = fake_watcher(answer)
+    for args in (["session", "record", "s-1"], ["sessions"], ["session", "log", "s-1"]):
+        run = script(till, "--json", *args)
+        assert (run.returncode, run.stdout) == (0, b"{}\n"), args
+        assert watcher.requests[-1]["params"]["argv"] == ["--json", *args]
+    served = len(watcher.requests)
+    for args in (["session", "revert", "abcdef"], ["session", "cleanup"], ["session"]):
+        script(till, "--json", *args)
+    assert len(watcher.requests) == served, "destructive or odd session calls run here"
 
 
 # -- against the real watcher ------------------------------------------------------------------

@@ -27,6 +27,7 @@ import sys
 
 from tillage.hosts.cli.where import (
     absolute,
+    command_of,
     command_word,
     expand_user,
     repo_arg,
@@ -46,8 +47,29 @@ if TYPE_CHECKING:
 # stream of content), `events` (a stream), and `contracts`/`version`/`agents-md` (no store
 # work to save) always run here.
 SOCKET_COMMANDS = frozenset(
-    {"status", "snap", "timeline", "show", "diff", "rewind", "pin", "unpin", "hook", "fork"}
+    {
+        "status",
+        "snap",
+        "timeline",
+        "show",
+        "diff",
+        "rewind",
+        "pin",
+        "unpin",
+        "hook",
+        "fork",
+        "sessions",
+        "session start",
+        "session record",
+        "session end",
+        "session log",
+        "session diff",
+        "session changelog",
+    }
 )
+# Command words that name a group of two-word commands (`session start`); a test keeps this
+# equal to the groups in registry.COMMANDS.
+GROUPS = frozenset({"session"})
 # Of those, the commands whose contract reads a document on stdin (`stdin_param`); a test
 # keeps this equal to the registry. Only their stdin is read and sent.
 STDIN_COMMANDS = frozenset({"hook"})
@@ -94,7 +116,7 @@ def main() -> int:
 
 def _door(argv: list[str]) -> str | None:
     """The watcher's socket path when this call may go through it, else None."""
-    if command_word(argv) not in SOCKET_COMMANDS:
+    if command_of(argv, GROUPS) not in SOCKET_COMMANDS:
         return None
     for word in argv:
         if word in ("-h", "--help", "--debug") or word == "--":
