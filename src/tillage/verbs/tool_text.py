@@ -81,11 +81,13 @@ def fit(head: str, lines: Sequence[str], noun: str, tail: str = "", limit: int =
     return "\n".join(parts)
 
 
-def render(tool: ToolDef, result: Any, request: Any = None) -> str:
-    """The text a model gets back for `result` of `tool` (asked with `request`)."""
-    from tillage.verbs.wire import to_wire
+def render(tool: ToolDef, result: Any, request: Any = None, doc: Any = None) -> str:
+    """The text a model gets back for `result` of `tool` (asked with `request`); `doc` is
+    the result's wire document when the caller has it already."""
+    if doc is None:
+        from tillage.verbs.wire import to_wire
 
-    doc = to_wire(result)
+        doc = to_wire(result)
     own = getattr(result, "model_text", None)
     if callable(own):
         return cap(str(own()))

@@ -379,8 +379,6 @@ class Toolbelt:
 
     def _call(self, tool: ToolDef, args: dict[str, Any]) -> ToolResult:
         from tillage.verbs.invoke import invoke
-        from tillage.verbs.tool_text import render
-        from tillage.verbs.wire import to_wire
 
         request, confirm = decode_args(tool, args)
         contract = tool.verb.contract
@@ -389,10 +387,19 @@ class Toolbelt:
             assert contract.preview is not None and contract.confirmed is not None
             preview = invoke(tool.verb, self.settings, contract.preview(request), store=store)
             if not confirm or _changes_nothing(preview):
-                return ToolResult(render(tool, preview, request), False, to_wire(preview))
+                return _answer(tool, preview, request)
             request = contract.confirmed(request)
         result = _held(invoke(tool.verb, self.settings, request, store=store))
-        return ToolResult(render(tool, result, request), False, to_wire(result))
+        return _answer(tool, result, request)
+
+
+def _answer(tool: ToolDef, result: Any, request: Any) -> ToolResult:
+    """The result as a tool answers it: its document, once, and the text said from it."""
+    from tillage.verbs.tool_text import render
+    from tillage.verbs.wire import to_wire
+
+    document = to_wire(result)
+    return ToolResult(render(tool, result, request, document), False, document)
 
 
 # A file's content goes into a tool's document up to this many bytes (the text shows less).
