@@ -1,0 +1,299 @@
+"""Places: wherever files live while a run happens. A place reads, writes and lists; it runs
+nothing.
+
+One rule matters more than the rest: `list` raises when the place cannot be read. An empty
+list asserts "readable and empty", and a flush acts on it by deleting what it owns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from tillage.core.paths import CONTROL_DIR
+from tillage.core.projection import BadPathError, normalize, normalize_prefix
+from tillage.platform.fs import TEMP_MARK, temp_name
+
+
+class Place(Protocol):
+    """What a projection needs of a place (implement these three to supply your own)."""
+
+    async def read(self, path: str) -> str | None:
+        """The file's content, or None when there is none."""
+        ...
+
+    async def write(self, path: str, content: str) -> None:
+        """Puts `content` at `path`, creating folders as needed."""
+        ...
+
+    async def list(self, prefixes: Sequence[str]) -> list[str]:
+        """Every file under any of `prefixes` ("" for all); raises when it cannot read."""
+        ...
+
+
+class PlaceUnreadableError(Exception):
+    """The place could not be listed, so a flush decided nothing: nothing was read from a
+    collection and nothing was written. The only flush failure a caller may safely swallow."""
+
+
+class UnsafePathError(ValueError):
+    """A path that could leave the place: absolute, `..`, or through a symlink anywhere in it
+    (at the file or at any folder above it). Refused, never followed."""
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+class HostPlace:
+    """A place backed by a real folder, created when missing.
+
+    Every path is walked from the root one folder at a time by descriptor, without following
+    symlinks: a link planted anywhere in a path, at the file or at a folder above it, inside
+    the root or pointing out of it, is refused (UnsafePathError) for reads and writes, and
+    listing never shows one. tillage's own `.tillage` folder at the root is never listed.
+    Writes replace a file whole (a sibling temporary renamed over it): a reader sees the old
+    content or the new, never a mix.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(os.path.abspath(os.fspath(root)))
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"HostPlace({str(self.root)!r})"
+
+    async def read(self, path: str) -> str | None:
+        data = self.read_bytes(path)
+        return None if data is None else _decode(data)
+
+    async def write(self, path: str, content: str) -> None:
+        self.write_bytes(path, _encode(content))
+
+    async def list(self, prefixes: Sequence[str]) -> list[str]:
+        found: set[str] = set()
+        root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # gone: raises
+        try:
+            for prefix in prefixes or [""]:
+                found.update(self._list_under(root, _prefix(prefix)))
+        finally:
+            os.close(root)
+        return sorted(found)
+
+    # -- synchronous parts (the async methods are thin: local file work does not wait) -----
+
+    def read_bytes(self, path: str) -> bytes | None:
+        """The file's bytes, or None when there is no file there."""
+        parts = _parts(path)
+        parent = self._open_parents(parts[:-1], create=False)
+        if parent is None:
+            return None
+        try:
+            try:
+                fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise UnsafePathError(f"{path!r} is a symlink: refused") from exc
+                if exc.errno in (errno.EISDIR, errno.ENOTDIR):
+                    return None
+                raise
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return None
+                chunks = []
+                while chunk := os.read(fd, 1 << 20):
+                    chunks.append(chunk)
+                return b"".join(chunks)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(parent)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Replaces the file at `path` with `data`, creating folders as needed."""
+        parts = _parts(path)
+        parent = self._open_parents(parts[:-1], create=True)
+        assert parent is not None
+        name = parts[-1]
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                st = os.lstat(name, dir_fd=parent)
+                if stat.S_ISLNK(st.st_mode):
+                    raise UnsafePathError(f"{path!r} is a symlink: refused, not written through")
+                if stat.S_ISDIR(st.st_mode):
+                    raise UnsafePathError(f"{path!r} is a folder: not replaced by a file")
+            tmp = temp_name(name)
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o644,
+                dir_fd=parent,
+            )
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            except BaseException:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=parent)
+                raise
+            os.close(fd)
+            os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        finally:
+            os.close(parent)
+
+    def _open_parents(self, folders: Sequence[str], *, create: bool) -> int | None:
+        """A descriptor of the folder holding a path (the caller closes it), walked from the
+        root without following a link; None when a folder is missing and not `create`."""
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        for i, name in enumerate(folders):
+            try:
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        os.close(fd)
+                        return None
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o755, dir_fd=fd)
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    where = "/".join(folders[: i + 1])
+                    raise UnsafePathError(
+                        f"{where!r} is a symlink or a file, not a folder: refused"
+                    ) from exc
+                raise
+            os.close(fd)
+            fd = child
+        return fd
+
+    def _list_under(self, root: int, prefix: str) -> Iterator[str]:
+        fd: int | None
+        if prefix:
+            try:
+                fd = self._open_from(root, prefix.split("/"))
+            except UnsafePathError:
+                return  # a link where the prefix's folder should be: nothing listed through it
+            if fd is None:
+                return  # never created: readable and empty
+        else:
+            fd = os.dup(root)
+        try:
+            yield from _walk(fd, prefix, top=not prefix)
+        finally:
+            os.close(fd)
+
+    def _open_from(self, root: int, folders: Sequence[str]) -> int | None:
+        fd = os.dup(root)
+        for name in folders:
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                os.close(fd)
+                return None
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise UnsafePathError(name) from exc
+                raise
+            os.close(fd)
+            fd = child
+        return fd
+
+
+def _walk(fd: int, at: str, *, top: bool) -> Iterator[str]:
+    """Regular files below the open folder `fd` (named `at`), never through a link."""
+    with os.scandir(fd) as entries:
+        listed = sorted(
+            (e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False))
+            for e in entries
+        )
+    for name, is_dir, is_file in listed:
+        if TEMP_MARK in name or (top and name == CONTROL_DIR):
+            continue
+        path = f"{at}/{name}" if at else name
+        if is_file:
+            yield path
+        elif is_dir:
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                continue  # removed while listing
+            try:
+                yield from _walk(child, path, top=False)
+            finally:
+                os.close(child)
+
+
+def _parts(path: str) -> list[str]:
+    try:
+        return normalize(path).split("/")
+    except BadPathError as exc:
+        raise UnsafePathError(str(exc)) from exc
+
+
+def _prefix(prefix: str) -> str:
+    try:
+        return normalize_prefix(prefix)
+    except BadPathError as exc:
+        raise UnsafePathError(str(exc)) from exc
+
+
+class MemoryPlace:
+    """A place held in a dict: to test wiring without a folder. `snapshot()`, `remove(path)`
+    and `break_listing(reason)` are for asserting against and for simulating trouble."""
+
+    def __init__(self, initial: Mapping[str, str] | None = None) -> None:
+        self._files = {normalize(k): v for k, v in (initial or {}).items()}
+        self._broken: str | None = None
+
+    async def read(self, path: str) -> str | None:
+        return self._files.get(_parts_joined(path))
+
+    async def write(self, path: str, content: str) -> None:
+        self._files[_parts_joined(path)] = content
+
+    async def list(self, prefixes: Sequence[str]) -> list[str]:
+        if self._broken is not None:
+            raise OSError(self._broken)
+        wanted = [_prefix(p) for p in prefixes or [""]]
+        return sorted(
+            path for path in self._files if any(p == "" or path.startswith(p + "/") for p in wanted)
+        )
+
+    def snapshot(self) -> dict[str, str]:
+        """Every file and its content, now."""
+        return dict(self._files)
+
+    def remove(self, path: str) -> None:
+        """Deletes a file (as a run would)."""
+        self._files.pop(_parts_joined(path), None)
+
+    def break_listing(self, reason: str = "the place cannot be read") -> None:
+        """Makes `list` raise from now on (None reason: `mend_listing`)."""
+        self._broken = reason
+
+    def mend_listing(self) -> None:
+        """Makes `list` work again."""
+        self._broken = None
+
+
+def _parts_joined(path: str) -> str:
+    return "/".join(_parts(path))
