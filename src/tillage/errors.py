@@ -27,6 +27,7 @@ MODULE_RANGES: Mapping[str, tuple[int, int]] = {
     "merge": (-32209, -32190),
     "claims": (-32229, -32210),
     "sessions": (-32249, -32230),
+    "projection": (-32269, -32250),
 }
 
 
