@@ -62,7 +62,7 @@ def test_a_flush_with_no_edits_is_all_unchanged() -> None:
     run(projection.hydrate())
     report = run(projection.flush())
     assert kinds(report) == {"artifacts/a/b.txt": "unchanged", "artifacts/notes.md": "unchanged"}
-    assert report.conflicts == () and report.contested == ()
+    assert report.conflicts == [] and report.contested == []
     assert art.as_dict() == {"notes.md": "n1", "a/b.txt": "b1", "_meta": "m"}
 
 

@@ -26,6 +26,13 @@ class ClaimRegistry:
             current = self._holders.setdefault(key, holder)
             return current is holder
 
+    # The same as try_claim, under the name a reader looks for first.
+    claim = try_claim
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._holders
+
     def release(self, key: str, holder: object) -> None:
         """Gives `key` back, if `holder` holds it (never another holder's claim)."""
         with self._lock:

@@ -66,9 +66,9 @@ class Outcome:
 class FlushReport:
     """Every path a flush reached, and the two kinds a caller must look at."""
 
-    outcomes: tuple[Outcome, ...]
-    conflicts: tuple[Outcome, ...] = field(default=())
-    contested: tuple[Outcome, ...] = field(default=())
+    outcomes: list[Outcome]
+    conflicts: list[Outcome] = field(default_factory=list)
+    contested: list[Outcome] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """How many paths had each outcome."""
@@ -188,9 +188,9 @@ class Projection:
         finally:
             operation.release()
         return FlushReport(
-            outcomes=tuple(outcomes),
-            conflicts=tuple(o for o in outcomes if o.kind == "conflict"),
-            contested=tuple(o for o in outcomes if o.kind == "contested"),
+            outcomes=outcomes,
+            conflicts=[o for o in outcomes if o.kind == "conflict"],
+            contested=[o for o in outcomes if o.kind == "contested"],
         )
 
     async def _decide(self, path: str, present: bool, op: _Operation) -> Outcome | None:
