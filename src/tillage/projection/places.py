@@ -47,6 +47,7 @@ class UnsafePathError(ValueError):
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def _decode(data: bytes) -> str:
@@ -102,7 +103,9 @@ class HostPlace:
             return None
         try:
             try:
-                fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+                # O_NONBLOCK: a named pipe planted at the path would otherwise hold the open
+                # until some writer came; it is no regular file and reads as None below.
+                fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=parent)
             except FileNotFoundError:
                 return None
             except OSError as exc:
