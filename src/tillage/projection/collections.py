@@ -19,6 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from tillage.core.paths import CONTROL_DIR
+from tillage.core.projection import BadPathError, normalize
+from tillage.platform.fs import TEMP_MARK
 from tillage.projection.places import HostPlace, UnsafePathError
 
 # Query rows (an alias: inside a class with a `list` method, `list[...]` names the method).
@@ -120,8 +123,17 @@ class DirectoryCollection:
 
 
 def _key(key: str) -> str:
-    if not key or key.startswith("/") or ".." in key.split("/"):
-        raise UnsafePathError(f"not a key in a folder: {key!r}")
+    """`key` as the folder's path for it; refused when it would leave the folder, and when the
+    folder would keep it under another name (`a//b`, `./a`, `a/`) or never list it (`_state/`,
+    tillage's `.tillage`, a temporary name): `list` must give back every key as written."""
+    try:
+        canonical = normalize(key)
+    except BadPathError as exc:
+        raise UnsafePathError(f"not a key in a folder: {key!r}") from exc
+    if canonical != key:
+        raise UnsafePathError(f"not a key in a folder: {key!r} (it would be kept as {canonical!r})")
+    if key.split("/", maxsplit=1)[0] in (STATE_FOLDER, CONTROL_DIR) or TEMP_MARK in key:
+        raise UnsafePathError(f"not a key in a folder: {key!r} (the folder never lists it)")
     return key
 
 
