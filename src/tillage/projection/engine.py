@@ -202,8 +202,17 @@ class Projection:
             return None
         if not mount.writable:
             return None  # hydrated and left alone: not ours, not an orphan
+        # The base before the place, and the place now rather than as listed: a put of this
+        # projection may have written the path since the listing, and a deletion decided from
+        # the listing with that put's fresh base would remove what it just committed. (A stale
+        # base only turns a write into a conflict; a stale `ours` with a fresh base deletes.)
         base = self._base.get(path)
-        content = await self.place.read(path) if present else None
+        try:
+            content = await self.place.read(path)
+        except UnsafePathError:
+            if present:
+                raise
+            content = None  # a link where the file was: no file, as the listing said
         ours = None if content is None else hash_content(content)
         if ours is None and base is None:
             return None  # listed, then gone before it was read: nothing to decide
