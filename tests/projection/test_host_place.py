@@ -437,3 +437,30 @@ def test_a_collection_failure_on_an_edit_keeps_the_old_base() -> None:
         run(projection.flush())
     assert projection.committed()["art/y.md"] == hash_content("1")
     assert art.get("y.md") == "1"
+
+
+@pytest.mark.parametrize("planted", ["symlink", "fifo"])
+def test_an_owned_file_replaced_by_a_link_or_a_pipe_is_never_read_through(
+    root: Path, outside: Path, planted: str
+) -> None:
+    """The listing never shows a link or a pipe, so the flush sees the file gone; it must not
+    follow the link into the collection, nor wait on the pipe."""
+    projection, art, _, claims = two_mounts(HostPlace(root))
+    run(projection.hydrate())
+    (root / "art" / "x.md").unlink()
+    if planted == "symlink":
+        (root / "art" / "x.md").symlink_to(outside / "secret.md")
+    else:
+        os.mkfifo(root / "art" / "x.md")
+    reports: list[Any] = []
+    flusher = threading.Thread(target=lambda: reports.append(run(projection.flush())))
+    flusher.start()
+    flusher.join(timeout=10)
+    if flusher.is_alive():
+        os.close(os.open(root / "art" / "x.md", os.O_WRONLY | os.O_NONBLOCK))
+        flusher.join(timeout=5)
+        pytest.fail("the flush waited on a named pipe")
+    assert {o.path: o.kind for o in reports[0].outcomes}["art/x.md"] == "deleted"
+    assert "secret\n" not in art.as_dict().values()
+    assert (outside / "secret.md").read_text() == "secret\n"
+    assert claims.held() == []
