@@ -43,6 +43,17 @@ def is_metadata(key: str) -> bool:
     return key.startswith("_")
 
 
+def shows_as_itself(key: str) -> bool:
+    """Whether a place can hold entry `key` under the same spelling: a key that is not a
+    normalized path (`a//b`, `/x`, `x/`, `./x`, "") would come back from the place as another
+    key, so a round trip with no edits would rename or delete it. Such entries stay where they
+    are: never hydrated, never flushed."""
+    try:
+        return normalize(key) == key
+    except BadPathError:
+        return False
+
+
 class BadPathError(ValueError):
     """A place path that is not one: absolute, `..`, empty, or with a NUL."""
 

@@ -28,6 +28,7 @@ from tillage.core.projection import (
     normalize,
     normalize_prefix,
     route,
+    shows_as_itself,
 )
 from tillage.projection.claims import ClaimRegistry, shared_claims
 from tillage.projection.collections import Collection
@@ -150,11 +151,12 @@ class Projection:
     # -- hydrate ---------------------------------------------------------------------------
 
     async def hydrate(self) -> None:
-        """Lays every entry of every mount down under its prefix (metadata keys and entries
-        a longer prefix's mount owns left out), and records a baseline for writable mounts."""
+        """Lays every entry of every mount down under its prefix (left out: metadata keys,
+        keys a place cannot spell as they are, entries a longer prefix's mount owns), and
+        records a baseline for writable mounts."""
         for index, mount in enumerate(self.mounts):
             for key in await mount.collection.list():
-                if is_metadata(key):
+                if is_metadata(key) or not shows_as_itself(key):
                     continue
                 path = join(mount.prefix, key)
                 if route(path, self._prefixes) != (index, key):
