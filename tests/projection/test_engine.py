@@ -254,3 +254,14 @@ def test_a_host_place_round_trip(tmp_path: Path) -> None:
     report = projection.flush_sync()
     assert kinds(report) == {"work/README": "created", "work/src/app.py": "written"}
     assert art.as_dict() == {"src/app.py": "print(2)\n", "README": "hi\n", "_index": "meta"}
+
+
+def test_tillages_own_folder_in_the_place_is_never_written(tmp_path: Path) -> None:
+    art = MemoryCollection({".tillage/workspace.json": "{}", "ok.md": "fine"})
+    place = HostPlace(tmp_path / "run")
+    projection = Projection([Mount("", art, "c", True)], place, ClaimRegistry())
+    projection.hydrate_sync()
+    assert not (tmp_path / "run" / ".tillage").exists()
+    assert (tmp_path / "run" / "ok.md").read_text() == "fine"
+    with pytest.raises(ValueError):
+        projection.put_sync(".tillage/workspace.json", "{}")

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tillage.core.paths import CONTROL_DIR
 from tillage.core.projection import (
     claim_key,
     decide,
@@ -159,6 +160,8 @@ class Projection:
                 if is_metadata(key) or not shows_as_itself(key):
                     continue
                 path = join(mount.prefix, key)
+                if path.partition("/")[0] == CONTROL_DIR:
+                    continue  # tillage's own folder in the place is never written
                 if route(path, self._prefixes) != (index, key):
                     continue  # a nested mount (or none) owns that path
                 content = await mount.collection.read(key)

@@ -129,6 +129,8 @@ class HostPlace:
     def write_bytes(self, path: str, data: bytes) -> None:
         """Replaces the file at `path` with `data`, creating folders as needed."""
         parts = _parts(path)
+        if parts[0] == CONTROL_DIR:
+            raise UnsafePathError(f"{path!r} is inside tillage's own {CONTROL_DIR} folder")
         parent = self._open_parents(parts[:-1], create=True)
         assert parent is not None
         name = parts[-1]
