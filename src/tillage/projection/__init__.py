@@ -10,30 +10,62 @@
     report = await projection.flush()    # an Outcome for every path; conflicts land nothing
 
 Asyncio first (harnesses are async); `hydrate_sync`, `flush_sync` and `put_sync` wrap it.
+
+The names below load on first use: importing `tillage.projection.errors` (as the verbs' contracts
+do whenever every contract is listed) must not import asyncio and sqlite3 on the way.
 """
 
-from tillage.core.projection import KINDS, claim_key, hash_content
-from tillage.projection.claims import ClaimRegistry, shared_claims
-from tillage.projection.collections import (
-    Collection,
-    DirectoryCollection,
-    MemoryCollection,
-    SqliteCollection,
-)
-from tillage.projection.engine import (
-    DuplicateMountError,
-    FlushReport,
-    Mount,
-    Outcome,
-    Projection,
-)
-from tillage.projection.places import (
-    HostPlace,
-    MemoryPlace,
-    Place,
-    PlaceUnreadableError,
-    UnsafePathError,
-)
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tillage.core.projection import KINDS, claim_key, hash_content
+    from tillage.projection.claims import ClaimRegistry, shared_claims
+    from tillage.projection.collections import (
+        Collection,
+        DirectoryCollection,
+        MemoryCollection,
+        SqliteCollection,
+    )
+    from tillage.projection.engine import (
+        DuplicateMountError,
+        FlushReport,
+        Mount,
+        Outcome,
+        Projection,
+    )
+    from tillage.projection.places import (
+        HostPlace,
+        MemoryPlace,
+        Place,
+        PlaceUnreadableError,
+        UnsafePathError,
+    )
+
+# Where each public name lives.
+_HOMES = {
+    "KINDS": "tillage.core.projection",
+    "claim_key": "tillage.core.projection",
+    "hash_content": "tillage.core.projection",
+    "ClaimRegistry": "tillage.projection.claims",
+    "shared_claims": "tillage.projection.claims",
+    "Collection": "tillage.projection.collections",
+    "DirectoryCollection": "tillage.projection.collections",
+    "MemoryCollection": "tillage.projection.collections",
+    "SqliteCollection": "tillage.projection.collections",
+    "DuplicateMountError": "tillage.projection.engine",
+    "FlushReport": "tillage.projection.engine",
+    "Mount": "tillage.projection.engine",
+    "Outcome": "tillage.projection.engine",
+    "Projection": "tillage.projection.engine",
+    "HostPlace": "tillage.projection.places",
+    "MemoryPlace": "tillage.projection.places",
+    "Place": "tillage.projection.places",
+    "PlaceUnreadableError": "tillage.projection.places",
+    "UnsafePathError": "tillage.projection.places",
+}
 
 __all__ = [
     "KINDS",
@@ -56,3 +88,16 @@ __all__ = [
     "hash_content",
     "shared_claims",
 ]
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
