@@ -79,7 +79,7 @@ def test_a_folder_that_is_not_attached_answers_not_attached(till: Till, folder: 
 
 def test_command_of_reads_two_words_for_a_group_only() -> None:
     groups = {c.split(" ")[0] for c in COMMANDS if " " in c}
-    assert groups == {"session"}
+    assert "session" in groups
     assert command_of(["--json", "session", "start", "S"], groups) == "session start"
     assert command_of(["session", "--repo", "x", "log", "S"], groups) == "session log"
     assert command_of(["session"], groups) == "session"

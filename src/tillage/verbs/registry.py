@@ -30,6 +30,7 @@ VERB_MODULES = (
     "tillage.verbs.radar",
     "tillage.verbs.bisect",
     "tillage.verbs.sessions",
+    "tillage.verbs.project",
 )
 
 
@@ -75,6 +76,8 @@ COMMANDS = {
     "session revert": "tillage.verbs.sessions",
     "session cleanup": "tillage.verbs.sessions",
     "session changelog": "tillage.verbs.sessions",
+    "project hydrate": "tillage.verbs.project",
+    "project flush": "tillage.verbs.project",
 }
 
 

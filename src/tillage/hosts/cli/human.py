@@ -495,6 +495,7 @@ FEATURE_PAGES = {
     "try.": "tillage.hosts.cli.human_radar",
     "bisect.": "tillage.hosts.cli.human_bisect",
     "session.": "tillage.hosts.cli.human_sessions",
+    "project.": "tillage.hosts.cli.human_project",
 }
 
 
