@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         Mount,
         Outcome,
         Projection,
+        UnflushedEditsError,
     )
     from tillage.projection.places import (
         HostPlace,
@@ -60,6 +61,7 @@ _HOMES = {
     "Mount": "tillage.projection.engine",
     "Outcome": "tillage.projection.engine",
     "Projection": "tillage.projection.engine",
+    "UnflushedEditsError": "tillage.projection.engine",
     "HostPlace": "tillage.projection.places",
     "MemoryPlace": "tillage.projection.places",
     "Place": "tillage.projection.places",
@@ -83,6 +85,7 @@ __all__ = [
     "PlaceUnreadableError",
     "Projection",
     "SqliteCollection",
+    "UnflushedEditsError",
     "UnsafePathError",
     "claim_key",
     "hash_content",

@@ -80,6 +80,16 @@ class FlushReport:
         return out
 
 
+class UnflushedEditsError(Exception):
+    """A hydrate would overwrite files of writable mounts that hold content this projection
+    never committed (edits not flushed yet): nothing was written. `paths` names them."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        super().__init__(f"hydrating would overwrite edits not flushed yet: {shown}")
+        self.paths = list(paths)
+
+
 class DuplicateMountError(ValueError):
     """One collection (by `collection_id`) or one prefix mounted twice."""
 
@@ -151,10 +161,15 @@ class Projection:
 
     # -- hydrate ---------------------------------------------------------------------------
 
-    async def hydrate(self) -> None:
+    async def hydrate(self, *, keep_edits: bool = False) -> None:
         """Lays every entry of every mount down under its prefix (left out: metadata keys,
-        keys a place cannot spell as they are, entries a longer prefix's mount owns), and
-        records a baseline for writable mounts."""
+        keys a place cannot spell as they are, tillage's own folder, entries a longer
+        prefix's mount owns), and records a baseline for writable mounts.
+
+        `keep_edits`: first check that no file of a writable mount it would overwrite holds
+        content this projection never committed (an edit not flushed yet); if one does,
+        raise UnflushedEditsError and write nothing. The command line hydrates this way."""
+        planned: list[tuple[str, str, bool]] = []
         for index, mount in enumerate(self.mounts):
             for key in await mount.collection.list():
                 if is_metadata(key) or not shows_as_itself(key):
@@ -167,9 +182,26 @@ class Projection:
                 content = await mount.collection.read(key)
                 if content is None:
                     continue  # removed since it was listed
-                await self.place.write(path, content)
-                if mount.writable:
-                    self._base[path] = hash_content(content)
+                planned.append((path, content, mount.writable))
+        if keep_edits:
+            await self._refuse_overwriting_edits(planned)
+        for path, content, writable in planned:
+            await self.place.write(path, content)
+            if writable:
+                self._base[path] = hash_content(content)
+
+    async def _refuse_overwriting_edits(self, planned: Sequence[tuple[str, str, bool]]) -> None:
+        edited = []
+        for path, content, writable in planned:
+            if not writable:
+                continue  # a read-only mount's files were never going anywhere
+            now = await self.place.read(path)
+            if now is None or now == content:
+                continue
+            if hash_content(now) != self._base.get(path):
+                edited.append(path)
+        if edited:
+            raise UnflushedEditsError(edited)
 
     # -- flush -----------------------------------------------------------------------------
 

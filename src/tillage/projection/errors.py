@@ -83,3 +83,24 @@ class StateDamagedError(IntegrityError):
     name = "projection.state_damaged"
     module = "projection"
     next_step = "remove the file the message names and hydrate the folder again"
+
+
+class UnflushedEditsError(TillageError):
+    """A hydrate would overwrite files holding edits that were never flushed (or files the
+    run created where the collection has an entry): nothing was written."""
+
+    code = -32253
+    name = "projection.unflushed_edits"
+    module = "projection"
+    next_step = "flush first (`till project flush`), or move the files the message names away"
+
+
+class PlaceReplacedError(TillageError):
+    """The folder is not the one that was hydrated (it was removed and made again, or another
+    folder now has its path): a flush would read its missing files as deletions of every
+    entry it owns, so it decided nothing."""
+
+    code = -32254
+    name = "projection.place_replaced"
+    module = "projection"
+    next_step = "hydrate the folder again (`till project hydrate`), then redo the run's edits"

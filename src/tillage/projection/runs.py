@@ -30,13 +30,16 @@ from tillage.platform.fs import atomic_write
 from tillage.platform.locks import file_lock
 from tillage.projection.collections import Collection, DirectoryCollection, SqliteCollection
 from tillage.projection.engine import DuplicateMountError, FlushReport, Mount, Projection
+from tillage.projection.engine import UnflushedEditsError as LibraryUnflushedEditsError
 from tillage.projection.errors import (
     BadMountError,
     CollectionFailedError,
     FolderUnreadableError,
     NoMountsError,
     PlaceFailedError,
+    PlaceReplacedError,
     StateDamagedError,
+    UnflushedEditsError,
     UnsafePlacePathError,
 )
 from tillage.projection.places import HostPlace, PlaceUnreadableError, UnsafePathError
@@ -258,6 +261,11 @@ class Record:
     folder: str
     mounts: tuple[tuple[str, str, bool], ...]  # (prefix, uri, writable)
     baseline: dict[str, str]
+    # The folder's (device, inode) when it was recorded, and a token kept on the folder as an
+    # extended attribute (an inode number is reused at once by a folder made again where the
+    # file system allows, so the token decides when it could be set).
+    identity: tuple[int, int] | None = None
+    token: str | None = None
 
 
 def record_paths(home: Path, folder: Path) -> tuple[Path, Path]:
@@ -280,7 +288,16 @@ def load_record(path: Path) -> Record | None:
             (str(m["prefix"]), str(m["uri"]), bool(m["writable"])) for m in doc["mounts"]
         )
         baseline = {str(k): str(v) for k, v in dict(doc["baseline"]).items()}
-        return Record(folder=str(doc["folder"]), mounts=mounts, baseline=baseline)
+        ident = doc.get("identity")
+        identity = (int(ident[0]), int(ident[1])) if ident else None
+        token = doc.get("token")
+        return Record(
+            folder=str(doc["folder"]),
+            mounts=mounts,
+            baseline=baseline,
+            identity=identity,
+            token=str(token) if token else None,
+        )
     except (ValueError, KeyError, TypeError) as exc:
         raise StateDamagedError(f"the projection record {path} cannot be read: {exc}") from exc
 
@@ -294,9 +311,47 @@ def save_record(
         "folder": str(folder),
         "mounts": [{"prefix": s.prefix, "uri": s.uri, "writable": s.writable} for s in specs],
         "baseline": dict(sorted(baseline.items())),
+        "identity": list(folder_identity(folder)),
+        "token": folder_token(folder),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(doc, indent=1).encode() + b"\n")
+
+
+def folder_identity(folder: Path) -> tuple[int, int]:
+    """The folder's (device, inode): what tells it from another folder made at its path."""
+    st = os.stat(folder)
+    return st.st_dev, st.st_ino
+
+
+TOKEN_XATTR = "user.tillage.projection"
+
+
+def folder_token(folder: Path) -> str | None:
+    """The token on the folder (set on first use), or None where the file system keeps no
+    user extended attributes: a folder made again at the path has none, or another."""
+    try:
+        return os.getxattr(folder, TOKEN_XATTR).decode()
+    except OSError:
+        pass
+    from tillage.platform.names import random_hex
+
+    token = random_hex(16)
+    try:
+        os.setxattr(folder, TOKEN_XATTR, token.encode())
+    except OSError:
+        return None
+    return token
+
+
+def is_replaced(record: Record, folder: Path) -> bool:
+    """Whether `folder` is another folder than the one `record` describes."""
+    if record.token is not None:
+        try:
+            return os.getxattr(folder, TOKEN_XATTR).decode() != record.token
+        except OSError:
+            return True
+    return record.identity is not None and record.identity != folder_identity(folder)
 
 
 def recorded_specs(record: Record, path: Path) -> tuple[MountSpec, ...]:
@@ -353,7 +408,7 @@ def hydrate_folder(home: Path, folder: Path, specs: Sequence[MountSpec] | None) 
         chosen = _chosen(specs, record, record_path, folder)
         baseline = owned_by(record.baseline, chosen) if record is not None else {}
         projection, place = _projection(folder, chosen, baseline)
-        _run(projection, projection.hydrate(), record_path, folder, chosen)
+        _run(projection, projection.hydrate(keep_edits=True), record_path, folder, chosen)
     prefixes = [s.prefix for s in chosen]
     counts = [0] * len(chosen)
     for path in place.written:
@@ -372,6 +427,12 @@ def flush_folder(home: Path, folder: Path, specs: Sequence[MountSpec] | None) ->
     with file_lock(lock_path, timeout=LOCK_TIMEOUT, what=f"the projection of {folder}"):
         record = load_record(record_path)
         chosen = _chosen(specs, record, record_path, folder)
+        if record is not None and record.baseline and is_replaced(record, folder):
+            raise PlaceReplacedError(
+                f"{folder} is not the folder that was hydrated (it was removed and made "
+                f"again): flushing it would delete the {len(record.baseline)} entries it "
+                "owns; nothing was flushed"
+            )
         # The record keeps the mounts of the last hydrate, and the whole baseline: a flush
         # naming other mounts uses them for this run only (a folder never hydrated records
         # them), and a path under none of them is never decided, so its base is kept as is.
@@ -422,6 +483,10 @@ def _run(
             raise UnsafePlacePathError(str(exc)) from exc
         except PlaceUnreadableError as exc:
             raise FolderUnreadableError(f"{folder}: {exc}; nothing was read or written") from exc
+        except LibraryUnflushedEditsError as exc:
+            raise UnflushedEditsError(
+                f"{exc}; nothing was written", details={"paths": exc.paths}
+            ) from exc
     except BaseException:
         with contextlib.suppress(OSError):
             save_record(record_path, folder, specs, projection.committed())

@@ -18,7 +18,9 @@ from tillage.projection.errors import (
     FolderUnreadableError,
     NoMountsError,
     PlaceFailedError,
+    PlaceReplacedError,
     StateDamagedError,
+    UnflushedEditsError,
     UnsafePlacePathError,
 )
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
@@ -168,6 +170,8 @@ COMMON_ERRORS = (
     CollectionFailedError,
     PlaceFailedError,
     StateDamagedError,
+    UnflushedEditsError,
+    PlaceReplacedError,
     BusyError,
     DiskFullError,
 )
@@ -188,7 +192,8 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "the current folder; it must exist and need not be attached) as a file under its "
             "mount's prefix, for an agent to edit: --mount for collections a flush writes "
             "back, --read-only for those it never does. A file already at an entry's path is "
-            "replaced (flush first: an edit not flushed yet is lost); keys starting with `_` "
+            "replaced only when it holds what was last committed there: an edit not flushed "
+            "yet refuses the hydrate (projection.unflushed_edits); keys starting with `_` "
             "are the collection's metadata and stay out. The mounts and what was laid down "
             "(the baseline) are kept under the store's home, not in the folder, for `till "
             "project flush`; without mount flags it lays down the mounts the last hydrate "
