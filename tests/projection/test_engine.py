@@ -265,3 +265,19 @@ def test_tillages_own_folder_in_the_place_is_never_written(tmp_path: Path) -> No
     assert (tmp_path / "run" / "ok.md").read_text() == "fine"
     with pytest.raises(ValueError):
         projection.put_sync(".tillage/workspace.json", "{}")
+
+
+def test_hydrate_keeping_edits_refuses_before_writing_anything() -> None:
+    from tillage.projection import UnflushedEditsError
+
+    projection, art, _, place = setup({"a.md": "1", "b.md": "1"})
+    run(projection.hydrate())
+    run(place.write("artifacts/a.md", "edited"))
+    art.set("a.md", "2")
+    art.set("b.md", "2")
+    with pytest.raises(UnflushedEditsError) as raised:
+        run(projection.hydrate(keep_edits=True))
+    assert raised.value.paths == ["artifacts/a.md"]
+    assert place.snapshot()["artifacts/b.md"] == "1", "nothing was written"
+    run(projection.hydrate())  # without the guard, as the seed's hydrate: laid down whole
+    assert place.snapshot()["artifacts/a.md"] == "2"
