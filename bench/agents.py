@@ -28,7 +28,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import random
 import shlex
 import shutil
@@ -47,7 +46,7 @@ from mcp.client.stdio import StdioServerParameters
 
 # Sibling modules: `python bench/agents.py` puts bench/ first on sys.path.
 import workload
-from measure import BenchError, Proc, run_measured, tail
+from measure import BenchError, Proc, durable_sync, machine_facts, run_measured, tail
 from runners import Tillage
 
 MIB = 1024 * 1024
@@ -68,13 +67,6 @@ MODES = ("watch", "alone")  # the watcher running, or no watcher
 MODE_LABEL = {"watch": "watcher running", "alone": "no watcher"}
 
 Log = Callable[[str], None]
-
-
-def durable_sync() -> float:
-    """`os.sync()`, timed: the write-back a step leaves is part of that step's cost."""
-    started = time.perf_counter()
-    os.sync()
-    return time.perf_counter() - started
 
 
 def python_of_till() -> str:
@@ -539,33 +531,6 @@ def _num(value: float, unit: str) -> str:
     if unit == "ms":
         return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
     return f"{value:.1f}"
-
-
-def machine_facts(workdir: Path, load_before: float) -> dict[str, Any]:
-    """Cores, memory, CPU, Python and the scratch dir's file system."""
-    fs, best = "unknown", ""
-    cpu = memory = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/mounts").read_text().splitlines():
-            parts = line.split()
-            if str(workdir).startswith(parts[1]) and len(parts[1]) > len(best):
-                best, fs = parts[1], parts[2]
-    with contextlib.suppress(OSError, StopIteration):
-        text = Path("/proc/cpuinfo").read_text()
-        cpu = next(ln for ln in text.splitlines() if ln.startswith("model name")).split(":")[1]
-    with contextlib.suppress(OSError, StopIteration, ValueError):
-        text = Path("/proc/meminfo").read_text()
-        kib = int(next(ln for ln in text.splitlines() if ln.startswith("MemTotal")).split()[1])
-        memory = f"{kib / MIB:.1f} GiB RAM"
-    return {
-        "nproc": os.cpu_count(),
-        "cpu": cpu.strip(),
-        "memory": memory,
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "platform": platform.platform(),
-        "workdir_fs": fs,
-        "load_before": load_before,
-    }
 
 
 def report(results: dict[str, Any]) -> str:

@@ -148,3 +148,59 @@ def wipe(root: Path) -> None:
             shutil.rmtree(child)
         else:
             child.unlink()
+
+
+def durable_sync() -> float:
+    """`os.sync()`, timed: the write-back a step left behind is part of that step's cost."""
+    started = time.perf_counter()
+    os.sync()
+    return time.perf_counter() - started
+
+
+def machine_facts(workdir: Path, load_before: float | None = None) -> dict[str, object]:
+    """What a reader needs to judge the numbers: cores, CPU, memory, Python, the scratch
+    dir's file system (overlay and tmpfs time differently) and the load at the start."""
+    import platform
+
+    return {
+        "nproc": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)),
+        "cpu": proc_field("/proc/cpuinfo", "model name"),
+        "memory": _memory(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "platform": platform.platform(),
+        "workdir_fs": _filesystem(workdir),
+        "load_before": load_before,
+    }
+
+
+def proc_field(path: str, key: str) -> str:
+    """First `key: value` in a /proc file ('unknown' elsewhere)."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(key):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def _memory() -> str:
+    """Total RAM in GiB, from /proc/meminfo ('unknown' elsewhere)."""
+    field_ = proc_field("/proc/meminfo", "MemTotal").split()
+    if not field_ or not field_[0].isdigit():
+        return "unknown"
+    return f"{int(field_[0]) / (1024 * 1024):.1f} GiB RAM"
+
+
+def _filesystem(path: Path) -> str:
+    """Filesystem type of the mount holding `path`."""
+    best, kind = "", "unknown"
+    try:
+        for line in Path("/proc/mounts").read_text().splitlines():
+            parts = line.split()
+            if str(path).startswith(parts[1]) and len(parts[1]) > len(best):
+                best, kind = parts[1], parts[2]
+    except OSError:
+        pass
+    return kind

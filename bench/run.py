@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import shutil
 import statistics
@@ -49,7 +48,10 @@ from measure import (
     BenchError,
     Proc,
     ToolMissingError,
+    durable_sync,
+    machine_facts,
     manifest,
+    proc_field,
     run_measured,
     tree_bytes,
     verify,
@@ -101,13 +103,6 @@ class RunResult:
     bare_python_s: float = 0.0
     # tillage only: hooks and the watcher (see watch_figures()); absent keys were not measured.
     watch: dict[str, float] = field(default_factory=dict)
-
-
-def durable_sync() -> float:
-    """`os.sync()`, timed: the write-back a step left behind is part of that step's cost."""
-    started = time.perf_counter()
-    os.sync()
-    return time.perf_counter() - started
 
 
 def timed_step(tool: Tool, action: Callable[[], None]) -> Step:
@@ -259,7 +254,7 @@ def idle_cost(tool: TillageWatched, pid: int, seconds: float) -> dict[str, float
     cpu0, io0, t0 = _proc_cpu_s(pid), _proc_io_writes(pid), time.perf_counter()
     time.sleep(seconds)
     cpu1, io1, t1 = _proc_cpu_s(pid), _proc_io_writes(pid), time.perf_counter()
-    rss_kib = int(_proc_field(f"/proc/{pid}/status", "VmRSS").split()[0])
+    rss_kib = int(proc_field(f"/proc/{pid}/status", "VmRSS").split()[0])
     after = tool.till("timeline", "-n", "1")["snapshots"][0]["id"]
     return {
         "idle_cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
@@ -441,52 +436,6 @@ def markdown_table(rows: list[dict[str, Any]], absent: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def machine_facts(workdir: Path) -> dict[str, Any]:
-    """What a reader needs to judge the numbers: cores, memory, CPU, filesystem."""
-    return {
-        "nproc": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "platform": platform.platform(),
-        "cpu": _proc_field("/proc/cpuinfo", "model name"),
-        "memory": _memory(),
-        "workdir_fs": _filesystem(workdir),
-    }
-
-
-def _proc_field(path: str, key: str) -> str:
-    """First `key: value` in a /proc file ('unknown' elsewhere)."""
-    try:
-        for line in Path(path).read_text().splitlines():
-            if line.startswith(key):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
-def _memory() -> str:
-    """Total RAM in GiB, from /proc/meminfo ('unknown' elsewhere)."""
-    field_ = _proc_field("/proc/meminfo", "MemTotal").split()
-    if not field_ or not field_[0].isdigit():
-        return "unknown"
-    return f"{int(field_[0]) / MIB:.1f} GiB RAM"
-
-
-def _filesystem(path: Path) -> str:
-    """Filesystem type of the mount holding path (overlay and tmpfs time differently)."""
-    best, kind = "", "unknown"
-    try:
-        for line in Path("/proc/mounts").read_text().splitlines():
-            parts = line.split()
-            mount = parts[1]
-            if str(path).startswith(mount) and len(mount) > len(best):
-                best, kind = mount, parts[2]
-    except OSError:
-        pass
-    return kind
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per tool (median reported)")
@@ -595,7 +544,7 @@ def benchmark(
     summaries = {name: summarize(r) for name, r in runs.items() if name not in failed and r}
     return {
         "command": "python bench/run.py " + shlex.join(sys.argv[1:]),
-        "machine": {**machine_facts(workdir), "load_before": load_before},
+        "machine": machine_facts(workdir, load_before),
         "versions": versions,
         "workload": {**asdict(stats), "seed": args.seed, "scale": args.scale},
         "repeat": args.repeat,

@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import shlex
 import shutil
 import signal
@@ -43,7 +42,15 @@ from typing import Any
 
 # Sibling modules: `python bench/universes.py` puts bench/ first on sys.path.
 import workload
-from measure import BenchError, Proc, run_measured, tail, tree_bytes
+from measure import (
+    BenchError,
+    Proc,
+    durable_sync,
+    machine_facts,
+    run_measured,
+    tail,
+    tree_bytes,
+)
 from runners import Tillage
 
 MIB = 1024 * 1024
@@ -64,13 +71,6 @@ RADAR_TARGET_S = 1.0
 
 
 Log = Callable[[str], None]
-
-
-def durable_sync() -> float:
-    """`os.sync()`, timed: the write-back a step leaves is part of that step's cost."""
-    started = time.perf_counter()
-    os.sync()
-    return time.perf_counter() - started
 
 
 def used_bytes(path: Path) -> int:
@@ -798,24 +798,6 @@ def _num(value: float, unit: str) -> str:
     if unit == "MiB":
         return f"{value:.1f}"
     return f"{value * 100:.2f}%"
-
-
-def machine_facts(workdir: Path, load_before: float) -> dict[str, Any]:
-    """Cores, Python and the scratch dir's file system."""
-    fs = "unknown"
-    best = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/mounts").read_text().splitlines():
-            parts = line.split()
-            if str(workdir).startswith(parts[1]) and len(parts[1]) > len(best):
-                best, fs = parts[1], parts[2]
-    return {
-        "nproc": os.cpu_count(),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "platform": platform.platform(),
-        "workdir_fs": fs,
-        "load_before": load_before,
-    }
 
 
 def report(results: dict[str, Any]) -> str:
