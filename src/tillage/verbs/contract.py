@@ -322,6 +322,31 @@ class Contract(Generic[Req, Res]):
         }
 
 
+def agent_contract(
+    name: str,
+    cli: str,
+    request: type,
+    result: type,
+    effect: Effect,
+    doc: str,
+    **fields: Any,
+) -> Contract[Any, Any]:
+    """The contract of a verb an agent calls on an attached workspace (the common case):
+    since 1, workspace scope, agent audience; `fields` are the rest (errors, event, tool...)."""
+    return Contract(
+        name=name,
+        since=1,
+        scope=Scope.WORKSPACE,
+        audience=Audience.AGENT,
+        effect=effect,
+        request=request,
+        result=result,
+        cli=cli,
+        doc=doc,
+        **fields,
+    )
+
+
 @dataclass(frozen=True)
 class Verb(Generic[Req, Res]):
     """A contract and the handler that fulfils it."""

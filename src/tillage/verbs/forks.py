@@ -7,7 +7,16 @@ from pathlib import Path
 
 from tillage.errors import BusyError, TillageError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, ToolSpec, Verb, param
+from tillage.verbs.contract import (
+    Audience,
+    Contract,
+    Effect,
+    Scope,
+    ToolSpec,
+    Verb,
+    agent_contract,
+    param,
+)
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import SnapshotInfo, snapshot_info
 from tillage.workspace.fork_errors import (
@@ -468,19 +477,8 @@ def _contract(
     errors: tuple[type[TillageError], ...],
     tool: ToolSpec | None = None,
 ) -> Contract[Any, Any]:
-    return Contract(
-        name=name,
-        since=1,
-        scope=Scope.WORKSPACE,
-        audience=Audience.AGENT,
-        effect=effect,
-        request=request,
-        result=result,
-        cli=cli,
-        errors=errors,
-        doc=doc,
-        tool=tool,
-    )
+    """A universe verb: its errors always named."""
+    return agent_contract(name, cli, request, result, effect, doc, errors=errors, tool=tool)
 
 
 VERBS: tuple[Verb[Any, Any], ...] = (

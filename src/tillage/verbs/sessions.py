@@ -316,23 +316,9 @@ def session_diff(ctx: Context, req: SessionDiffRequest) -> SessionDiffResult:
 
 
 @dataclass(frozen=True)
-class ChangelogCommit:
+class ChangelogCommit(CommitInfo):
     """A commit of the changelog: the commit object's fields and what it changed."""
 
-    id: str
-    short: str
-    parent: str | None
-    session: str
-    snapshot: str
-    description: str
-    created_at: str
-    file_count: int
-    total_size: int
-    changed_files: int
-    changed_total_size: int
-    is_baseline: bool
-    agent: str | None
-    # From the parent commit's snapshot to this one's, as `till diff` lists them.
     changes: tuple[ChangeInfo, ...]
 
 

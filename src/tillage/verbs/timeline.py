@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from tillage.errors import BusyError, InvalidArgumentError, NotFoundError, TillageError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
 from tillage.verbs.contract import (
-    Audience,
     Contract,
     Effect,
-    Scope,
     ToolLimit,
     ToolSpec,
     Verb,
+    agent_contract,
     param,
 )
 from tillage.verbs.invoke import Context
@@ -316,25 +314,10 @@ def _contract(
     effect: Effect,
     doc: str,
     errors: tuple[type[TillageError], ...] = ID_ERRORS,
-    event: str | None = None,
-    raw_output: Callable[[Any], bytes | str | Iterable[bytes]] | None = None,
-    tool: ToolSpec | None = None,
+    **fields: Any,
 ) -> Contract[Any, Any]:
-    return Contract(
-        name=name,
-        since=1,
-        scope=Scope.WORKSPACE,
-        audience=Audience.AGENT,
-        effect=effect,
-        request=request,
-        result=result,
-        cli=cli,
-        errors=errors,
-        event=event,
-        doc=doc,
-        raw_output=raw_output,
-        tool=tool,
-    )
+    """An agent verb of the timeline: the ID errors unless it says otherwise."""
+    return agent_contract(name, cli, request, result, effect, doc, errors=errors, **fields)
 
 
 def _cat_bytes(result: CatResult) -> ByteStream:
