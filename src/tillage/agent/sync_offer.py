@@ -6,6 +6,7 @@ them, and the key never enters a tool result. Pure: text in, text out."""
 from __future__ import annotations
 
 import posixpath
+import shlex
 from dataclasses import dataclass
 
 KEY_PLACEHOLDER = "<RECOVERY-KEY printed by `till remote add` on the first machine>"
@@ -38,13 +39,6 @@ def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
 
 
-def _quote(word: str) -> str:
-    safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_"
-    if word and all(ch in safe for ch in word):
-        return word
-    return "'" + word.replace("'", "'\"'\"'") + "'"
-
-
 def offer(workspace: str, remote: str, name: str | None = None) -> SyncOffer:
     """The offer for syncing `workspace` through `remote` (a directory, ssh://host/path, or
     s3://bucket/prefix), under a shared name (default: the folder's name)."""
@@ -52,7 +46,7 @@ def offer(workspace: str, remote: str, name: str | None = None) -> SyncOffer:
     if not remote:
         raise ValueError("a remote is needed: a directory, ssh://host/path or s3://bucket")
     shared = name or posixpath.basename(workspace.rstrip("/")) or "workspace"
-    ws, url, nm = _quote(workspace), _quote(remote), _quote(shared)
+    ws, url, nm = shlex.quote(workspace), shlex.quote(remote), shlex.quote(shared)
     here = (
         f"till --repo {ws} remote add {url} --name {nm}",
         f"till --repo {ws} sync --push",
