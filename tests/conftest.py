@@ -53,11 +53,12 @@ class Till:
         cwd: Path | None = None,
         stdin: str | None = None,
         timeout: float = 120,
+        env: dict[str, str] | None = None,
     ) -> Run:
         proc = subprocess.run(
             [sys.executable, "-m", "tillage", *args],
             cwd=cwd or self.cwd,
-            env=self.env(),
+            env={**self.env(), **(env or {})},
             input=stdin if stdin is not None else "",
             capture_output=True,
             text=True,
@@ -65,9 +66,9 @@ class Till:
         )
         return Run(proc.returncode, proc.stdout, proc.stderr)
 
-    def json(self, *args: str, cwd: Path | None = None) -> Any:
+    def json(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Any:
         """Runs with --json, asserts success, and returns the parsed document."""
-        run = self("--json", *args, cwd=cwd)
+        run = self("--json", *args, cwd=cwd, env=env)
         assert run.code == 0, (run.code, run.stdout, run.stderr)
         return run.doc
 

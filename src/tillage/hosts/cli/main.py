@@ -553,7 +553,8 @@ def _run(argv: list[str], call: _Call) -> int:
         if prm.spec.remainder:
             setattr(ns, prm.name, command)
     try:
-        code = _execute(verb, ns, call)
+        with _clock_pinned(call.io):
+            code = _execute(verb, ns, call)
     except TillageError as err:
         if call.json_mode:
             _emit_json({"error": err.envelope()}, call)
@@ -682,6 +683,26 @@ def _folder(repo: str | None, io: IO) -> Path:
         next_step="cd into an existing folder, or give --repo; a deleted workspace's "
         "timeline is still in the store: recreate the folder and run `till watch` there",
     )
+
+
+def _clock_pinned(io: IO) -> Any:
+    """`TILLAGE_NOW` pins the clock for seals, retention and gc: for the whole process when it
+    is ours (the MCP server's and a seal's worker threads too), else for this served call's
+    thread; a value that is no time is refused rather than silently ignored."""
+    from tillage.platform import clock
+
+    text = io.env.get("TILLAGE_NOW", "")
+    ns = clock.parse_pin(text)
+    if text.strip() and ns is None:
+        from tillage.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(
+            f"TILLAGE_NOW={text[:40]!r} is not a time",
+            next_step="set it to epoch seconds or an ISO-8601 time, or unset it",
+        )
+    if io.own_process:
+        clock.pin_process(ns)
+    return clock.pinned(ns)
 
 
 def _now(env: Mapping[str, str]) -> float:

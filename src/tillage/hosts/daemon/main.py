@@ -202,6 +202,9 @@ def _serve(
         doc["foreground"] = foreground
         _write_info(info_path, doc)
 
+    from tillage.platform import clock
+
+    clock.pin_process(clock.parse_pin(os.environ.get("TILLAGE_NOW")))  # as the CLI's seals
     debug = os.environ.get("TILLAGE_WATCH_DEBUG") == "1"
     limit = os.environ.get("TILLAGE_WATCH_MAX_WATCHES", "") if debug else ""
     service = WatchService(
