@@ -122,3 +122,68 @@ def _rfc3339_ns(text: str) -> int | None:
     ns = int(fraction.ljust(9, "0")) if fraction else 0
     last_of_unit: int = 10 ** (9 - len(fraction)) - 1
     return seconds * 1_000_000_000 + ns + last_of_unit
+
+
+# -- sizes and durations people type (`till budget --max 20g`, `till retention --daily 90d`) -----
+
+FOREVER = -1  # a duration without end (`forever`): a retention window that never closes
+_NS_PER_HOUR = HOUR * 1_000_000_000
+_NS_PER_DAY = DAY * 1_000_000_000
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kib": 1024,
+    "m": 1024**2,
+    "mib": 1024**2,
+    "g": 1024**3,
+    "gib": 1024**3,
+    "t": 1024**4,
+    "tib": 1024**4,
+}
+_DURATION_UNITS = {"h": _NS_PER_HOUR, "d": _NS_PER_DAY, "w": 7 * _NS_PER_DAY}
+
+
+def _split_number(text: str) -> tuple[str, str]:
+    """Splits `1.5gib` into (`1.5`, `gib`): the leading digits and dot, then the rest, lowered."""
+    text = text.strip().lower()
+    end = 0
+    while end < len(text) and (text[end].isdigit() or text[end] == "."):
+        end += 1
+    return text[:end], text[end:].strip()
+
+
+def parse_size(text: str) -> int | None:
+    """Returns the bytes a size means (`512`, `512b`, `10k`, `5mib`, `1.5g`, `1t`; 1024-based,
+    any case), rounded down to a whole byte; None when the text is not a size."""
+    number, unit = _split_number(text)
+    factor = _SIZE_UNITS.get(unit)
+    # `isdigit` also accepts other scripts' digits, which `int` may refuse: ASCII only
+    if factor is None or not number.isascii() or number.count(".") > 1 or not number.strip("."):
+        return None
+    whole, _, fraction = number.partition(".")
+    scale: int = 10 ** len(fraction)
+    return (int(whole or "0") * scale + int(fraction or "0")) * factor // scale
+
+
+def parse_duration(text: str) -> int | None:
+    """Returns the nanoseconds a duration means (`24h`, `7d`, `2w`, `0h`: whole numbers of
+    hours, days or weeks), FOREVER for `forever`; None when the text is not a duration."""
+    if text.strip().lower() == "forever":
+        return FOREVER
+    number, unit = _split_number(text)
+    factor = _DURATION_UNITS.get(unit)
+    if factor is None or not number.isascii() or not number.isdigit():
+        return None
+    return int(number) * factor
+
+
+def format_duration(ns: int) -> str:
+    """Returns a duration as `parse_duration` reads it back: `forever`, `Nd` for a whole number
+    of days from 2 days up, else `Nh` (rounded down to the hour; a negative one reads `0h`)."""
+    if ns == FOREVER:
+        return "forever"
+    ns = max(ns, 0)
+    if ns >= 2 * _NS_PER_DAY and ns % _NS_PER_DAY == 0:
+        return f"{ns // _NS_PER_DAY}d"
+    return f"{ns // _NS_PER_HOUR}h"
