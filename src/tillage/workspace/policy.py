@@ -1,8 +1,10 @@
-"""`.tillagepolicy`: gitignore-syntax patterns for subtrees tillage must not capture or touch.
+"""`.tillagepolicy`: gitignore-syntax patterns for subtrees tillage must not capture or touch,
+and `@class NAME PATTERN` lines that set the content class of the paths a pattern names.
 
 The policy file itself is captured. `.tillage/` at the root is always excluded, and so are the
-temporary files tillage itself writes during a rewind. A line that is not a valid pattern is
-skipped and reported (file and line), never fatal: one typo must not block sealing or recovery.
+temporary files tillage itself writes during a rewind. A line that is not a valid pattern (or
+a `@class` line with an unknown class or no pattern) is skipped and reported (file and line),
+never fatal: one typo must not block sealing or recovery.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tillage.core.classes import ClassRules, is_class_line
 from tillage.platform.fs import TEMP_MARK
 
 TYPE_CHECKING = False
@@ -34,11 +37,21 @@ class PolicyProblem:
 
 
 class Policy:
-    """Answers whether a workspace path is excluded from capture (and so from rewind)."""
+    """Answers whether a workspace path is excluded from capture (and so from rewind), and
+    which `@class` rules set content classes (`classes`)."""
 
     def __init__(self, lines: list[str]) -> None:
         self._spec: Any = None
         self.problems: tuple[PolicyProblem, ...] = ()
+        self.classes: ClassRules = ClassRules.EMPTY
+        if any(is_class_line(line) for line in lines):
+            self.classes = ClassRules.parse(lines)
+            # a `@class` line is no exclusion pattern: blank it, keeping the line numbers
+            lines = ["" if is_class_line(line) else line for line in lines]
+        class_problems = tuple(
+            PolicyProblem(POLICY_FILE, p.line, p.text, p.problem) for p in self.classes.problems
+        )
+        self.problems = class_problems
         if not any(line.strip() and not line.lstrip().startswith("#") for line in lines):
             return
         import pathspec
@@ -46,7 +59,10 @@ class Policy:
         try:
             self._spec = pathspec.GitIgnoreSpec.from_lines(lines)
         except Exception:  # pathspec raises its own and re's errors: parse line by line
-            self._spec, self.problems = _parse_lenient(lines)
+            self._spec, pattern_problems = _parse_lenient(lines)
+            self.problems = tuple(
+                sorted((*class_problems, *pattern_problems), key=lambda p: p.line)
+            )
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Policy:
