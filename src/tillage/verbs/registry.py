@@ -31,6 +31,7 @@ VERB_MODULES = (
     "tillage.verbs.bisect",
     "tillage.verbs.sessions",
     "tillage.verbs.project",
+    "tillage.verbs.estimate",
 )
 
 
@@ -78,6 +79,7 @@ COMMANDS = {
     "session changelog": "tillage.verbs.sessions",
     "project hydrate": "tillage.verbs.project",
     "project flush": "tillage.verbs.project",
+    "estimate": "tillage.verbs.estimate",
 }
 
 

@@ -496,6 +496,7 @@ FEATURE_PAGES = {
     "bisect.": "tillage.hosts.cli.human_bisect",
     "session.": "tillage.hosts.cli.human_sessions",
     "project.": "tillage.hosts.cli.human_project",
+    "estimate.": "tillage.hosts.cli.human_estimate",
 }
 
 
