@@ -37,8 +37,14 @@ class EstimateResult:
 
 def estimate(ctx: Context, req: EstimateRequest) -> EstimateResult:
     from tillage.workspace.estimate import estimate as run
+    from tillage.workspace.estimate import process_startup_seconds
 
-    found = run(ctx.settings.folder, ctx.settings.home, on_progress=ctx.on_progress)
+    # A seal runs in a `till` process that starts up first: this one's start-up measures that
+    # (a call served by a long-lived process has no start-up of its own to measure).
+    startup = process_startup_seconds() if ctx.settings.own_process else 0.0
+    found = run(
+        ctx.settings.folder, ctx.settings.home, on_progress=ctx.on_progress, startup_seconds=startup
+    )
     return EstimateResult(
         files=found.files,
         dirs=found.dirs,

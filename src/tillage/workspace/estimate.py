@@ -8,7 +8,8 @@ process has it open, or read-only when one does (a read-only connection to a WAL
 no `-wal`/`-shm` would create them). A SQLite database in the folder is imaged as a seal images
 it, in a private temporary folder outside the folder and the store, removed at once.
 
-`seconds` is measured, not guessed: the walk itself (stat, read, hash, cut: the seal's first
+`seconds` is measured, not guessed: a `till` process's start-up (this one's, when the estimate
+runs in a command-line process of its own), the walk itself (stat, read, hash, cut: the seal's first
 half, timed as it runs here), plus storing the new bytes at the rate measured by storing an even
 sample of them as the seal's writer does (its encoder, thread pool, batches and pack buffer,
 into an anonymous in-memory file), plus recording each new object in an index, timed on an
@@ -112,9 +113,17 @@ def _policy(root: Path) -> _Recording:
     return _Recording(data.decode("utf-8", errors="surrogateescape").splitlines())
 
 
-def estimate(folder: Path, home: Path, *, on_progress: ProgressFn | None = None) -> Estimate:
+def estimate(
+    folder: Path,
+    home: Path,
+    *,
+    on_progress: ProgressFn | None = None,
+    startup_seconds: float = 0.0,
+) -> Estimate:
     """Walks `folder` as a cold seal would and returns what it would capture and cost, against
-    the store at `home` (which need not exist); writes nothing anywhere."""
+    the store at `home` (which need not exist); writes nothing anywhere. `startup_seconds` is
+    what starting a `till` process costs here (see process_startup_seconds), added to the
+    prediction because `till watch` pays it too."""
     require_folder(folder)
     root = folder.resolve()
     policy = _policy(root)
@@ -150,7 +159,8 @@ def estimate(folder: Path, home: Path, *, on_progress: ProgressFn | None = None)
     new_bytes = sum(new_chunks.values())
     new_objects = len(new_chunks) + sum(1 for oid in tally.others if oid not in stored)
     seconds = (
-        walk_seconds
+        startup_seconds
+        + walk_seconds
         + _store_seconds(tally.sample, new_chunks, new_bytes)
         + _index_seconds(new_objects)
     )
@@ -164,6 +174,20 @@ def estimate(folder: Path, home: Path, *, on_progress: ProgressFn | None = None)
         dedup_bytes=capture.total_bytes - new_bytes,
         seconds=round(seconds, 3),
     )
+
+
+def process_startup_seconds() -> float:
+    """How long this process has run (its start-up, when asked first thing by a command-line
+    process); 0.0 where /proc cannot tell."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read().split()[0])
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime, in ticks
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return max(uptime - started, 0.0)
 
 
 def _stored(home: Path, ids: list[bytes]) -> set[bytes]:
