@@ -182,6 +182,9 @@ def test_rules_are_equal_when_their_lines_are() -> None:
     assert ClassRules.parse([]) == ClassRules.EMPTY
     assert not ClassRules.EMPTY
     assert hash(ClassRules.parse(RULES)) == hash(ClassRules.parse(list(RULES)))
+    # one policy read from many snapshots is compiled once, and shares its folder memo
+    assert ClassRules.parse(RULES) is ClassRules.parse(["", *RULES[1:]])
+    assert ClassRules.parse(["*.log", "build/"]) is ClassRules.EMPTY
 
 
 # -- the folder class is a promise about every path below ----------------------------------------

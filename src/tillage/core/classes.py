@@ -310,18 +310,27 @@ class ClassRules:
     def parse(cls, lines: Sequence[str]) -> ClassRules:
         """Reads the `@class` lines among `lines` (others are ignored: they are exclusion
         patterns); a bad one (unknown class, no pattern, bad glob) is skipped and kept in
-        `.problems`."""
+        `.problems`. The same lines give the same (shared) rules, so gc reading one policy
+        in many snapshots compiles it once and keeps one memo of its folders."""
+        key = tuple((n, line) for n, line in enumerate(lines, start=1) if is_class_line(line))
+        if not key:
+            return cls.EMPTY
+        cached = _PARSED.get(key)
+        if cached is not None:
+            return cached
         rules: list[ClassRule] = []
         problems: list[ClassProblem] = []
-        for number, line in enumerate(lines, start=1):
-            if not is_class_line(line):
-                continue
+        for number, line in key:
             rule_or_problem = parse_line(line)
             if isinstance(rule_or_problem, ClassRule):
                 rules.append(rule_or_problem)
             else:
                 problems.append(ClassProblem(number, line[:200], rule_or_problem))
-        return cls(rules, problems)
+        parsed = cls(rules, problems)
+        if len(_PARSED) >= 64:
+            _PARSED.clear()
+        _PARSED[key] = parsed
+        return parsed
 
     def rule_for(self, path: str, folder: bool = False) -> str | None:
         """The class the last matching rule gives `path` (a file, or a folder when `folder`),
@@ -433,6 +442,7 @@ def parse_line(line: str) -> ClassRule | str:
 
 
 ClassRules.EMPTY = ClassRules(())
+_PARSED: dict[tuple[tuple[int, str], ...], ClassRules] = {}
 
 
 # -- classifying ---------------------------------------------------------------------------------
