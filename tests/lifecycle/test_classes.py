@@ -161,6 +161,7 @@ def test_a_folder_has_a_class_only_when_no_rule_can_differ_below_it() -> None:
         ("@class build a/../b", "'..'"),
         ("@class build [z-a]", "runs backwards"),
         ("@class build a[", "never closed"),
+        ("@class build !vendor/", "negation"),
     ],
 )
 def test_a_bad_class_line_is_skipped_and_reported(line: str, problem: str) -> None:

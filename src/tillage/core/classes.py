@@ -434,6 +434,11 @@ def parse_line(line: str) -> ClassRule | str:
     pattern = fields[2].strip()
     if not pattern.strip("/"):
         return f"{pattern!r} names no path"
+    if pattern.startswith("!"):
+        return (
+            "a `!` (negation) means nothing in a `@class` line: add a later line giving "
+            "those paths the class they should have"
+        )
     try:
         regex, segments = compile_pattern(pattern)
     except globs.BadPatternError as exc:  # its words are about claims; these are classes
