@@ -28,6 +28,7 @@ MODULE_RANGES: Mapping[str, tuple[int, int]] = {
     "claims": (-32229, -32210),
     "sessions": (-32249, -32230),
     "projection": (-32269, -32250),
+    "lifecycle": (-32289, -32270),
 }
 
 

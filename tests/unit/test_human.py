@@ -229,7 +229,7 @@ def test_a_field_a_page_does_not_know_is_still_shown() -> None:
 
 def test_a_verb_without_a_page_gets_the_generic_listing_with_human_units() -> None:
     doc = {"bytes_reclaimed": 5 * 1024 * 1024, "removed_at": "2026-12-01T11:00:00Z", "x": None}
-    text = render("store.gc", doc, now=NOW)
+    text = render("store.tidy", doc, now=NOW)
     assert "bytes reclaimed: 5.0 MiB" in text
     assert "removed at: 1 h ago" in text
     assert "x:" not in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,3 +59,69 @@ def file_lock(path: Path, *, timeout: float = 30.0, what: str = "the store") -> 
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+# How long an operation waits for a gc to finish before answering busy: a gc of a large store
+# takes minutes, and a seal that waits loses nothing.
+SHARED_WAIT = 900.0
+
+_held = threading.local()
+
+
+@contextmanager
+def maintenance_lock(
+    directory: Path, *, exclusive: bool, timeout: float = SHARED_WAIT
+) -> Iterator[None]:
+    """The store's maintenance lock (`locks/maintenance.lock`): shared by operations that use
+    objects, exclusive for a gc. Re-entrant per thread for the shared side; asking for the
+    exclusive side while this thread holds the shared one is busy at once (it would wait for
+    itself)."""
+    depth = getattr(_held, "depth", 0)
+    if not exclusive and depth:
+        _held.depth = depth + 1
+        try:
+            yield
+        finally:
+            _held.depth -= 1
+        return
+    if exclusive and depth:
+        raise BusyError("this process is using the store; a gc cannot run inside that call")
+    path = directory / "maintenance.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        busy = (
+            "other tillage processes are using the store; a gc waits for them"
+            if exclusive
+            else "a gc holds the store (it is reclaiming space)"
+        )
+        _flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, timeout, busy)
+        if not exclusive:
+            _held.depth = 1
+        try:
+            yield
+        finally:
+            if not exclusive:
+                _held.depth = 0
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def holds_shared() -> bool:
+    """Tells whether this thread holds the store's maintenance lock (shared)."""
+    return bool(getattr(_held, "depth", 0))
+
+
+def _flock(fd: int, mode: int, timeout: float, busy: str) -> None:
+    deadline = time.monotonic() + timeout
+    delay = 0.002
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise BusyError(busy) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)

@@ -16,7 +16,7 @@ from pathlib import Path
 from tillage.errors import BusyError
 from tillage.platform.errors import DiskFullError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -49,6 +49,8 @@ CREATE TABLE IF NOT EXISTS session_commits(
     file_count INT NOT NULL, total_size INT NOT NULL, changed_files INT NOT NULL,
     changed_total_size INT NOT NULL, baseline INT NOT NULL, agent TEXT);
 CREATE INDEX IF NOT EXISTS session_commits_chain ON session_commits(workspace, session, seq);
+CREATE TABLE IF NOT EXISTS dropped(snapshot TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS thinned(snapshot TEXT PRIMARY KEY, classes TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions(
     workspace TEXT NOT NULL, id TEXT NOT NULL, created_ns INT NOT NULL, updated_ns INT NOT NULL,
     commits INT NOT NULL, head TEXT NOT NULL, ended_ns INT, PRIMARY KEY(workspace, id));
@@ -110,6 +112,8 @@ TABLES = (
     "claims",
     "session_commits",
     "sessions",
+    "dropped",
+    "thinned",
 )
 
 

@@ -22,7 +22,7 @@ from tillage.core.format import FORMAT_VERSION, PACK_TARGET_BYTES
 from tillage.errors import IntegrityError
 from tillage.platform import clock, failpoints
 from tillage.platform.fs import atomic_write
-from tillage.platform.locks import file_lock
+from tillage.platform.locks import SHARED_WAIT, file_lock, maintenance_lock
 from tillage.store import index as ix
 from tillage.store.errors import StoreDamagedError, StoreFormatError, StoreReadOnlyError
 from tillage.store.packs import (
@@ -40,6 +40,7 @@ from tillage.store.publog import GENESIS, LogRecord, PublicationLog
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
+    from contextlib import AbstractContextManager
     from typing import Any
 
 
@@ -186,6 +187,7 @@ class Store:
         self._conn: sqlite3.Connection | None = None
         self.repairing = False
         self.read_only = False
+        self._packs_epoch: str | None = None
         self.log_problem: str | None = None
         # Which thread opened it: a long-lived process closes what one call opened (an
         # SQLite connection sits in a reference cycle and would stay open until a gc pass,
@@ -326,7 +328,14 @@ class Store:
         return seq, last, offset
 
     def catch_up(self) -> None:
-        """Applies log records the index has not seen yet."""
+        """Applies log records the index has not seen yet; closes the pack files a gc has
+        replaced since this store last looked (an open descriptor keeps a deleted pack's
+        bytes on disk)."""
+        epoch = ix.get_meta(self.conn, "packs_epoch")
+        if epoch != self._packs_epoch:
+            if self._packs_epoch is not None:
+                self._reader.close()
+            self._packs_epoch = epoch
         _seq, last, offset = self._log_position()
         size = self.log.path.stat().st_size if self.log.path.exists() else 0
         if size < offset:
@@ -417,6 +426,13 @@ class Store:
             c.execute("INSERT OR IGNORE INTO pins(snapshot) VALUES (?)", (b["snapshot"],))
         elif r.kind == "unpin":
             c.execute("DELETE FROM pins WHERE snapshot=?", (b["snapshot"],))
+        elif r.kind == "settings":
+            # One policy per store: a later line overrides the keys it names.
+            merged = json.loads(ix.get_meta(c, "settings") or "{}")
+            merged.update({k: v for k, v in b.items() if isinstance(v, dict)})
+            ix.set_meta(c, "settings", json.dumps(merged, sort_keys=True))
+        elif r.kind == "gc":
+            _apply_gc(c, b)
         elif r.kind == "forget":
             # 1: forgotten, its timeline kept for a later attach; 2: purged.
             forgotten = 2 if b.get("purge") else 1
@@ -507,6 +523,10 @@ class Store:
         try:
             _kind, raw = self._reader.read(loc, object_id)
         except IntegrityError:
+            moved = self.location(object_id)
+            if moved is not None and moved != loc:
+                # A gc (or a repair) rewrote its pack since it was looked up: read it there.
+                return self._reader.read(moved, object_id)[1]
             # A missing pack may have just been rewritten by a repair: only a record that is
             # there and wrong is forgotten.
             if (self.packs_dir / loc.pack).exists():
@@ -721,6 +741,38 @@ class Store:
         ).fetchone()
         return None if row is None else SessionRow(*row)
 
+    def settings(self) -> dict[str, Any]:
+        """The store's settings facts (`retention`, `budget`), the latest of each."""
+        loaded: dict[str, Any] = json.loads(ix.get_meta(self.conn, "settings") or "{}")
+        return loaded
+
+    def thinned_classes(self, snapshot_id: str) -> frozenset[str]:
+        """The content classes whose bytes a gc dropped from a snapshot (empty: none)."""
+        row = self.conn.execute(
+            "SELECT classes FROM thinned WHERE snapshot=?", (snapshot_id,)
+        ).fetchone()
+        return frozenset(json.loads(row[0])) if row else frozenset()
+
+    def was_dropped(self, snapshot_id: str) -> bool:
+        """Tells whether a gc removed this snapshot (it answers not_found now)."""
+        return (
+            self.conn.execute("SELECT 1 FROM dropped WHERE snapshot=?", (snapshot_id,)).fetchone()
+            is not None
+        )
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def sharing(self, *, timeout: float = SHARED_WAIT) -> AbstractContextManager[None]:
+        """Held by every operation that reads objects it looked up, or writes objects and
+        publishes what reaches them (a seal, a rewind): a gc waits for them, and they for a
+        gc (INV-14), so a gc never removes bytes a seal just deduplicated against, and never
+        deletes a pack a rewind reads."""
+        return maintenance_lock(self.locks_dir, exclusive=False, timeout=timeout)
+
+    def maintaining(self, *, timeout: float = SHARED_WAIT) -> AbstractContextManager[None]:
+        """The exclusive side of the maintenance lock, held by a gc for its whole run."""
+        return maintenance_lock(self.locks_dir, exclusive=True, timeout=timeout)
+
     def bytes_on_disk(self) -> int:
         """The store's size without walking it: every indexed record's bytes plus the log and
         the index files (half-written packs of killed seals are not counted until reclaimed)."""
@@ -794,6 +846,27 @@ def _apply_session(c: sqlite3.Connection, r: LogRecord) -> None:
                 "WHERE workspace=? AND id=?",
                 (left[0], left[1], left[2], workspace, session),
             )
+
+
+def _apply_gc(c: sqlite3.Connection, body: dict[str, Any]) -> None:
+    """Applies a gc's decision: removed snapshots are gone (not_found; remembered in `dropped`
+    so a repair never publishes their records again), thinned ones are graded `partial` and
+    remember which classes of bytes they lost."""
+    for snapshot in body.get("removed", ()):
+        c.execute("DELETE FROM snapshots WHERE id=?", (snapshot,))
+        c.execute("DELETE FROM pins WHERE snapshot=?", (snapshot,))
+        c.execute("DELETE FROM thinned WHERE snapshot=?", (snapshot,))
+        c.execute("INSERT OR IGNORE INTO dropped(snapshot) VALUES (?)", (snapshot,))
+    for item in body.get("thinned", ()):
+        snapshot = item["snapshot"]
+        row = c.execute("SELECT classes FROM thinned WHERE snapshot=?", (snapshot,)).fetchone()
+        classes = set(json.loads(row[0])) if row else set()
+        classes.update(item.get("classes", ()))
+        c.execute(
+            "INSERT OR REPLACE INTO thinned(snapshot, classes) VALUES (?,?)",
+            (snapshot, json.dumps(sorted(classes))),
+        )
+        c.execute("UPDATE snapshots SET grade='partial' WHERE id=?", (snapshot,))
 
 
 def _is_read_only_failure(exc: BaseException) -> bool:

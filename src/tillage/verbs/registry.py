@@ -31,6 +31,7 @@ VERB_MODULES = (
     "tillage.verbs.bisect",
     "tillage.verbs.sessions",
     "tillage.verbs.project",
+    "tillage.verbs.lifecycle",
     "tillage.verbs.estimate",
 )
 
@@ -79,6 +80,9 @@ COMMANDS = {
     "session changelog": "tillage.verbs.sessions",
     "project hydrate": "tillage.verbs.project",
     "project flush": "tillage.verbs.project",
+    "gc": "tillage.verbs.lifecycle",
+    "retention": "tillage.verbs.lifecycle",
+    "budget": "tillage.verbs.lifecycle",
     "estimate": "tillage.verbs.estimate",
 }
 

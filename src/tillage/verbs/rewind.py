@@ -37,6 +37,9 @@ class RewindResult:
     rescue: str | None
     # Hard links put back as plain files: the other name of the inode is outside --paths.
     unlinked: tuple[str, ...]
+    # Paths of a thinned snapshot whose bytes a gc dropped: `{path, class, reason}` each; the
+    # folder's own copy of each was left as it is.
+    missing: tuple[dict[str, str], ...]
     # The exact command to run next: to apply a dry run, or to undo an applied rewind.
     next: str
 
@@ -72,6 +75,9 @@ def rewind(ctx: Context, req: RewindRequest) -> RewindResult:
         rescued=outcome.rescued,
         rescue=outcome.rescue,
         unlinked=outcome.unlinked,
+        missing=tuple(
+            {"path": m.path, "class": m.cls, "reason": m.reason} for m in outcome.missing
+        ),
         next=_next_command(outcome.undo or outcome.target.id, req.paths),
     )
 

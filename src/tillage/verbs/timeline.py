@@ -25,6 +25,7 @@ from tillage.verbs.views import (
     snapshot_info,
 )
 from tillage.verbs.wire import ByteStream
+from tillage.workspace.gc_errors import BytesDroppedError, SnapshotPartialError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -141,6 +142,8 @@ class ShowResult:
     changes_from_parent: int
     tree: str
     fidelity: tuple[FidelityNoteInfo, ...]
+    # What a gc thinned from it: `{path, class, reason}` for each file whose bytes are gone.
+    missing: tuple[dict[str, str], ...]
 
 
 def show(ctx: Context, req: ShowRequest) -> ShowResult:
@@ -155,11 +158,17 @@ def show(ctx: Context, req: ShowRequest) -> ShowResult:
     old = flatten(ws.store, bytes.fromhex(parent.tree)) if parent else {}
     new = flatten(ws.store, bytes.fromhex(row.tree))
     record = snapshot_record(ws.store, row.id)
+    from tillage.workspace.thinned import missing_paths
+
     return ShowResult(
         snapshot=snapshot_info(row),
         changes_from_parent=len(diff_manifests(old, new)),
         tree=row.tree,
         fidelity=tuple(FidelityNoteInfo(n.path, n.reason) for n in record.fidelity),
+        missing=tuple(
+            {"path": m.path, "class": m.cls, "reason": m.reason}
+            for m in missing_paths(ws.store, row.id, new)
+        ),
     )
 
 
@@ -268,6 +277,13 @@ def cat(ctx: Context, req: CatRequest) -> CatResult:
             details={"kind": "directory" if entry.kind is EntryKind.DIR else "special"},
         )
     store = ws.store
+    from tillage.workspace.thinned import missing_paths
+
+    for gone in missing_paths(store, row.id, {path: entry}):
+        raise BytesDroppedError(
+            f"{echo(path)} is listed in snapshot {row.id[:12]} but {gone.reason}",
+            details={"path": path, "class": gone.cls},
+        )
     return CatResult(
         path=path,
         size=entry.size,
@@ -300,6 +316,12 @@ def _set_pin(ctx: Context, ref: str, *, pinned: bool) -> PinResult:
 
     ws = ctx.workspace
     row = resolve(ws, ref)
+    if pinned and not row.pinned and ws.store.thinned_classes(row.id):
+        lost = ", ".join(sorted(ws.store.thinned_classes(row.id)))
+        raise SnapshotPartialError(
+            f"snapshot {row.id[:12]} is partial: a gc dropped its {lost} bytes, and a pin "
+            "cannot bring them back"
+        )
     if row.pinned != pinned:
         ws.store.publish("pin" if pinned else "unpin", {"snapshot": row.id})
         row = ws.store.snapshot(row.id)
@@ -392,7 +414,7 @@ VERBS = (
             CatResult,
             Effect.READ,
             "A file's bytes as they were in a snapshot.",
-            errors=(*ID_ERRORS, PathNotInSnapshotError, NotAFileError),
+            errors=(*ID_ERRORS, PathNotInSnapshotError, NotAFileError, BytesDroppedError),
             raw_output=_cat_bytes,
         ),
         cat,
@@ -404,7 +426,9 @@ VERBS = (
             PinRequest,
             PinResult,
             Effect.WRITE,
-            "Keep a snapshot exact through any future thinning of the timeline.",
+            "Keep a snapshot exact through any future thinning of the timeline: a gc never removes "
+            "it nor drops its bytes. A snapshot a gc already thinned (partial) cannot be pinned.",
+            errors=(*ID_ERRORS, SnapshotPartialError),
             event="pinned",
             tool=ToolSpec(idempotent=True),
         ),

@@ -188,6 +188,35 @@ class StoreInfo:
 
 
 @dataclass(frozen=True)
+class HeldByInfo:
+    snapshot: str
+    workspace: str
+    why: str
+
+
+@dataclass(frozen=True)
+class BudgetInfo:
+    """The store's space budget as it stands (`till budget` sets it); `held_by` names the
+    protected snapshots when the store is over and a gc cannot take them."""
+
+    max_bytes: int
+    reserve_free_bytes: int
+    store_bytes: int
+    filesystem_free_bytes: int
+    over_budget: bool
+    held_by: tuple[HeldByInfo, ...]
+
+
+@dataclass(frozen=True)
+class ThinnedInfo:
+    """A snapshot of this timeline a gc thinned: the content classes whose bytes it lost."""
+
+    snapshot: str
+    short: str
+    classes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class FidelityInfo:
     path: str
     grade: str
@@ -228,6 +257,9 @@ class StatusResult:
     fidelity: tuple[FidelityInfo, ...] | None
     policy_problems: tuple[PolicyProblemInfo, ...]
     fork: ForkOfInfo | None = None  # null in a workspace that is not a fork
+    budget: BudgetInfo | None = None
+    # With --fidelity: the snapshots a gc thinned (`till show ID` lists their missing paths).
+    thinned: tuple[ThinnedInfo, ...] | None = None
 
 
 def status(ctx: Context, req: StatusRequest) -> StatusResult:
@@ -252,7 +284,39 @@ def status(ctx: Context, req: StatusRequest) -> StatusResult:
         fidelity=fidelity,
         policy_problems=policy_problems(ws.root),
         fork=_fork_of(ws),
+        budget=_budget(ws.store),
+        thinned=_thinned(ws) if req.fidelity else None,
     )
+
+
+def _budget(store: Any) -> BudgetInfo:
+    from tillage.workspace.budget import holders, state
+
+    now = state(store, exact=False)  # an index query and a statvfs: status stays cheap
+    held = (
+        tuple(HeldByInfo(h.snapshot, h.workspace, h.why) for h in holders(store))
+        if now.over_budget
+        else ()
+    )
+    return BudgetInfo(
+        now.limits.max_bytes,
+        now.limits.reserve_free_bytes,
+        now.store_bytes,
+        now.filesystem_free_bytes,
+        now.over_budget,
+        held,
+    )
+
+
+def _thinned(ws: Any) -> tuple[ThinnedInfo, ...]:
+    import json
+
+    rows = ws.store.conn.execute(
+        "SELECT t.snapshot, t.classes FROM thinned t JOIN snapshots s ON s.id = t.snapshot "
+        "WHERE s.workspace = ? ORDER BY s.sealed_at_ns DESC",
+        (ws.id,),
+    )
+    return tuple(ThinnedInfo(sid, sid[:12], tuple(json.loads(classes))) for sid, classes in rows)
 
 
 def _fork_of(ws: Any) -> ForkOfInfo | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from tillage.core.models import (
     Change,
@@ -72,6 +74,7 @@ from tillage.workspace.seal import (
     workspace_lock,
 )
 from tillage.workspace.sqlite_image import SIDECAR_SUFFIXES
+from tillage.workspace.thinned import Missing, spare_missing
 from tillage.workspace.trees import chunks_of, flatten, write_manifest
 
 
@@ -85,6 +88,8 @@ class RewindOutcome:
     rescue: str | None = None
     # Hard links of the target put back as plain files: their first name is outside the scope.
     unlinked: tuple[str, ...] = ()
+    # Paths whose bytes a gc dropped from the target: left as the folder holds them.
+    missing: tuple[Missing, ...] = ()
 
 
 def normalize_scopes(paths: tuple[str, ...] | None) -> list[str] | None:
@@ -94,17 +99,40 @@ def normalize_scopes(paths: tuple[str, ...] | None) -> list[str] | None:
     return sorted({parse(p) for p in paths})
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _using_store(fn: _F) -> _F:
+    """Runs `fn(ws, ...)` holding the store's maintenance lock, shared (INV-14): a gc never
+    deletes a pack this rewind staged from, nor the snapshot it lands."""
+
+    @functools.wraps(fn)
+    def wrapper(ws: Workspace, *args: Any, **kwargs: Any) -> Any:
+        with ws.store.sharing():
+            return fn(ws, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@_using_store
 def preview(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> RewindOutcome:
     """Returns what a rewind would change, touching nothing (`--dry-run`)."""
     live = scan_live(ws, scopes=scopes).manifest or {}
     want = flatten(ws.store, bytes.fromhex(target.tree), scopes)
     live = outside_policy(live, snapshot_policy(ws.store, want))
+    want, missing = spare_missing(ws.store, target.id, live, want)
     planned = plan_actions(live, want, scopes)
     return RewindOutcome(
-        target, planned.changes, applied=False, undo=None, unlinked=planned.unlinked
+        target,
+        planned.changes,
+        applied=False,
+        undo=None,
+        unlinked=planned.unlinked,
+        missing=missing,
     )
 
 
+@_using_store
 def apply(
     ws: Workspace,
     target: SnapshotRow,
@@ -125,6 +153,8 @@ def apply(
         want = flatten(ws.store, bytes.fromhex(target.tree), scopes)
         # What the target's own policy excluded, it knows nothing about: leave it alone.
         current = outside_policy(current, snapshot_policy(ws.store, want))
+        # Paths whose bytes a gc dropped keep their live copy (and are told, not failed on).
+        want, missing = spare_missing(ws.store, target.id, current, want)
         planned = plan_actions(current, want, scopes)
         applier = Applier(ws, current, on_progress)
         applier.stage(planned.actions)  # a damaged store fails here, the folder untouched
@@ -164,6 +194,7 @@ def apply(
         rescued=tuple(sorted(applier.rescued)),
         rescue=rescue,
         unlinked=planned.unlinked,
+        missing=missing,
     )
 
 
@@ -197,6 +228,7 @@ def _stopped(exc: OSError | TillageError, undo: str) -> TillageError:
     )
 
 
+@_using_store
 def finish_interrupted(
     ws: Workspace, target: SnapshotRow, scopes: list[str] | None, undo: str
 ) -> None:
@@ -227,6 +259,7 @@ def finish_interrupted(
         )
         want = flatten(ws.store, bytes.fromhex(target.tree), scopes)
         live = outside_policy(live, snapshot_policy(ws.store, want))
+        want, _missing = spare_missing(ws.store, target.id, live, want)
         planned = plan_actions(live, want, scopes)
         applier = Applier(ws, live)
         applier.stage(planned.actions)
@@ -240,6 +273,7 @@ def finish_interrupted(
     intent_path(ws).unlink()
 
 
+@_using_store
 def land_planned(
     ws: Workspace,
     current: dict[str, Entry],
@@ -276,6 +310,7 @@ def land_planned(
     intent_path(ws).unlink()
 
 
+@_using_store
 def apply_to_copy(
     ws: Workspace, root: Path, current: dict[str, Entry], want: dict[str, Entry]
 ) -> None:

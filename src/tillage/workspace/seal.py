@@ -11,6 +11,7 @@ interval, or none, means the full walk. The walk's result is the same either way
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -167,9 +168,22 @@ def seal_result(
     on_progress: ProgressFn | None = None,
     manifest_out: dict[str, Entry] | None = None,
 ) -> Sealed:
-    """seal(), telling whether a snapshot was added."""
+    """seal(), telling whether a snapshot was added; then the budget check every seal makes
+    (a gc only when the store is over its budget)."""
     with workspace_lock(ws):
-        return seal_result_locked(ws, options, on_progress=on_progress, manifest_out=manifest_out)
+        sealed = seal_result_locked(ws, options, on_progress=on_progress, manifest_out=manifest_out)
+    if sealed.added:
+        _keep_budget(ws.store)
+    return sealed
+
+
+def _keep_budget(store: Store) -> None:
+    """Enforces the store's budget after a seal; the seal stands whatever happens here (a gc
+    another process runs, a full disk): `till status` tells a store that stays over."""
+    from tillage.workspace.budget import check_after_seal
+
+    with contextlib.suppress(TillageError, OSError):
+        check_after_seal(store)
 
 
 def seal_locked(
@@ -201,7 +215,8 @@ def seal_result_locked(
 ) -> Sealed:
     """seal_result() for a caller that already holds the workspace lock."""
     store = ws.store
-    with store.writer() as writer:
+    # INV-14: from the first "does the store hold this?" to the publication, no gc may run.
+    with store.sharing(), store.writer() as writer:
         walker, changes, fingerprint = _walker(
             ws,
             writer,
@@ -217,10 +232,11 @@ def seal_result_locked(
         else:
             row = _publish(store, ws.id, writer, capture, options, head.id if head else None)
             sealed = Sealed(row, True, capture)
-    if manifest_out is not None and capture.manifest is not None:
-        manifest_out.update(capture.manifest)
-    token = changes.token if changes is not None else None
-    pathindex.save(store, ws.id, capture.index(token, fingerprint))
+        if manifest_out is not None and capture.manifest is not None:
+            manifest_out.update(capture.manifest)
+        token = changes.token if changes is not None else None
+        # Its hints name the head's objects, which no gc removes (the head keeps every byte).
+        pathindex.save(store, ws.id, capture.index(token, fingerprint))
     return sealed
 
 

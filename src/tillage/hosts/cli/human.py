@@ -272,6 +272,8 @@ def _status(page: Page) -> None:
     watching = page.take("watching")
     watcher = page.take("watcher")
     fork = page.take("fork")
+    budget = page.take("budget")
+    thinned = page.take("thinned")
     rows = [
         ("Workspace", str(page.take("workspace"))),
         ("Head", head or "no snapshot yet: seal one with `till snap`"),
@@ -282,10 +284,27 @@ def _status(page: Page) -> None:
     if isinstance(fork, dict):
         base = str(fork.get("base") or "")[:12]
         rows.insert(1, ("Fork", f"{fork.get('name')} of {fork.get('parent')}, from {base}"))
+    if isinstance(budget, dict):
+        from tillage.hosts.cli.human_lifecycle import budget_line
+
+        rows.insert(4, ("Budget", budget_line(budget)))
     page.fields(rows)
     fidelity = page.take("fidelity")
     if fidelity is not None:
         _fidelity(page, fidelity, "Every path in the head snapshot is captured exactly.")
+    if thinned:
+        page.add(
+            f"{units.count(len(thinned), 'snapshot')} thinned by gc (graded partial; "
+            "`till show ID` lists what each lost):",
+            *(
+                f"  {t.get('short')}  lost {', '.join(t.get('classes') or [])} bytes"
+                for t in thinned[:20]
+            ),
+        )
+    if isinstance(budget, dict) and budget.get("held_by"):
+        from tillage.hosts.cli.human_lifecycle import held_by
+
+        held_by(page, list(budget["held_by"]))
     _policy(page)
 
 
@@ -304,6 +323,7 @@ def _fidelity(page: Page, notes: list[Any], exact: str) -> None:
 def _show(page: Page) -> None:
     snap = page.take("snapshot") or {}
     page.take("fidelity")
+    lost = page.take("missing") or []
     sealed = str(snap.get("sealed_at", ""))
     changed = page.take("changes_from_parent")
     pairs = [
@@ -332,6 +352,10 @@ def _show(page: Page) -> None:
     notes = page.doc.get("fidelity")
     if notes:
         _fidelity(page, notes, "")
+    if lost:
+        from tillage.hosts.cli.human_lifecycle import missing
+
+        missing(page, lost, "Thinned by gc: no longer restorable")
     parent = snap.get("parent")
     if parent and changed:
         short = snap.get("short") or str(snap.get("id"))[:12]
@@ -370,6 +394,12 @@ def _rewind(page: Page) -> None:
         )
         listing.append(f"  … and {more:,} more (`till diff {full}` lists every difference)")
     unlinked = page.take("unlinked") or []
+    lost = page.take("missing") or []
+    if lost:
+        from tillage.hosts.cli.human_lifecycle import missing
+
+        verb = "kept" if applied else "would keep"
+        missing(page, lost, f"Bytes dropped by gc: {verb} the folder's own copy")
     if not applied:
         if not changes:
             page.add(f"The folder already matches {ref}: nothing to rewind.")
@@ -497,6 +527,9 @@ FEATURE_PAGES = {
     "session.": "tillage.hosts.cli.human_sessions",
     "project.": "tillage.hosts.cli.human_project",
     "estimate.": "tillage.hosts.cli.human_estimate",
+    "store.gc": "tillage.hosts.cli.human_lifecycle",
+    "store.retention": "tillage.hosts.cli.human_lifecycle",
+    "store.budget": "tillage.hosts.cli.human_lifecycle",
 }
 
 

@@ -1,0 +1,131 @@
+"""The store's space budget: at most `max_bytes` on disk, and at least `reserve_free_bytes` left
+free on its file system. Checked after every seal; when over, gc runs with thinning tightened
+step by step (the oldest go first; the protected set never) until the store is under.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from tillage.platform.locks import holds_shared
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tillage.store.store import Store
+    from tillage.workspace.gc import GcOutcome
+
+DEFAULT_MAX = 20 << 30
+DEFAULT_RESERVE = 512 << 20
+# Each step halves every window (the schedule's and the byte windows); twelve halvings take 90
+# days below an hour, and the last step (every window shifted to zero) leaves only the protected
+# set.
+STEPS = (*range(13), 64)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_bytes: int
+    reserve_free_bytes: int
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A protected snapshot that holds bytes a budget cannot take: why it is kept."""
+
+    snapshot: str
+    workspace: str
+    why: str
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    limits: Limits
+    store_bytes: int
+    filesystem_free_bytes: int
+
+    @property
+    def over_budget(self) -> bool:
+        return (
+            self.store_bytes > self.limits.max_bytes
+            or self.filesystem_free_bytes < self.limits.reserve_free_bytes
+        )
+
+
+def limits_of(store: Store) -> Limits:
+    saved = store.settings().get("budget") or {}
+    return Limits(
+        int(saved.get("max_bytes", DEFAULT_MAX)),
+        int(saved.get("reserve_free_bytes", DEFAULT_RESERVE)),
+    )
+
+
+def free_bytes(store: Store) -> int:
+    """Bytes an unprivileged writer may still use on the store's file system."""
+    st = os.statvfs(store.home)
+    return st.f_bavail * st.f_frsize
+
+
+def state(store: Store, *, exact: bool = True) -> BudgetState:
+    """The budget as it stands: `exact` counts the store's files on disk; otherwise the index's
+    sum of record lengths (a query, no walk), which may undercount garbage a gc has not swept."""
+    from tillage.store.sweep import store_bytes
+
+    used = store_bytes(store.home) if exact else store.bytes_on_disk()
+    return BudgetState(limits_of(store), used, free_bytes(store))
+
+
+def holders(store: Store) -> list[Holder]:
+    """The snapshots a budget may never remove (heads, pins, fork bases, sessions, undo
+    points): what holds the bytes when a store cannot get under its budget."""
+    from tillage.platform import clock
+    from tillage.workspace.gc import protected, retention_of
+
+    guard = protected(store, clock.now_ns(), retention_of(store))
+    out = []
+    for snapshot, why in sorted(guard.kept.items(), key=lambda kv: (kv[1], kv[0])):
+        row = store.snapshot(snapshot)
+        if row is not None:
+            out.append(Holder(snapshot, row.workspace, why))
+    return out
+
+
+def enforce(store: Store) -> GcOutcome | None:
+    """Runs gc, tightening step by step, until the store is under its budget; None when it was
+    under already. Never inside an operation that uses the store (the gc would wait for it):
+    that operation's caller checks again after it."""
+    if holds_shared() or not state(store).over_budget:
+        return None
+    from tillage.store.sweep import REWRITE_THRESHOLD
+    from tillage.workspace.gc import collect
+
+    total: GcOutcome | None = None
+    for step in _steps(state(store)):
+        # The first pass is the ordinary gc; the tightened ones free every garbage byte.
+        threshold = REWRITE_THRESHOLD if step == 0 else 0.0
+        outcome = collect(store, dry_run=False, step=step, threshold=threshold, reason="budget")
+        total = outcome if total is None else total.plus(outcome)
+        if not state(store).over_budget:
+            break
+    return total
+
+
+def _steps(now: BudgetState) -> tuple[int, ...]:
+    """The tightening steps worth taking: all of them when the store is over its own cap or
+    could free enough to restore the reserve; only the ordinary gc when the disk is short by
+    more than the whole store holds (something else filled it: removing history would lose it
+    and still not make room)."""
+    deficit = now.limits.reserve_free_bytes - now.filesystem_free_bytes
+    if now.store_bytes <= now.limits.max_bytes and deficit > now.store_bytes:
+        return STEPS[:1]
+    return STEPS
+
+
+def check_after_seal(store: Store) -> GcOutcome | None:
+    """The cheap check every seal makes: an index query and a statvfs; gc only when over."""
+    if holds_shared() or store.read_only:
+        return None
+    quick = state(store, exact=False)
+    if not quick.over_budget:
+        return None
+    return enforce(store)

@@ -1,0 +1,378 @@
+"""The store's lifecycle: which snapshots a gc keeps, which bytes they keep, and reclaiming the
+rest (the sweep itself is `store/sweep.py`).
+
+A gc decides first and reclaims after (INV-14): under the store's exclusive maintenance lock it
+applies the retention schedule to every timeline, thins the bytes of content classes whose
+window has passed, marks every object a kept snapshot still needs, publishes its decision as one
+`gc` fact, and only then sweeps. A gc killed after the fact leaves garbage the next gc finds; a
+gc killed before it leaves nothing changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from tillage.core import codec
+from tillage.core.classes import BYTE_WINDOWS, ClassRules, class_of
+from tillage.core.models import ContentKind, Entry, EntryFlag, EntryKind, is_hole
+from tillage.core.retention import DEFAULT, Retention, survivors, tightened
+from tillage.platform import clock, failpoints
+from tillage.store.sweep import REWRITE_THRESHOLD, plan, store_bytes, sweep
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from tillage.store.store import Store
+
+# Snapshots that exist so a step can be undone: kept whole while younger than the keep-all window
+# whatever the schedule says.
+UNDO_TRIGGERS = frozenset(("pre_rewind", "pre_merge", "try_before"))
+POLICY_NAME = b".tillagepolicy"
+
+
+@dataclass(frozen=True)
+class GcOutcome:
+    """What a gc removed (or, dry, would remove)."""
+
+    dry_run: bool
+    snapshots_removed: int
+    snapshots_thinned: int
+    objects_removed: int
+    packs_rewritten: int
+    bytes_reclaimed: int
+    store_bytes_before: int
+    store_bytes_after: int
+    removed: tuple[str, ...] = ()
+    thinned: tuple[str, ...] = ()
+
+    def plus(self, later: GcOutcome) -> GcOutcome:
+        """This gc followed by `later` (budget enforcement runs several)."""
+        return GcOutcome(
+            dry_run=self.dry_run,
+            snapshots_removed=self.snapshots_removed + later.snapshots_removed,
+            snapshots_thinned=len(set(self.thinned) | set(later.thinned)),
+            objects_removed=self.objects_removed + later.objects_removed,
+            packs_rewritten=self.packs_rewritten + later.packs_rewritten,
+            bytes_reclaimed=self.bytes_reclaimed + later.bytes_reclaimed,
+            store_bytes_before=self.store_bytes_before,
+            store_bytes_after=later.store_bytes_after,
+            removed=self.removed + later.removed,
+            thinned=tuple(sorted(set(self.thinned) | set(later.thinned))),
+        )
+
+
+@dataclass(frozen=True)
+class Protected:
+    """Snapshots a gc never removes, and the ones that keep every byte (`whole`), with why."""
+
+    kept: dict[str, str]
+    whole: frozenset[str]
+
+
+def retention_of(store: Store) -> Retention:
+    """The store's retention policy (the defaults until `till retention` sets one)."""
+    saved = store.settings().get("retention")
+    return DEFAULT if not saved else Retention.from_json(saved)
+
+
+def protected(store: Store, now_ns: int, policy: Retention) -> Protected:
+    """The snapshots no gc removes: every timeline's head, pins, bases of live forks, snapshots
+    a session commit names, undo points younger than the keep-all window, and anything an
+    unfinished rewind or merge names. Heads, pins, fork bases and intents keep all their bytes
+    (a fork merges against its base; an intent is finished from its target)."""
+    kept: dict[str, str] = {}
+    whole: set[str] = set()
+    conn = store.conn
+
+    def add(ids: Iterable[tuple[str | None]], why: str, *, all_bytes: bool) -> None:
+        for (snapshot,) in ids:
+            if snapshot is None:
+                continue
+            kept.setdefault(snapshot, why)
+            if all_bytes:
+                whole.add(snapshot)
+
+    add(
+        conn.execute(
+            "SELECT (SELECT id FROM snapshots s WHERE s.workspace = w.workspace "
+            "ORDER BY sealed_at_ns DESC, seq DESC LIMIT 1) FROM "
+            "(SELECT DISTINCT workspace FROM snapshots) w"
+        ),
+        "head",
+        all_bytes=True,
+    )
+    add(
+        conn.execute(
+            "SELECT (SELECT id FROM snapshots s WHERE s.workspace = w.workspace "
+            "ORDER BY seq DESC LIMIT 1) FROM (SELECT DISTINCT workspace FROM snapshots) w"
+        ),
+        "head",
+        all_bytes=True,
+    )
+    add(conn.execute("SELECT snapshot FROM pins"), "pinned", all_bytes=True)
+    add(
+        conn.execute("SELECT base FROM forks WHERE removed_ns IS NULL"),
+        "fork_base",
+        all_bytes=True,
+    )
+    add(conn.execute("SELECT DISTINCT snapshot FROM session_commits"), "session", all_bytes=False)
+    marks = ",".join("?" * len(UNDO_TRIGGERS))
+    since = now_ns - policy.keep_all if policy.keep_all >= 0 else -(1 << 62)  # FOREVER: all
+    add(
+        conn.execute(
+            f"SELECT id FROM snapshots WHERE trigger IN ({marks}) AND sealed_at_ns >= ?",
+            (*sorted(UNDO_TRIGGERS), since),
+        ),
+        "undo",
+        all_bytes=False,
+    )
+    add(((s,) for s in _named_by_intents(store)), "intent", all_bytes=True)
+    return Protected(kept, frozenset(whole))
+
+
+def _named_by_intents(store: Store) -> set[str]:
+    """Every snapshot ID an unfinished rewind, merge or fork intent names."""
+    found: set[str] = set()
+    try:
+        names = os.listdir(store.intents_dir)
+    except FileNotFoundError:
+        return found
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(store.intents_dir / name, "rb") as f:
+                doc = json.loads(f.read())
+        except (OSError, ValueError):
+            continue
+        stack: list[object] = [doc]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+            elif isinstance(item, str) and len(item) == 64:
+                found.add(item)
+    return found
+
+
+@dataclass
+class _Plan:
+    """A gc's decision before it is published."""
+
+    removed: list[str] = field(default_factory=list)
+    thinned: dict[str, list[str]] = field(default_factory=dict)  # snapshot -> classes it loses
+    live: set[bytes] = field(default_factory=set)
+
+
+class _Marker:
+    """Walks kept snapshots' trees once per distinct subtree, collecting the objects they
+    need; a file whose class is dropped from a snapshot does not keep its bytes, but every
+    tree is kept (so a thinned snapshot still lists what it held)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.live: set[bytes] = set()
+        self._full: set[bytes] = set()  # trees walked with every byte kept
+        self._thin: dict[tuple[bytes, str, frozenset[str]], frozenset[tuple[str, bytes]]] = {}
+        self._rules: dict[bytes, ClassRules] = {}
+        self._blobs: set[bytes] = set()
+
+    def _entries(self, tree: bytes) -> list[Entry]:
+        self.live.add(tree)
+        return codec.decode_tree(self.store.read(tree))
+
+    def _keep_content(self, e: Entry) -> None:
+        if e.content_kind is ContentKind.CHUNK:
+            self.live.add(e.content)
+        elif e.content_kind is ContentKind.BLOB:
+            blob = e.content
+            self.live.add(blob)
+            if blob not in self._blobs:
+                self._blobs.add(blob)
+                _size, refs = codec.decode_blob(self.store.read(blob))
+                self.live.update(r.id for r in refs if not is_hole(r))
+
+    def rules(self, tree: bytes) -> ClassRules:
+        """The class rules of the `.tillagepolicy` a snapshot's root tree holds."""
+        found = self._rules.get(tree)
+        if found is not None:
+            return found
+        rules = ClassRules.EMPTY
+        for e in codec.decode_tree(self.store.read(tree)):
+            if e.name == POLICY_NAME and e.content_kind is ContentKind.CHUNK:
+                from tillage.workspace.policy import Policy
+
+                rules = Policy.from_bytes(self.store.read(e.content)).classes
+        self._rules[tree] = rules
+        return rules
+
+    def keep_all(self, tree: bytes) -> None:
+        """Marks a tree and everything below it."""
+        stack = [tree]
+        while stack:
+            t = stack.pop()
+            if t in self._full:
+                continue
+            self._full.add(t)
+            for e in self._entries(t):
+                if e.kind is EntryKind.DIR:
+                    stack.append(e.content)
+                elif e.kind is EntryKind.FILE and not e.flags & EntryFlag.HARDLINK:
+                    self._keep_content(e)
+
+    def keep_thinned(
+        self, tree: bytes, dropped: frozenset[str], rules: ClassRules
+    ) -> frozenset[tuple[str, bytes]]:
+        """Marks a tree, keeping the bytes of files whose class is not `dropped`; returns the
+        (class, content ID) of the files whose class is (what the snapshot loses unless another
+        kept snapshot holds the same bytes)."""
+        return self._thinned(tree, "", dropped, rules)
+
+    def _thinned(
+        self, tree: bytes, prefix: str, dropped: frozenset[str], rules: ClassRules
+    ) -> frozenset[tuple[str, bytes]]:
+        key = (tree, prefix, dropped)
+        done = self._thin.get(key)
+        if done is not None:
+            return done
+        lost: set[tuple[str, bytes]] = set()
+        for e in self._entries(tree):
+            name = e.name.decode("utf-8", "surrogateescape")
+            path = f"{prefix}{name}"
+            if e.kind is EntryKind.DIR:
+                lost |= self._thinned(e.content, f"{path}/", dropped, rules)
+            elif e.kind is EntryKind.FILE and not e.flags & EntryFlag.HARDLINK:
+                cls = class_of(path, rules)
+                if cls in dropped:
+                    if e.content_kind in (ContentKind.CHUNK, ContentKind.BLOB):
+                        lost.add((cls, e.content))
+                else:
+                    self._keep_content(e)
+        result = frozenset(lost)
+        self._thin[key] = result
+        return result
+
+
+def _windows(step: int) -> dict[str, int | None]:
+    """Each class's byte window, halved `step` times (budget enforcement tightens them)."""
+    return {c: (None if w is None else w >> step) for c, w in BYTE_WINDOWS.items()}
+
+
+def decide(store: Store, now_ns: int, policy: Retention, *, step: int = 0) -> _Plan:
+    """Which snapshots go, which lose which classes of bytes, and every object still needed."""
+    rules_policy = tightened(policy, step)
+    guard = protected(store, now_ns, rules_policy)
+    rows = store.conn.execute(
+        "SELECT id, workspace, sealed_at_ns FROM snapshots ORDER BY seq"
+    ).fetchall()
+    timelines: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for snapshot, workspace, sealed in rows:
+        timelines[workspace].append((snapshot, sealed))
+    result = _Plan()
+    kept: list[tuple[str, int]] = []
+    for sealed in timelines.values():
+        keep = survivors(sealed, now_ns, rules_policy)
+        for snapshot, at in sealed:
+            if snapshot in keep or snapshot in guard.kept:
+                kept.append((snapshot, at))
+            else:
+                result.removed.append(snapshot)
+    windows = _windows(step)
+    already = {
+        r[0]: frozenset(json.loads(r[1]))
+        for r in store.conn.execute("SELECT snapshot, classes FROM thinned")
+    }
+    marker = _Marker(store)
+    candidates: list[tuple[str, frozenset[str], frozenset[tuple[str, bytes]]]] = []
+    for snapshot, at in kept:
+        row = store.snapshot(snapshot)
+        assert row is not None
+        marker.live.add(bytes.fromhex(snapshot))
+        tree = bytes.fromhex(row.tree)
+        before = already.get(snapshot, frozenset())
+        if snapshot in guard.whole and not before:
+            marker.keep_all(tree)
+            continue
+        age = now_ns - at
+        due = frozenset(c for c, w in windows.items() if w is not None and age > w)
+        dropped = (due - {"source", "vcs", "config", "lockfile"}) | before
+        if not dropped:
+            marker.keep_all(tree)
+            continue
+        lost = marker.keep_thinned(tree, dropped, marker.rules(tree))
+        if dropped - before:
+            candidates.append((snapshot, dropped - before, lost))
+    for snapshot, new, lost in candidates:
+        # Graded partial only for the classes it really lost bytes of: a class it holds no
+        # file of, or whose bytes another kept snapshot still holds, costs it nothing.
+        gone = {cls for cls, content in lost if cls in new and content not in marker.live}
+        if gone:
+            result.thinned[snapshot] = sorted(gone)
+    result.live = marker.live
+    return result
+
+
+def collect(
+    store: Store,
+    *,
+    dry_run: bool,
+    step: int = 0,
+    threshold: float = REWRITE_THRESHOLD,
+    reason: str = "retention",
+) -> GcOutcome:
+    """Runs one gc over the whole store: retention, byte windows, then the sweep."""
+    if not dry_run:
+        store.require_writable()
+    # A dry run changes nothing: it only keeps a gc from changing the store under it.
+    with store.sharing() if dry_run else store.maintaining():
+        store.catch_up()
+        before = store_bytes(store.home)
+        now_ns = clock.now_ns()
+        decided = decide(store, now_ns, retention_of(store), step=step)
+        if dry_run:
+            swept = plan(store, decided.live, threshold=threshold)
+            return GcOutcome(
+                True,
+                len(decided.removed),
+                len(decided.thinned),
+                swept.objects_removed,
+                swept.packs_rewritten,
+                swept.bytes_reclaimed,
+                before,
+                max(0, before - swept.bytes_reclaimed),
+                tuple(decided.removed),
+                tuple(sorted(decided.thinned)),
+            )
+        if decided.removed or decided.thinned:
+            store.publish(
+                "gc",
+                {
+                    "removed": decided.removed,
+                    "thinned": [
+                        {"snapshot": s, "classes": c} for s, c in sorted(decided.thinned.items())
+                    ],
+                    "reason": reason,
+                    "now_ns": now_ns,
+                },
+            )
+        failpoints.hit("gc.after_publish")
+        swept = sweep(store, decided.live, threshold=threshold)
+        after = store_bytes(store.home)
+    return GcOutcome(
+        False,
+        len(decided.removed),
+        len(decided.thinned),
+        swept.objects_removed,
+        swept.packs_rewritten,
+        max(0, before - after),
+        before,
+        after,
+        tuple(decided.removed),
+        tuple(sorted(decided.thinned)),
+    )
