@@ -7,9 +7,10 @@ restore point, lets an "agent" wreck it (`git clean -fdx`, a corrupted database,
 source), rewinds it byte-exact, then undoes the rewind; then three agents work in forks of
 it, the radar sees two of them touch one file, two merges land line by line behind a check
 and the third (a syntax error) lands nothing; then an agent's harness works through `till mcp`
-(tools listed, a restore previewed and confirmed) inside a session whose changelog is printed.
-Every step is a real `till --json` call or MCP call. Exits non-zero if anything does not come
-back exactly.
+(tools listed, a restore previewed and confirmed) inside a session whose changelog is printed;
+an estimate comes first and a gc dry run last (the demo never gc's the default store: that
+would thin the user's own history). Every step is a real `till --json` call or MCP call.
+Exits non-zero if anything does not come back exactly.
 """
 
 from __future__ import annotations
@@ -234,6 +235,14 @@ def main() -> int:
         root.mkdir()
         db = build_project(root)
         print(f"1. A project at {root}: git repo, ignored .env, build/, dev.db (WAL, open writer)")
+        guess = till(root, "estimate")
+        classes = ", ".join(
+            f"{name} {size / 1024:.0f} KiB" for name, size in guess["classes"].items() if size
+        )
+        print(
+            f"   till estimate -> {guess['files']} files ({classes}); a first seal would take "
+            f"about {guess['seconds']:.1f} s; nothing written yet"
+        )
         started = till(root, "watch")
         head = started["head"]
         print(
@@ -284,6 +293,12 @@ def main() -> int:
         print(
             "8. till forget --purge --yes -> the watcher stopped, the demo workspace is "
             f"detached from the store (watching: {watching})"
+        )
+        reclaim = till(root, "gc", "--dry-run")
+        print(
+            f"9. till gc --dry-run -> a gc of this store would give back "
+            f"{reclaim['bytes_reclaimed'] / 1024:.0f} KiB (the purged demo's bytes among them); "
+            "`till gc --yes` does it. Nothing was changed."
         )
         if not (exact and undone and merged and served):
             print("FAILED: the workspace did not come back exactly", file=sys.stderr)
