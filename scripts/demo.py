@@ -237,7 +237,7 @@ def main() -> int:
         print(f"1. A project at {root}: git repo, ignored .env, build/, dev.db (WAL, open writer)")
         guess = till(root, "estimate")
         classes = ", ".join(
-            f"{name} {size / 1024:.0f} KiB" for name, size in guess["classes"].items() if size
+            f"{name} {size / 1024:.1f} KiB" for name, size in guess["classes"].items() if size
         )
         print(
             f"   till estimate -> {guess['files']} files ({classes}); a first seal would take "
