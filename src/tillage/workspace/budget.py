@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from tillage.platform.locks import holds_shared
+from tillage.platform.locks import SHARED_WAIT, holds_shared
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from tillage.workspace.gc import GcOutcome
 
 DEFAULT_MAX = 20 << 30
+AFTER_SEAL_WAIT = 2.0
 DEFAULT_RESERVE = 512 << 20
 # Each step halves every window (the schedule's and the byte windows); twelve halvings take 90
 # days below an hour, and the last step (every window shifted to zero) leaves only the protected
@@ -90,10 +91,11 @@ def holders(store: Store) -> list[Holder]:
     return out
 
 
-def enforce(store: Store) -> GcOutcome | None:
+def enforce(store: Store, *, wait: float = SHARED_WAIT) -> GcOutcome | None:
     """Runs gc, tightening step by step, until the store is under its budget; None when it was
     under already. Never inside an operation that uses the store (the gc would wait for it):
-    that operation's caller checks again after it."""
+    that operation's caller checks again after it. Busy when other operations keep the store
+    longer than `wait` seconds."""
     if holds_shared() or not state(store).over_budget:
         return None
     from tillage.store.sweep import REWRITE_THRESHOLD
@@ -103,7 +105,9 @@ def enforce(store: Store) -> GcOutcome | None:
     for step in _steps(state(store)):
         # The first pass is the ordinary gc; the tightened ones free every garbage byte.
         threshold = REWRITE_THRESHOLD if step == 0 else 0.0
-        outcome = collect(store, dry_run=False, step=step, threshold=threshold, reason="budget")
+        outcome = collect(
+            store, dry_run=False, step=step, threshold=threshold, reason="budget", wait=wait
+        )
         total = outcome if total is None else total.plus(outcome)
         if not state(store).over_budget:
             break
@@ -128,4 +132,6 @@ def check_after_seal(store: Store) -> GcOutcome | None:
     quick = state(store, exact=False)
     if not quick.over_budget:
         return None
-    return enforce(store)
+    # A seal's caller (an agent, a hook) must not wait behind a long rewind elsewhere: the
+    # next seal tries again.
+    return enforce(store, wait=AFTER_SEAL_WAIT)

@@ -20,6 +20,7 @@ from tillage.core.classes import BYTE_WINDOWS, ClassRules, class_of
 from tillage.core.models import ContentKind, Entry, EntryFlag, EntryKind, is_hole
 from tillage.core.retention import DEFAULT, Retention, survivors, tightened
 from tillage.platform import clock, failpoints
+from tillage.platform.locks import SHARED_WAIT
 from tillage.store.sweep import REWRITE_THRESHOLD, plan, store_bytes, sweep
 
 TYPE_CHECKING = False
@@ -325,12 +326,14 @@ def collect(
     step: int = 0,
     threshold: float = REWRITE_THRESHOLD,
     reason: str = "retention",
+    wait: float = SHARED_WAIT,
 ) -> GcOutcome:
-    """Runs one gc over the whole store: retention, byte windows, then the sweep."""
+    """Runs one gc over the whole store: retention, byte windows, then the sweep; busy when
+    other operations keep the store for more than `wait` seconds."""
     if not dry_run:
         store.require_writable()
     # A dry run changes nothing: it only keeps a gc from changing the store under it.
-    with store.sharing() if dry_run else store.maintaining():
+    with store.sharing(timeout=wait) if dry_run else store.maintaining(timeout=wait):
         store.catch_up()
         before = store_bytes(store.home)
         now_ns = clock.now_ns()
