@@ -13,7 +13,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,15 @@ REWIND_FAILPOINTS = (
     "rewind.after_intent",
     "rewind.after_first_action",
     "rewind.before_intent_removed",
+)
+
+# A gc's durable steps (workspace/gc.py, store/sweep.py): its fact is published before the first.
+GC_FAILPOINTS = (
+    "gc.after_publish",
+    "gc.after_copy",
+    "gc.after_pack_fsync",
+    "gc.after_index",
+    "gc.after_first_delete",
 )
 
 TMP_MARK = ".tillage-tmp-"
@@ -364,17 +374,19 @@ def run_marked(
     anchor: str | None = None,
     kill_after: float | None = None,
     marked: bool = True,
+    markers: Sequence[str] = MARKERS,
 ) -> Killed:
     """Runs `till ARGS` and SIGKILLs it `kill_after` seconds after it passes `anchor` (after it
     starts when `anchor` is None); `kill_after=None` lets it finish (a timing run).
 
     With `anchor` and `kill_after=0` the kill lands exactly at the failpoint. `marked=False` runs
-    the real `python -m tillage` with nothing armed (markers are then not reported).
+    the real `python -m tillage` with nothing armed (markers are then not reported). `markers`
+    are the failpoints reported (the seal's and the rewind's unless told).
     """
     report_r, report_w = os.pipe()
     ack_r, ack_w = os.pipe()
     if marked:
-        names = ",".join(MARKERS)
+        names = ",".join(markers)
         pause = anchor if kill_after is not None and anchor is not None else ""
         argv = [sys.executable, "-c", MARK_SCRIPT, str(report_w), str(ack_r), pause, names]
     else:
@@ -461,3 +473,89 @@ def verify_store(till: Till, *args: str) -> dict[str, Any]:
     assert "error" not in doc, doc
     assert run.code == (0 if doc["ok"] else 1), (run.code, doc)
     return dict(doc)
+
+
+# -- holding a command at a failpoint ----------------------------------------------------------
+
+# Runs the real command line and stops at the first pass of the failpoint argv[1]: it reports
+# on the pipe argv[2] and waits until the test writes to (or closes) the pipe argv[3].
+HOLD_SCRIPT = (
+    "import os, sys\n"
+    "from tillage.platform import failpoints\n"
+    "held = []\n"
+    "def hold():\n"
+    "    if not held:\n"
+    "        held.append(1)\n"
+    "        os.write(int(sys.argv[2]), b'held\\n')\n"
+    "        os.read(int(sys.argv[3]), 1)\n"
+    "failpoints.arm(sys.argv[1], hold)\n"
+    "from tillage.hosts.cli.main import main\n"
+    "sys.exit(main(sys.argv[4:]))\n"
+)
+
+
+@dataclass
+class Held:
+    """A `till` process stopped at a failpoint; once let go, how it ended."""
+
+    proc: subprocess.Popen[bytes]
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+
+@contextmanager
+def held(till: Till, failpoint: str, *args: str, timeout: float = 60.0) -> Iterator[Held]:
+    """Runs `till ARGS` and yields once it stands at `failpoint` (holding whatever it holds
+    there, e.g. a gc's maintenance lock); leaving the block lets it go on and waits for it."""
+    report_r, report_w = os.pipe()
+    ack_r, ack_w = os.pipe()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOLD_SCRIPT, failpoint, str(report_w), str(ack_r), *args],
+            cwd=till.cwd,
+            env=till.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            pass_fds=(report_w, ack_r),
+        )
+        os.close(report_w)
+        os.close(ack_r)
+        run = Held(proc)
+        try:
+            ready, _w, _x = select.select([report_r], [], [], timeout)
+            line = os.read(report_r, 100) if ready else b""
+            if line != b"held\n":
+                proc.kill()
+                proc.wait(timeout=30)
+                err.seek(0)
+                raise AssertionError(
+                    f"`till {' '.join(args)}` never stood at {failpoint}: "
+                    + err.read().decode("utf-8", "replace")[-800:]
+                )
+            yield run
+        finally:
+            os.close(ack_w)  # it goes on
+            run.returncode = proc.wait(timeout=120)
+            os.close(report_r)
+            out.seek(0)
+            err.seek(0)
+            run.stdout = out.read().decode("utf-8", "replace")
+            run.stderr = err.read().decode("utf-8", "replace")
+
+
+def has_open(pid: int, name: str) -> bool:
+    """Tells whether process `pid` holds a descriptor on a file called `name` (e.g. a lock it
+    is waiting to take)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").endswith(f"/{name}"):
+                return True
+        except OSError:
+            continue
+    return False
