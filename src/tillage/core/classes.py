@@ -307,6 +307,12 @@ class ClassRules:
         return hash(tuple((r.cls, r.pattern) for r in self.rules))
 
     @classmethod
+    def of_policy(cls, data: bytes) -> ClassRules:
+        """The rules of a `.tillagepolicy` file's bytes, decoded as the policy decodes them
+        (for a snapshot's own policy, read from the store)."""
+        return cls.parse(data.decode("utf-8", errors="surrogateescape").splitlines())
+
+    @classmethod
     def parse(cls, lines: Sequence[str]) -> ClassRules:
         """Reads the `@class` lines among `lines` (others are ignored: they are exclusion
         patterns); a bad one (unknown class, no pattern, bad glob) is skipped and kept in

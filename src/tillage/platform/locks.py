@@ -75,8 +75,12 @@ def maintenance_lock(
     """The store's maintenance lock (`locks/maintenance.lock`): shared by operations that use
     objects, exclusive for a gc. Re-entrant per thread for the shared side; asking for the
     exclusive side while this thread holds the shared one is busy at once (it would wait for
-    itself)."""
+    itself). Inside the exclusive side, this thread's further asks (shared or exclusive) are
+    already covered."""
     depth = getattr(_held, "depth", 0)
+    if getattr(_held, "exclusive", False):
+        yield  # this thread holds it exclusively: anything it does inside is covered
+        return
     if not exclusive and depth:
         _held.depth = depth + 1
         try:
@@ -96,12 +100,16 @@ def maintenance_lock(
             else "a gc holds the store (it is reclaiming space)"
         )
         _flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, timeout, busy)
-        if not exclusive:
+        if exclusive:
+            _held.exclusive = True
+        else:
             _held.depth = 1
         try:
             yield
         finally:
-            if not exclusive:
+            if exclusive:
+                _held.exclusive = False
+            else:
                 _held.depth = 0
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tillage.core import codec
+from tillage.core.classes import ClassRules, class_of
 from tillage.core.codec import Kind
 from tillage.core.models import ContentKind, EntryKind, is_hole
 from tillage.errors import IntegrityError
@@ -228,7 +229,12 @@ def _check_snapshots(store: Store, report: CheckReport) -> None:
     rows = store.conn.execute("SELECT id, tree FROM snapshots ORDER BY seq").fetchall()
     for snap_hex, tree_hex in rows:
         missing = _first_missing(store, bytes.fromhex(snap_hex), Kind.SNAPSHOT, good)
-        missing = missing or _first_missing(store, bytes.fromhex(tree_hex), Kind.TREE, good)
+        dropped = store.thinned_classes(snap_hex)
+        if missing is None and dropped:
+            # A gc dropped these classes' bytes on purpose: only the rest must be whole.
+            missing = _first_missing_thinned(store, bytes.fromhex(tree_hex), dropped, good)
+        elif missing is None:
+            missing = _first_missing(store, bytes.fromhex(tree_hex), Kind.TREE, good)
         if missing:
             report.damaged_snapshots.append(snap_hex)
             report.problems.append((snap_hex, f"snapshot reaches a damaged object: {missing}"))
@@ -261,4 +267,45 @@ def _first_missing(store: Store, root: bytes, kind: int, good: set[bytes]) -> st
                 return oid.hex()
             stack.extend((r.id, Kind.CHUNK) for r in refs if not is_hole(r))  # holes: no object
         good.add(oid)
+    return None
+
+
+def _first_missing_thinned(
+    store: Store, root: bytes, dropped: frozenset[str], good: set[bytes]
+) -> str | None:
+    """_first_missing for a thinned snapshot: every tree, and every file but those of the
+    dropped classes (by the snapshot's own `.tillagepolicy` rules)."""
+    try:
+        top = codec.decode_tree(store.read(root))
+    except IntegrityError:
+        return root.hex()
+    rules = ClassRules.EMPTY
+    for e in top:
+        if e.name == b".tillagepolicy" and e.content_kind is ContentKind.CHUNK:
+            try:
+                rules = ClassRules.of_policy(store.read(e.content))
+            except IntegrityError:
+                return e.content.hex()
+    stack: list[tuple[str, bytes]] = [("", root)]
+    while stack:
+        prefix, tree = stack.pop()
+        if tree in good:
+            continue
+        if store.location(tree) is None:
+            return tree.hex()
+        try:
+            entries = codec.decode_tree(store.read(tree))
+        except IntegrityError:
+            return tree.hex()
+        for e in entries:
+            path = prefix + e.name.decode("utf-8", "surrogateescape")
+            if e.content_kind is ContentKind.TREE and e.kind is EntryKind.DIR:
+                stack.append((path + "/", e.content))
+            elif e.content_kind in (ContentKind.CHUNK, ContentKind.BLOB):
+                if class_of(path, rules) in dropped:
+                    continue
+                kind = Kind.CHUNK if e.content_kind is ContentKind.CHUNK else Kind.BLOB
+                missing = _first_missing(store, e.content, kind, good)
+                if missing:
+                    return missing
     return None

@@ -134,11 +134,14 @@ def sweep(store: Store, live: set[bytes], *, threshold: float = REWRITE_THRESHOL
         failpoints.hit("gc.after_pack_fsync")
         dead = [oid for p in packs.values() for oid in p.dead]
         _move_index(store, moves, dead)
-        failpoints.hit("gc.after_index")
     except BaseException:
         for writer in writers:
-            writer.discard()  # not indexed: nothing points into them
+            if not _indexed(store, writer.name):
+                writer.discard()  # nothing points into it
+            else:
+                writer.close()  # the index moved to it: it holds live objects now
         raise
+    failpoints.hit("gc.after_index")
     new_bytes = 0
     for writer in writers:
         new_bytes += writer.size
@@ -177,6 +180,15 @@ def _copy_live(
         loc = writers[-1].append(data)
         moves.append((loc.pack, loc.offset, loc.length, object_id))
     return moves
+
+
+def _indexed(store: Store, pack: str) -> bool:
+    """Tells whether any index row points into `pack` (when in doubt: yes, keep it)."""
+    try:
+        row = store.conn.execute("SELECT 1 FROM objects WHERE pack=? LIMIT 1", (pack,))
+        return row.fetchone() is not None
+    except Exception:  # an index that cannot answer: a kept pack costs bytes, a lost one data
+        return True
 
 
 def _whole(data: bytes, object_id: bytes) -> bool:

@@ -41,7 +41,6 @@ class VerifyResult:
 
 
 def verify(ctx: Context, req: VerifyRequest) -> VerifyResult:
-    from tillage.store.check import check_store
     from tillage.store.store import Store
 
     if not Store.exists(ctx.settings.home):
@@ -57,8 +56,7 @@ def verify(ctx: Context, req: VerifyRequest) -> VerifyResult:
             finished_rewinds=(),
         )
     with Store.open(ctx.settings.home, repairing=True) as store:
-        finished, stuck = _finish_interrupted_rewinds(store)
-        report = check_store(store, repair=req.repair)
+        finished, stuck, report = _checked(store, req.repair)
     problems = [ProblemInfo(o, p) for o, p in report.problems]
     problems += [ProblemInfo(f"intent {ws}", why) for ws, why in stuck]
     return VerifyResult(
@@ -72,6 +70,17 @@ def verify(ctx: Context, req: VerifyRequest) -> VerifyResult:
         reclaimed_bytes=report.reclaimed_bytes,
         finished_rewinds=tuple(finished),
     )
+
+
+def _checked(store: Any, repair: bool) -> tuple[list[str], list[tuple[str, str]], Any]:
+    """Finishes interrupted rewinds, then checks (and repairs): a repair rebuilds the index and
+    rewrites packs, so it runs alone, as a gc does (INV-14); a check only reads, beside seals,
+    but never in the middle of a gc."""
+    from tillage.store.check import check_store
+
+    with store.maintaining() if repair else store.sharing():
+        finished, stuck = _finish_interrupted_rewinds(store)
+        return finished, stuck, check_store(store, repair=repair)
 
 
 def _finish_interrupted_rewinds(store: Any) -> tuple[list[str], list[tuple[str, str]]]:

@@ -51,6 +51,7 @@ from tillage.workspace.fork_errors import (
     InvalidForkNameError,
     NotTheForkError,
 )
+from tillage.workspace.maintenance import using_store
 from tillage.workspace.pathindex import PathIndex, Row
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
@@ -281,9 +282,11 @@ def _finish_intent(store: Store, intent: Path, fork_id: str) -> None:
 def materialize(store: Store, snapshot: SnapshotRow, dest: Path) -> dict[str, Row]:
     """Writes the stored snapshot into the new folder `dest` (for `fork --at`, a merge's
     check scratch, bisect's probes); returns the path-index rows of what it wrote."""
-    return fork_copy.materialize(store, snapshot, dest)
+    with store.sharing():  # INV-14: no gc removes what it is reading
+        return fork_copy.materialize(store, snapshot, dest)
 
 
+@using_store
 def create_fork(
     ws: Workspace,
     name: str,

@@ -207,9 +207,7 @@ class _Marker:
         rules = ClassRules.EMPTY
         for e in codec.decode_tree(self.store.read(tree)):
             if e.name == POLICY_NAME and e.content_kind is ContentKind.CHUNK:
-                from tillage.workspace.policy import Policy
-
-                rules = Policy.from_bytes(self.store.read(e.content)).classes
+                rules = ClassRules.of_policy(self.store.read(e.content))
         self._rules[tree] = rules
         return rules
 

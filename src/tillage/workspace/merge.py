@@ -33,6 +33,7 @@ from tillage.platform import clock
 from tillage.store.errors import SnapshotNotFoundError
 from tillage.store.store import ObjectWriter, SnapshotRow, Store
 from tillage.workspace.attach import Workspace
+from tillage.workspace.maintenance import using_store
 from tillage.workspace.merge_errors import MergeRequestError, NoCommonAncestorError
 from tillage.workspace.merge_land import Tell, drifted, manifests_for, rewrite_tree
 from tillage.workspace.recovery import recover_if_interrupted
@@ -81,6 +82,7 @@ class MergeOutcome:
 # -- finding the three sides ------------------------------------------------------------------
 
 
+@using_store
 def merge_fork(
     ws: Workspace,
     name: str,
@@ -127,6 +129,7 @@ def merge_fork(
     )
 
 
+@using_store
 def merge_snapshot(
     ws: Workspace,
     ref: str,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import json
 import os
 import shutil
@@ -24,7 +23,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 from tillage.core.models import (
     Change,
@@ -63,6 +61,7 @@ from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import is_racy, store_content
 from tillage.workspace.errors import RewindStoppedError
+from tillage.workspace.maintenance import using_store
 from tillage.workspace.pathindex import Row, stat_facts
 from tillage.workspace.policy import outside_policy, snapshot_policy
 from tillage.workspace.recovery import intent_path
@@ -75,6 +74,7 @@ from tillage.workspace.seal import (
 )
 from tillage.workspace.sqlite_image import SIDECAR_SUFFIXES
 from tillage.workspace.thinned import Missing, spare_missing
+from tillage.workspace.timeline import still_there
 from tillage.workspace.trees import chunks_of, flatten, write_manifest
 
 
@@ -99,24 +99,10 @@ def normalize_scopes(paths: tuple[str, ...] | None) -> list[str] | None:
     return sorted({parse(p) for p in paths})
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _using_store(fn: _F) -> _F:
-    """Runs `fn(ws, ...)` holding the store's maintenance lock, shared (INV-14): a gc never
-    deletes a pack this rewind staged from, nor the snapshot it lands."""
-
-    @functools.wraps(fn)
-    def wrapper(ws: Workspace, *args: Any, **kwargs: Any) -> Any:
-        with ws.store.sharing():
-            return fn(ws, *args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-@_using_store
+@using_store
 def preview(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> RewindOutcome:
     """Returns what a rewind would change, touching nothing (`--dry-run`)."""
+    still_there(ws, target)  # a gc that ran while this waited may have removed it
     live = scan_live(ws, scopes=scopes).manifest or {}
     want = flatten(ws.store, bytes.fromhex(target.tree), scopes)
     live = outside_policy(live, snapshot_policy(ws.store, want))
@@ -132,7 +118,7 @@ def preview(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rew
     )
 
 
-@_using_store
+@using_store
 def apply(
     ws: Workspace,
     target: SnapshotRow,
@@ -140,6 +126,7 @@ def apply(
     on_progress: ProgressFn | None = None,
 ) -> RewindOutcome:
     """Rewinds the folder to `target` within `scopes`, sealing the present first."""
+    still_there(ws, target)  # before the undo seal: a gc that ran meanwhile may have removed it
     with workspace_lock(ws):
         _remove_staging(ws.root)  # left by a rewind killed before its intent: never applied
         current: dict[str, Entry] = {}
@@ -228,7 +215,7 @@ def _stopped(exc: OSError | TillageError, undo: str) -> TillageError:
     )
 
 
-@_using_store
+@using_store
 def finish_interrupted(
     ws: Workspace, target: SnapshotRow, scopes: list[str] | None, undo: str
 ) -> None:
@@ -273,7 +260,7 @@ def finish_interrupted(
     intent_path(ws).unlink()
 
 
-@_using_store
+@using_store
 def land_planned(
     ws: Workspace,
     current: dict[str, Entry],
@@ -310,7 +297,7 @@ def land_planned(
     intent_path(ws).unlink()
 
 
-@_using_store
+@using_store
 def apply_to_copy(
     ws: Workspace, root: Path, current: dict[str, Entry], want: dict[str, Entry]
 ) -> None:

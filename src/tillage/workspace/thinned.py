@@ -12,7 +12,7 @@ from tillage.core.classes import BYTE_WINDOWS, ClassRules, class_of
 from tillage.core.models import ContentKind, Entry, EntryKind, is_hole
 from tillage.core.paths import covers
 from tillage.errors import IntegrityError
-from tillage.workspace.policy import POLICY_FILE, Policy
+from tillage.workspace.policy import POLICY_FILE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def class_rules(store: Store, want: dict[str, Entry]) -> ClassRules:
     if entry is None or entry.content_kind is not ContentKind.CHUNK:
         return ClassRules.EMPTY
     try:
-        return Policy.from_bytes(store.read(entry.content)).classes
+        return ClassRules.of_policy(store.read(entry.content))
     except IntegrityError:
         return ClassRules.EMPTY
 

@@ -29,12 +29,31 @@ def resolve(ws: Workspace, ref: str) -> SnapshotRow:
 
         matches = ws.store.snapshots_with_prefix_in(members(ws.store, ws.id), prefix)
     if not matches:
-        raise SnapshotNotFoundError(f"no snapshot matches {echo(ref)}")
+        raise not_found(ws, prefix, ref)
     if len(matches) > 1:
         raise SnapshotAmbiguousError(f"{echo(ref)} matches more than one snapshot")
     row = ws.store.snapshot(matches[0])
     assert row is not None
     return row
+
+
+def not_found(ws: Workspace, snapshot_id: str, ref: str | None = None) -> SnapshotNotFoundError:
+    """The not_found answer, saying so when a gc removed the snapshot (a full ID only: a prefix
+    could name anything)."""
+    if len(snapshot_id) == 64 and ws.store.was_dropped(snapshot_id):
+        return SnapshotNotFoundError(
+            f"snapshot {snapshot_id[:12]} was removed by gc (the retention schedule)",
+            next_step="list what is kept with `till timeline`; `till retention` shows the "
+            "schedule, and `till pin ID` keeps a snapshot through any gc",
+        )
+    return SnapshotNotFoundError(f"no snapshot matches {echo(ref or snapshot_id)}")
+
+
+def still_there(ws: Workspace, target: SnapshotRow) -> None:
+    """Raises not_found when a gc removed `target` since it was looked up (an operation that
+    waited for the gc to finish)."""
+    if ws.store.snapshot(target.id) is None:
+        raise not_found(ws, target.id)
 
 
 def _in_family(ws: Workspace) -> bool:
