@@ -30,6 +30,11 @@ the agent API: every command takes `--json` and then prints exactly one JSON doc
   (`--json`, or stdin not a terminal) they change nothing and answer `confirmation_required`.
   Preview first with `--dry-run`.
 - Every rewind seals the present first and returns its ID as `undo`: a rewind can be rewound.
+- Times are RFC 3339 UTC (`sealed_at`); sizes are bytes. `TILLAGE_NOW` (epoch seconds or
+  ISO-8601) pins the clock for seals, retention and gc, as `GIT_COMMITTER_DATE` does for git.
+- A gc removes old snapshots by the retention schedule (`not_found` afterwards) and drops the
+  bytes of bulky content classes from old ones (graded `partial`; a rewind to one restores what
+  it still has and lists the rest in `missing`). `till pin ID` keeps a snapshot whole.
 """
 
 
