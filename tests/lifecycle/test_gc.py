@@ -336,3 +336,26 @@ def test_gc_on_a_machine_with_no_store_creates_none(till: Till, folder: Path) ->
     assert till.json("retention")["retention"]["keep_all"] == "24h"
     assert till.json("budget")["store_bytes"] == 0
     assert not till.home.exists()
+
+
+def _gc_lines(till: Till) -> int:
+    log = (till.home / "log" / "publication.log").read_text()
+    return sum(1 for line in log.splitlines() if '"kind":"gc"' in line)
+
+
+def test_a_store_that_cannot_get_under_is_not_collected_again_at_every_seal(
+    till: Till, folder: Path
+) -> None:
+    (folder / "blob.bin").write_bytes(random.Random(8).randbytes(200_000))
+    till.json("watch", "--no-daemon", env=at(T0))
+    (folder / "blob.bin").write_bytes(random.Random(9).randbytes(200_000))
+    till.json("snap", env=at(T0 + 2 * DAY))
+    held = till.json("budget", "--max", "10k", env=at(T0 + 2 * DAY))
+    assert held["over_budget"] is True
+    assert [h["why"] for h in held["held_by"]] == ["head"]
+    lines = _gc_lines(till)
+    for n in range(3):  # small seals: the store hardly grows, and nothing more could go
+        (folder / "note.txt").write_text(str(n))
+        till.json("snap", env=at(T0 + 2 * DAY + n + 1))
+    assert _gc_lines(till) == lines
+    assert till.json("status")["budget"]["over_budget"] is True

@@ -72,12 +72,21 @@ def decode_tree(data: bytes) -> list[Entry]:
         raise IntegrityError(f"tree object does not decode: {exc}") from exc
 
 
-def _decode_tree(view: memoryview) -> list[Entry]:
+_RawEntry = tuple[
+    bytes, int, int, int, int, int, int, bytes, tuple[tuple[bytes, bytes], ...], bytes
+]
+_TARGET, _NONE = int(ContentKind.TARGET), int(ContentKind.NONE)
+_CONTENT_KINDS = frozenset(int(k) for k in ContentKind)
+
+
+def _raw_entries(view: memoryview) -> list[_RawEntry]:
+    """The entries of a tree as plain values: (name, kind, flags, mode, size, mtime_ns,
+    content_kind, content, xattrs, link), checked but not yet made into enums."""
     if bytes(view[:4]) != TREE_MAGIC:
         raise ValueError("bad tree magic")
     (count,) = _U32.unpack_from(view, 4)
     pos = 8
-    entries: list[Entry] = []
+    entries: list[_RawEntry] = []
     for _ in range(count):
         (name_len,) = _U16.unpack_from(view, pos)
         pos += 2
@@ -85,14 +94,15 @@ def _decode_tree(view: memoryview) -> list[Entry]:
         pos += name_len
         if len(name) != name_len or name in (b"", b".", b"..") or b"/" in name or b"\0" in name:
             raise ValueError(f"bad entry name {name!r}")
-        kind, flags, mode, size, mtime_ns, content_kind = _ENTRY.unpack_from(view, pos)
+        kind, flags, mode, size, mtime_ns, ck = _ENTRY.unpack_from(view, pos)
         pos += _ENTRY.size
-        ck = ContentKind(content_kind)
-        if ck is ContentKind.TARGET:
+        if ck not in _CONTENT_KINDS:
+            raise ValueError(f"unknown content kind {ck}")
+        if ck == _TARGET:
             (n,) = _U32.unpack_from(view, pos)
             content = bytes(view[pos + 4 : pos + 4 + n])
             pos += 4 + n
-        elif ck is ContentKind.NONE:
+        elif ck == _NONE:
             content = b""
         else:
             content = bytes(view[pos : pos + 32])
@@ -109,29 +119,47 @@ def _decode_tree(view: memoryview) -> list[Entry]:
             pos += 4 + vl
             xattrs.append((key, value))
         link = b""
-        if flags & EntryFlag.HARDLINK:
+        if flags & _HARDLINK:
             (ll,) = _U32.unpack_from(view, pos)
             link = bytes(view[pos + 4 : pos + 4 + ll])
             pos += 4 + ll
             if len(link) != ll or not link or link.startswith(b"/") or b"\0" in link:
                 raise ValueError(f"bad hard link path {link!r}")
-        entries.append(
-            Entry(
-                name=name,
-                kind=EntryKind(kind),
-                mode=mode,
-                size=size,
-                mtime_ns=mtime_ns,
-                content_kind=ck,
-                content=content,
-                xattrs=tuple(xattrs),
-                flags=EntryFlag(flags),
-                link=link,
-            )
-        )
+        entries.append((name, kind, flags, mode, size, mtime_ns, ck, content, tuple(xattrs), link))
     if pos != len(view):
         raise ValueError("trailing bytes after tree")
     return entries
+
+
+def _decode_tree(view: memoryview) -> list[Entry]:
+    return [
+        Entry(
+            name=name,
+            kind=EntryKind(kind),
+            mode=mode,
+            size=size,
+            mtime_ns=mtime_ns,
+            content_kind=ContentKind(ck),
+            content=content,
+            xattrs=xattrs,
+            flags=EntryFlag(flags),
+            link=link,
+        )
+        for name, kind, flags, mode, size, mtime_ns, ck, content, xattrs, link in _raw_entries(view)
+    ]
+
+
+TreeRef = tuple[bytes, int, int, int, bytes]  # name, kind, flags, content kind, content
+
+
+def tree_refs(data: bytes) -> list[TreeRef]:
+    """What a walk over stored trees needs of each entry (name, kind, flags, content kind,
+    content), as plain ints: a gc's mark visits millions of entries, and making enums for each
+    cost it more than the decoding. Raises IntegrityError like decode_tree."""
+    try:
+        return [(e[0], e[1], e[2], e[6], e[7]) for e in _raw_entries(memoryview(data))]
+    except (struct.error, ValueError, IndexError) as exc:
+        raise IntegrityError(f"tree object does not decode: {exc}") from exc
 
 
 def encode_blob(size: int, chunks: Sequence[ChunkRef]) -> bytes:

@@ -26,6 +26,11 @@ def _now_ns() -> int:
 
 now_ns: Callable[[], int] = _now_ns
 
+# The file system's clock, never pinned: what a file's mtime is compared with (the racily-clean
+# window, INV-8) and what a file tillage writes is stamped with. A pinned clock there would
+# make every file racy (pinned in the past) or none (in the future, a change could be missed).
+files_now_ns: Callable[[], int] = time.time_ns
+
 
 def pin_process(ns: int | None) -> None:
     """Pins this process's clock at `ns` (None: the real clock again)."""

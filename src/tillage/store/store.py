@@ -773,6 +773,18 @@ class Store:
         """The exclusive side of the maintenance lock, held by a gc for its whole run."""
         return maintenance_lock(self.locks_dir, exclusive=True, timeout=timeout)
 
+    def settle_index(self) -> None:
+        """Folds the index's write-ahead log back into it and truncates it (best effort, a
+        second at most): a gc that wrote many rows measures the store as it will stay."""
+        conn = self.conn
+        try:
+            conn.execute("PRAGMA busy_timeout=1000")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error:
+            pass  # a reader in the way: the log is folded in later, by whoever closes last
+        finally:
+            conn.execute("PRAGMA busy_timeout=30000")
+
     def bytes_on_disk(self) -> int:
         """The store's size without walking it: every indexed record's bytes plus the log and
         the index files (half-written packs of killed seals are not counted until reclaimed)."""

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX = 20 << 30
 AFTER_SEAL_WAIT = 2.0
+FLOOR_KEY = "budget_floor"  # index meta: the size an enforcement could not get under
 DEFAULT_RESERVE = 512 << 20
 # Each step halves every window (the schedule's and the byte windows); twelve halvings take 90
 # days below an hour, and the last step (every window shifted to zero) leaves only the protected
@@ -95,7 +96,8 @@ def enforce(store: Store, *, wait: float = SHARED_WAIT) -> GcOutcome | None:
     """Runs gc, tightening step by step, until the store is under its budget; None when it was
     under already. Never inside an operation that uses the store (the gc would wait for it):
     that operation's caller checks again after it. Busy when other operations keep the store
-    longer than `wait` seconds."""
+    longer than `wait` seconds. A store left over its budget (the protected set alone is too
+    big) remembers its size then, so seals do not gc again until it has grown."""
     if holds_shared() or not state(store).over_budget:
         return None
     from tillage.store.sweep import REWRITE_THRESHOLD
@@ -111,6 +113,8 @@ def enforce(store: Store, *, wait: float = SHARED_WAIT) -> GcOutcome | None:
         total = outcome if total is None else total.plus(outcome)
         if not state(store).over_budget:
             break
+    after = state(store, exact=False)
+    _remember_floor(store, after.store_bytes if after.over_budget else None)
     return total
 
 
@@ -119,18 +123,48 @@ def _steps(now: BudgetState) -> tuple[int, ...]:
     could free enough to restore the reserve; only the ordinary gc when the disk is short by
     more than the whole store holds (something else filled it: removing history would lose it
     and still not make room)."""
-    deficit = now.limits.reserve_free_bytes - now.filesystem_free_bytes
-    if now.store_bytes <= now.limits.max_bytes and deficit > now.store_bytes:
+    if _hopeless(now):
         return STEPS[:1]
     return STEPS
 
 
+def _hopeless(now: BudgetState) -> bool:
+    """Over only because the disk is short by more than the whole store holds."""
+    deficit = now.limits.reserve_free_bytes - now.filesystem_free_bytes
+    return now.store_bytes <= now.limits.max_bytes and deficit > now.store_bytes
+
+
+def _remember_floor(store: Store, size: int | None) -> None:
+    """Records (or, None, forgets) the size at which an enforcement could not get under."""
+    from tillage.store import index as ix
+
+    with ix.write_txn(store.conn):
+        if size is None:
+            store.conn.execute("DELETE FROM meta WHERE key=?", (FLOOR_KEY,))
+        else:
+            ix.set_meta(store.conn, FLOOR_KEY, str(size))
+
+
+def _grew_past_floor(store: Store, now: BudgetState) -> bool:
+    """Tells whether the store grew enough since an enforcement that could not get under for
+    another to be worth its walk (a tenth more, or 64 MiB)."""
+    from tillage.store import index as ix
+
+    floor = ix.get_meta(store.conn, FLOOR_KEY)
+    if floor is None:
+        return True
+    base = int(floor)
+    return now.store_bytes > base + max(64 << 20, base // 10)
+
+
 def check_after_seal(store: Store) -> GcOutcome | None:
-    """The cheap check every seal makes: an index query and a statvfs; gc only when over."""
+    """The cheap check every seal makes: an index query and a statvfs; gc only when over, and
+    not again and again for a store that cannot get under until it has grown, nor for a disk
+    something else filled (`till status` says so either way)."""
     if holds_shared() or store.read_only:
         return None
     quick = state(store, exact=False)
-    if not quick.over_budget:
+    if not quick.over_budget or _hopeless(quick) or not _grew_past_floor(store, quick):
         return None
     # A seal's caller (an agent, a hook) must not wait behind a long rewind elsewhere: the
     # next seal tries again.

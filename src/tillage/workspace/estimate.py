@@ -137,7 +137,7 @@ def estimate(
             PathIndex(),
             tally,
             Path(scratch),
-            clock.now_ns(),
+            clock.files_now_ns(),
             keep_manifest=True,
             skip_dirs=skip,
             on_progress=on_progress,

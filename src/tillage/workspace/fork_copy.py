@@ -50,7 +50,7 @@ class Seeder:
     def __init__(self, parent: PathIndex) -> None:
         self.parent = parent.files
         self.rows: dict[str, Row] = {}
-        self.now = clock.now_ns()
+        self.now = clock.files_now_ns()
 
     def __call__(
         self, rel: str, before: os.stat_result, after: os.stat_result, copy: os.stat_result
@@ -86,7 +86,7 @@ def materialize(store: Store, snapshot: SnapshotRow, dest: Path) -> dict[str, Ro
     applier = Applier(Workspace("materialize", dest, store), {})
     applier.stage(planned.actions)
     applier.run(planned.actions)
-    now = clock.now_ns()
+    now = clock.files_now_ns()
     return {
         path: (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
         for path, row in applier.written.items()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from tillage.core import codec
 from tillage.core.classes import BYTE_WINDOWS, ClassRules, class_of
-from tillage.core.models import ContentKind, Entry, EntryFlag, EntryKind, is_hole
+from tillage.core.models import ContentKind, EntryFlag, EntryKind, is_hole
 from tillage.core.retention import DEFAULT, Retention, survivors, tightened
 from tillage.platform import clock, failpoints
 from tillage.platform.locks import SHARED_WAIT
@@ -171,32 +171,44 @@ class _Plan:
     live: set[bytes] = field(default_factory=set)
 
 
+_DIR, _FILE = int(EntryKind.DIR), int(EntryKind.FILE)
+_CHUNK, _BLOB = int(ContentKind.CHUNK), int(ContentKind.BLOB)
+_HARDLINK = int(EntryFlag.HARDLINK)
+
+# A folder of a thinned walk: its tree, its path prefix, the classes dropped, and which class
+# rules (by identity: parsed rules are shared, and kept alive by the marker).
+_Node = tuple[bytes, str, frozenset[str], int]
+
+
 class _Marker:
-    """Walks kept snapshots' trees once per distinct subtree, collecting the objects they
-    need; a file whose class is dropped from a snapshot does not keep its bytes, but every
-    tree is kept (so a thinned snapshot still lists what it held)."""
+    """Walks kept snapshots' trees once per distinct subtree (iteratively: a tree may be deeper
+    than Python's recursion), collecting the objects they need; a file whose class is dropped
+    from a snapshot does not keep its bytes, but every tree is kept (so a thinned snapshot
+    still lists what it held)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.live: set[bytes] = set()
         self._full: set[bytes] = set()  # trees walked with every byte kept
-        self._thin: dict[tuple[bytes, str, frozenset[str]], frozenset[tuple[str, bytes]]] = {}
+        # A thinned folder: the (class, content) of its own dropped files, and its subfolders.
+        self._nodes: dict[_Node, tuple[tuple[tuple[str, bytes], ...], tuple[_Node, ...]]] = {}
         self._rules: dict[bytes, ClassRules] = {}
         self._blobs: set[bytes] = set()
+        self._classes: dict[tuple[int, str], str] = {}
+        self._rule_sets: dict[int, ClassRules] = {}
 
-    def _entries(self, tree: bytes) -> list[Entry]:
+    def _refs(self, tree: bytes) -> list[codec.TreeRef]:
         self.live.add(tree)
-        return codec.decode_tree(self.store.read(tree))
+        return codec.tree_refs(self.store.read(tree))
 
-    def _keep_content(self, e: Entry) -> None:
-        if e.content_kind is ContentKind.CHUNK:
-            self.live.add(e.content)
-        elif e.content_kind is ContentKind.BLOB:
-            blob = e.content
-            self.live.add(blob)
-            if blob not in self._blobs:
-                self._blobs.add(blob)
-                _size, refs = codec.decode_blob(self.store.read(blob))
+    def _keep_content(self, content_kind: int, content: bytes) -> None:
+        if content_kind == _CHUNK:
+            self.live.add(content)
+        elif content_kind == _BLOB:
+            self.live.add(content)
+            if content not in self._blobs:
+                self._blobs.add(content)
+                _size, refs = codec.decode_blob(self.store.read(content))
                 self.live.update(r.id for r in refs if not is_hole(r))
 
     def rules(self, tree: bytes) -> ClassRules:
@@ -205,9 +217,9 @@ class _Marker:
         if found is not None:
             return found
         rules = ClassRules.EMPTY
-        for e in codec.decode_tree(self.store.read(tree)):
-            if e.name == POLICY_NAME and e.content_kind is ContentKind.CHUNK:
-                rules = ClassRules.of_policy(self.store.read(e.content))
+        for name, _kind, _flags, content_kind, content in codec.tree_refs(self.store.read(tree)):
+            if name == POLICY_NAME and content_kind == _CHUNK:
+                rules = ClassRules.of_policy(self.store.read(content))
         self._rules[tree] = rules
         return rules
 
@@ -219,43 +231,59 @@ class _Marker:
             if t in self._full:
                 continue
             self._full.add(t)
-            for e in self._entries(t):
-                if e.kind is EntryKind.DIR:
-                    stack.append(e.content)
-                elif e.kind is EntryKind.FILE and not e.flags & EntryFlag.HARDLINK:
-                    self._keep_content(e)
+            for _name, kind, flags, content_kind, content in self._refs(t):
+                if kind == _DIR:
+                    stack.append(content)
+                elif kind == _FILE and not flags & _HARDLINK:
+                    self._keep_content(content_kind, content)
 
     def keep_thinned(
         self, tree: bytes, dropped: frozenset[str], rules: ClassRules
-    ) -> frozenset[tuple[str, bytes]]:
+    ) -> set[tuple[str, bytes]]:
         """Marks a tree, keeping the bytes of files whose class is not `dropped`; returns the
         (class, content ID) of the files whose class is (what the snapshot loses unless another
         kept snapshot holds the same bytes)."""
-        return self._thinned(tree, "", dropped, rules)
+        lost: set[tuple[str, bytes]] = set()
+        seen: set[_Node] = set()
+        self._rule_sets[id(rules)] = rules
+        stack: list[_Node] = [(tree, "", dropped, id(rules))]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            own, children = self._node(node)
+            lost.update(own)
+            stack.extend(children)
+        return lost
 
-    def _thinned(
-        self, tree: bytes, prefix: str, dropped: frozenset[str], rules: ClassRules
-    ) -> frozenset[tuple[str, bytes]]:
-        key = (tree, prefix, dropped)
-        done = self._thin.get(key)
+    def _node(self, node: _Node) -> tuple[tuple[tuple[str, bytes], ...], tuple[_Node, ...]]:
+        done = self._nodes.get(node)
         if done is not None:
             return done
-        lost: set[tuple[str, bytes]] = set()
-        for e in self._entries(tree):
-            name = e.name.decode("utf-8", "surrogateescape")
-            path = f"{prefix}{name}"
-            if e.kind is EntryKind.DIR:
-                lost |= self._thinned(e.content, f"{path}/", dropped, rules)
-            elif e.kind is EntryKind.FILE and not e.flags & EntryFlag.HARDLINK:
-                cls = class_of(path, rules)
-                if cls in dropped:
-                    if e.content_kind in (ContentKind.CHUNK, ContentKind.BLOB):
-                        lost.add((cls, e.content))
-                else:
-                    self._keep_content(e)
-        result = frozenset(lost)
-        self._thin[key] = result
-        return result
+        tree, prefix, dropped, rules_id = node
+        own: list[tuple[str, bytes]] = []
+        children: list[_Node] = []
+        for name, kind, flags, content_kind, content in self._refs(tree):
+            path = prefix + name.decode("utf-8", "surrogateescape")
+            if kind == _DIR:
+                children.append((content, path + "/", dropped, rules_id))
+            elif kind == _FILE and not flags & _HARDLINK:
+                cls = self._class(rules_id, path)
+                if cls not in dropped:
+                    self._keep_content(content_kind, content)
+                elif content_kind in (_CHUNK, _BLOB):
+                    own.append((cls, content))
+        done = (tuple(own), tuple(children))
+        self._nodes[node] = done
+        return done
+
+    def _class(self, rules_id: int, path: str) -> str:
+        key = (rules_id, path)
+        found = self._classes.get(key)
+        if found is None:
+            found = self._classes[key] = class_of(path, self._rule_sets[rules_id])
+        return found
 
 
 def _windows(step: int) -> dict[str, int | None]:
@@ -288,7 +316,7 @@ def decide(store: Store, now_ns: int, policy: Retention, *, step: int = 0) -> _P
         for r in store.conn.execute("SELECT snapshot, classes FROM thinned")
     }
     marker = _Marker(store)
-    candidates: list[tuple[str, frozenset[str], frozenset[tuple[str, bytes]]]] = []
+    candidates: list[tuple[str, frozenset[str], set[tuple[str, bytes]]]] = []
     for snapshot, at in kept:
         row = store.snapshot(snapshot)
         assert row is not None
@@ -333,6 +361,8 @@ def collect(
     # A dry run changes nothing: it only keeps a gc from changing the store under it.
     with store.sharing(timeout=wait) if dry_run else store.maintaining(timeout=wait):
         store.catch_up()
+        if not dry_run:
+            store.settle_index()  # measured as it will stay (a dry run touches nothing)
         before = store_bytes(store.home)
         now_ns = clock.now_ns()
         decided = decide(store, now_ns, retention_of(store), step=step)
@@ -364,6 +394,7 @@ def collect(
             )
         failpoints.hit("gc.after_publish")
         swept = sweep(store, decided.live, threshold=threshold)
+        store.settle_index()
         after = store_bytes(store.home)
     return GcOutcome(
         False,

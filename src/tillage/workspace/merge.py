@@ -314,7 +314,7 @@ def _merged_entry(writer: ObjectWriter | None, job: TextJob, data: bytes) -> Ent
     return replace(
         job.entry,
         size=len(data),
-        mtime_ns=clock.now_ns(),
+        mtime_ns=clock.files_now_ns(),
         content_kind=kind,
         content=content,
         flags=EntryFlag.NONE,

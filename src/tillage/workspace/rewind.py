@@ -191,7 +191,7 @@ def remember_written(ws: Workspace, written: dict[str, Row]) -> None:
     if not written:
         return
     index = pathindex.load(ws.store, ws.id)
-    now = clock.now_ns()
+    now = clock.files_now_ns()
     for path, row in written.items():
         index.files[path] = (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
     pathindex.save(ws.store, ws.id, index)

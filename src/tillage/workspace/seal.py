@@ -123,7 +123,7 @@ def _walker(
         index,
         writer,
         ws.store.tmp_dir,
-        clock.now_ns(),
+        clock.files_now_ns(),
         keep_manifest=keep_manifest,
         skip_dirs=_store_dirs(ws),
         on_progress=on_progress,
