@@ -262,6 +262,8 @@ class _Marker:
         if done is not None:
             return done
         tree, prefix, dropped, rules_id = node
+        if tree in self._full:
+            return (), ()  # marked whole already: everything below it is live
         own: list[tuple[str, bytes]] = []
         children: list[_Node] = []
         for name, kind, flags, content_kind, content in self._refs(tree):
@@ -316,22 +318,24 @@ def decide(store: Store, now_ns: int, policy: Retention, *, step: int = 0) -> _P
         for r in store.conn.execute("SELECT snapshot, classes FROM thinned")
     }
     marker = _Marker(store)
-    candidates: list[tuple[str, frozenset[str], set[tuple[str, bytes]]]] = []
+    thinning: list[tuple[str, bytes, frozenset[str], frozenset[str]]] = []
     for snapshot, at in kept:
         row = store.snapshot(snapshot)
         assert row is not None
         marker.live.add(bytes.fromhex(snapshot))
         tree = bytes.fromhex(row.tree)
         before = already.get(snapshot, frozenset())
-        if snapshot in guard.whole and not before:
-            marker.keep_all(tree)
-            continue
         age = now_ns - at
         due = frozenset(c for c, w in windows.items() if w is not None and age > w)
         dropped = (due - {"source", "vcs", "config", "lockfile"}) | before
-        if not dropped:
+        if (snapshot in guard.whole and not before) or not dropped:
             marker.keep_all(tree)
-            continue
+        else:
+            thinning.append((snapshot, tree, dropped, before))
+    # The whole ones first: a subtree one of them holds is all live, so a thinned walk that
+    # meets it need not read it again (most of an old snapshot is what the head still holds).
+    candidates: list[tuple[str, frozenset[str], set[tuple[str, bytes]]]] = []
+    for snapshot, tree, dropped, before in thinning:
         lost = marker.keep_thinned(tree, dropped, marker.rules(tree))
         if dropped - before:
             candidates.append((snapshot, dropped - before, lost))
