@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,6 +222,14 @@ def exec_universes(
     outcomes: list[CommandOutcome | None] = [None] * len(made)
     failures: list[BaseException] = []
     running: set[int] = set()
+    stopping: list[bool] = []  # set when interrupted: a command that starts after is stopped
+
+    def started(pgid: int) -> None:
+        # Its pid is known only once Popen returns, after the command may have run a while:
+        # an interrupt between the two must still reach it.
+        running.add(pgid)
+        if stopping:
+            stop_group(pgid)
 
     def run(i: int) -> None:
         # Threads run the commands only: the store is used from this thread alone.
@@ -230,7 +239,7 @@ def exec_universes(
                 _cwd_in(ws, made[i].workspace.root, caller),
                 env=universe_env(made[i].row, indexes[i]),
                 output_fd=output_fd,
-                on_start=running.add,
+                on_start=started,
             )
         except BaseException as exc:
             failures.append(exc)
@@ -242,8 +251,12 @@ def exec_universes(
         for t in threads:
             t.join()
     except BaseException:
+        stopping.append(True)
         for pgid in list(running):  # interrupted: no universe's command outlives us
             stop_group(pgid)
+        give_up = time.monotonic() + 5  # a thread between Popen and on_start stops its own
+        for t in threads:
+            t.join(timeout=max(0.0, give_up - time.monotonic()))
         raise
     if failures:
         raise failures[0]
