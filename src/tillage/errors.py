@@ -29,6 +29,7 @@ MODULE_RANGES: Mapping[str, tuple[int, int]] = {
     "sessions": (-32249, -32230),
     "projection": (-32269, -32250),
     "lifecycle": (-32289, -32270),
+    "sync": (-32309, -32290),
 }
 
 
