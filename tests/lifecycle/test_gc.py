@@ -359,3 +359,16 @@ def test_a_store_that_cannot_get_under_is_not_collected_again_at_every_seal(
         till.json("snap", env=at(T0 + 2 * DAY + n + 1))
     assert _gc_lines(till) == lines
     assert till.json("status")["budget"]["over_budget"] is True
+
+
+def test_a_budget_never_takes_a_recent_undo_point(till: Till, folder: Path) -> None:
+    rng = random.Random(12)
+    (folder / "blob.bin").write_bytes(rng.randbytes(300_000))
+    first = till.json("watch", "--no-daemon", env=at(T0))["head"]["id"]
+    (folder / "blob.bin").write_bytes(rng.randbytes(300_000))
+    till.json("snap", env=at(T0 + HOUR))
+    undo = till.json("rewind", first, "--yes", env=at(T0 + 2 * HOUR))["undo"]
+    (folder / "blob.bin").write_bytes(rng.randbytes(300_000))
+    till.json("snap", env=at(T0 + 3 * HOUR))
+    till.json("budget", "--max", "10k", env=at(T0 + 3 * HOUR))
+    assert undo in {s["id"] for s in timeline(till)}  # younger than the keep-all window

@@ -296,7 +296,8 @@ def _windows(step: int) -> dict[str, int | None]:
 def decide(store: Store, now_ns: int, policy: Retention, *, step: int = 0) -> _Plan:
     """Which snapshots go, which lose which classes of bytes, and every object still needed."""
     rules_policy = tightened(policy, step)
-    guard = protected(store, now_ns, rules_policy)
+    # The protected set is the configured policy's: a budget tightens the schedule, never it.
+    guard = protected(store, now_ns, policy)
     rows = store.conn.execute(
         "SELECT id, workspace, sealed_at_ns FROM snapshots ORDER BY seq"
     ).fetchall()
