@@ -1,19 +1,21 @@
 """Remote names: the one shape every transport accepts, so a name means the same file, key or
 S3 object everywhere and can never escape the remote's root.
 
-A name is 1..512 characters of `[a-z0-9._/-]`, `/`-separated segments, none empty and none
-starting with `.` (so no `.`/`..`, and the dot-names a directory remote keeps for itself —
-temporary siblings and lock files — are never names). The engine only makes keyed-hash hex
-names under `objects/`, `refs/`, `leases/` and the single `config`.
+A name is 1..512 characters of `[a-z0-9._/-]`, `/`-separated segments, none empty, none
+longer than 255 (a file name's limit on a directory remote) and none starting with `.` (so no
+`.`/`..`, and the dot-names a directory remote keeps for itself — temporary siblings and lock
+files — are never names). The engine only makes keyed-hash hex names under `objects/`,
+`refs/`, `leases/` and the single `config`.
 """
 
 from __future__ import annotations
 
 from tillage.remote.errors import InvalidRemoteNameError
 
-__all__ = ["NAME_LIMIT", "check_name", "check_prefix", "is_name"]
+__all__ = ["NAME_LIMIT", "SEGMENT_LIMIT", "check_name", "check_prefix", "is_name"]
 
 NAME_LIMIT = 512
+SEGMENT_LIMIT = 255
 _ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._/-")
 
 
@@ -23,7 +25,10 @@ def is_name(name: object) -> bool:
         return False
     if not _ALLOWED.issuperset(name):
         return False
-    return all(segment and segment[0] != "." for segment in name.split("/"))
+    return all(
+        segment and segment[0] != "." and len(segment) <= SEGMENT_LIMIT
+        for segment in name.split("/")
+    )
 
 
 def check_name(name: object) -> str:
@@ -39,7 +44,9 @@ def check_prefix(prefix: object) -> str:
     prefix may end inside a segment or with `/`); InvalidRemoteNameError otherwise."""
     if prefix == "":
         return ""
-    if not isinstance(prefix, str) or not is_name(prefix + "x"):
+    if not isinstance(prefix, str) or not (
+        is_name(prefix) or (prefix.endswith("/") and is_name(prefix + "x"))
+    ):
         raise InvalidRemoteNameError(f"not a remote name prefix: {_show(prefix)}")
     return prefix
 
