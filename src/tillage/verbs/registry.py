@@ -33,6 +33,7 @@ VERB_MODULES = (
     "tillage.verbs.project",
     "tillage.verbs.lifecycle",
     "tillage.verbs.estimate",
+    "tillage.verbs.remote_serve",
 )
 
 
@@ -84,6 +85,7 @@ COMMANDS = {
     "retention": "tillage.verbs.lifecycle",
     "budget": "tillage.verbs.lifecycle",
     "estimate": "tillage.verbs.estimate",
+    "remote-serve": "tillage.verbs.remote_serve",
 }
 
 

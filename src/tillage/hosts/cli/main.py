@@ -609,7 +609,7 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
             from tillage.errors import UnavailableError
 
             raise UnavailableError(f"`till {verb.contract.cli}` serves only in its own process")
-        return _serve(verb.contract.serves, settings)
+        return _serve(verb.contract.serves, settings, result)
     if callable(getattr(result, "stream", None)):
         return _emit_lines(verb.contract.name, result.stream(), call, ns.color)
     if json_mode and _streams(result):
@@ -644,13 +644,18 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
     return int(status()) if callable(status) else EXIT_OK
 
 
-def _serve(door: str, settings: Any) -> int:
-    """Hands this process to another door (`till mcp`: an MCP server on stdio): stdout is
-    that door's protocol from here on, so nothing else is printed."""
+def _serve(door: str, settings: Any, result: Any) -> int:
+    """Hands this process to another door (`till mcp`: an MCP server on stdio; `till
+    remote-serve --stdio PATH`: the far side of an SSH remote): stdout is that door's protocol
+    from here on, so nothing else is printed."""
     if door == "mcp":
         from tillage.hosts.mcp.server import serve_stdio
 
         return serve_stdio(settings)
+    if door == "remote":
+        from tillage.remote.serve import serve_stdio as serve_remote
+
+        return serve_remote(result.path)
     raise ValueError(f"no door called {door!r}")
 
 
