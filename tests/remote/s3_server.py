@@ -3,9 +3,10 @@
 `s3_server` (one per session) runs moto's own `moto_server` entry point as our child, stopped by
 its PID at the end, with one change: requests that write (PUT, POST, DELETE) are handled one at
 a time. moto checks `If-None-Match`/`If-Match` and then stores the object as two steps of a
-threaded Flask server, so two racing conditional writes can both pass the check (seen here: 4
-writers, 8 MiB bodies, 3 rounds of 20 with two winners); S3 itself decides them atomically,
-and the race tests need a server that does. Reads stay concurrent.
+threaded Flask server, so racing conditional writes can all pass the check: against plain
+`moto_server`, 4 writers with 8 MiB bodies had 2 or 3 winners in 2 of 10 create rounds and 4 of
+10 replace rounds (16 MiB: up to all 4). S3 itself decides them atomically, and the race tests
+need a server that does. Reads stay concurrent.
 
 `s3_remote` is a fresh S3Remote per test (its own bucket, under a key prefix), and
 `s3_remote_env` is the environment that reopens its URL: test credentials, the endpoint in

@@ -59,7 +59,8 @@ MULTIPART_ABOVE = 32 << 20
 PART_SIZE = 8 << 20
 PART_THREADS = 8
 CONNECT_TIMEOUT = timedelta(seconds=5)
-REQUEST_TIMEOUT = timedelta(seconds=300)
+READ_TIMEOUT = timedelta(seconds=30)  # a store that stops answering mid-request
+REQUEST_TIMEOUT = timedelta(seconds=600)  # a whole request: a part, or a large GET
 RETRIES = 3
 RETRY_WINDOW = timedelta(seconds=30)
 # write_if(): attempts of one conditional write (409 ConditionalRequestConflict, an
@@ -568,6 +569,7 @@ def _make_store(location: S3Location, credentials: S3Credentials, *, retries: in
     client: ClientConfig = {
         "allow_http": location.allow_http,
         "connect_timeout": CONNECT_TIMEOUT,
+        "read_timeout": READ_TIMEOUT,
         "timeout": REQUEST_TIMEOUT,
     }
     retry: RetryConfig = {
