@@ -410,20 +410,24 @@ def test_large_bodies_racing_on_one_ref_let_exactly_one_win(
     enough that the server's check and its store are far apart (against plain moto_server,
     8 MiB bodies gave two or more winners in 2 of 10 create rounds, 4 of 10 replace rounds)."""
     writers = [open_remote(s3_remote.url, s3_remote_env, "/") for _ in range(4)]
-    body = os.urandom(8 << 20)
-    for round_ in range(5):
-        created = f"leases/{round_:02d}"
-        wins = race_write_if(writers, created, body, None)
-        assert wins.count(True) == 1, ("create", round_, wins)
-        assert s3_remote.get(created)[-1] == wins.index(True)
+    try:
+        body = os.urandom(8 << 20)
+        for round_ in range(5):
+            created = f"leases/{round_:02d}"
+            wins = race_write_if(writers, created, body, None)
+            assert wins.count(True) == 1, ("create", round_, wins)
+            assert s3_remote.get(created)[-1] == wins.index(True)
 
-        replaced = f"refs/{round_:02d}"
-        s3_remote.put(replaced, b"base")
-        seen = s3_remote.read_versioned(replaced)
-        assert seen is not None
-        wins = race_write_if(writers, replaced, body, seen.token)
-        assert wins.count(True) == 1, ("replace", round_, wins)
-        assert s3_remote.get(replaced)[-1] == wins.index(True)
+            replaced = f"refs/{round_:02d}"
+            s3_remote.put(replaced, b"base")
+            seen = s3_remote.read_versioned(replaced)
+            assert seen is not None
+            wins = race_write_if(writers, replaced, body, seen.token)
+            assert wins.count(True) == 1, ("replace", round_, wins)
+            assert s3_remote.get(replaced)[-1] == wins.index(True)
+    finally:
+        for writer in writers:
+            writer.close()
 
 
 def race_write_if(writers: list[Remote], name: str, body: bytes, expect: str | None) -> list[bool]:
