@@ -16,7 +16,7 @@ from pathlib import Path
 from tillage.errors import BusyError
 from tillage.platform.errors import DiskFullError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -51,6 +51,9 @@ CREATE TABLE IF NOT EXISTS session_commits(
 CREATE INDEX IF NOT EXISTS session_commits_chain ON session_commits(workspace, session, seq);
 CREATE TABLE IF NOT EXISTS dropped(snapshot TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS thinned(snapshot TEXT PRIMARY KEY, classes TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sync_refs(
+    workspace TEXT NOT NULL, remote TEXT NOT NULL, ref TEXT NOT NULL, snapshot TEXT NOT NULL,
+    local TEXT NOT NULL, synced_ns INT NOT NULL, PRIMARY KEY(workspace, remote, ref));
 CREATE TABLE IF NOT EXISTS sessions(
     workspace TEXT NOT NULL, id TEXT NOT NULL, created_ns INT NOT NULL, updated_ns INT NOT NULL,
     commits INT NOT NULL, head TEXT NOT NULL, ended_ns INT, PRIMARY KEY(workspace, id));
@@ -114,6 +117,7 @@ TABLES = (
     "sessions",
     "dropped",
     "thinned",
+    "sync_refs",
 )
 
 

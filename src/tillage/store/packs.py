@@ -267,6 +267,10 @@ class PackReader:
         kind, _id, raw = decode_record(data, expect_id)
         return kind, raw
 
+    def read_raw(self, loc: Location) -> bytes:
+        """The record's bytes at `loc`, unchecked (the caller proves them)."""
+        return self._files.pread(loc.pack, loc.length, loc.offset)
+
     def intact(self, loc: Location) -> bool:
         """Tells whether the record at `loc` is whole and passes its checksum (no decompress)."""
         try:

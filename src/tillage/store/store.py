@@ -136,6 +136,19 @@ class SessionRow:
     ended_ns: int | None
 
 
+@dataclass(frozen=True)
+class SyncRefRow:
+    """The last sync of a workspace with one ref of one remote: the remote's snapshot then,
+    and the local snapshot that held the same folder."""
+
+    workspace: str
+    remote: str
+    ref: str
+    snapshot: str
+    local: str
+    synced_ns: int
+
+
 _COMMIT_COLS = (
     "id, workspace, session, seq, parent, snapshot, description, created_ns, file_count, "
     "total_size, changed_files, changed_total_size, baseline, agent"
@@ -433,6 +446,13 @@ class Store:
             ix.set_meta(c, "settings", json.dumps(merged, sort_keys=True))
         elif r.kind == "gc":
             _apply_gc(c, b)
+        elif r.kind == "sync_ref":
+            # What this machine last synced with a remote's ref: the remote's snapshot, and the
+            # local one holding the same folder (gc keeps both).
+            c.execute(
+                "INSERT OR REPLACE INTO sync_refs VALUES (?,?,?,?,?,?)",
+                (b["workspace"], b["remote"], b["ref"], b["snapshot"], b["local"], r.at_ns),
+            )
         elif r.kind == "forget":
             # 1: forgotten, its timeline kept for a later attach; 2: purged.
             forgotten = 2 if b.get("purge") else 1
@@ -533,6 +553,18 @@ class Store:
                 self.forget_damaged(object_id)
             raise
         return raw
+
+    def read_record(self, object_id: bytes) -> bytes:
+        """Returns an object's whole pack record (kind, ID, stored payload, CRC) as it lies in
+        its pack, after proving it (what sync seals and sends: the receiver proves it again)."""
+        from tillage.store.packs import decode_record
+
+        loc = self.location(object_id)
+        if loc is None:
+            raise StoreDamagedError(f"object {object_id.hex()[:12]} is missing from the store")
+        data = self._reader.read_raw(loc)
+        decode_record(data, object_id)
+        return data
 
     def forget_damaged(self, object_id: bytes) -> None:
         """Stops serving a damaged record (INV-4): the object now reads as missing, and the
@@ -752,6 +784,15 @@ class Store:
             "SELECT classes FROM thinned WHERE snapshot=?", (snapshot_id,)
         ).fetchone()
         return frozenset(json.loads(row[0])) if row else frozenset()
+
+    def sync_ref(self, workspace_id: str, remote: str, ref: str) -> SyncRefRow | None:
+        """What this workspace last synced with `remote`'s `ref` (None: never)."""
+        row = self.conn.execute(
+            "SELECT workspace, remote, ref, snapshot, local, synced_ns FROM sync_refs "
+            "WHERE workspace=? AND remote=? AND ref=?",
+            (workspace_id, remote, ref),
+        ).fetchone()
+        return None if row is None else SyncRefRow(*row)
 
     def was_dropped(self, snapshot_id: str) -> bool:
         """Tells whether a gc removed this snapshot (it answers not_found now)."""

@@ -6,7 +6,7 @@ ask a person (or nothing, in machine mode), never whether to ask.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +41,9 @@ class Settings:
     # descriptor: the terminal's stdout, stderr under --json (stdout holds one document); None
     # when the door has no descriptors of its own (a library call): the output is captured.
     command_output: int | None = None
+    # The environment a verb may consult (remote URLs: TILLAGE_SSH, AWS_*, TILLAGE_S3_*): the
+    # host's, read by the host; a library caller passes what it wants seen.
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -32,6 +32,7 @@ VERB_MODULES = (
     "tillage.verbs.sessions",
     "tillage.verbs.project",
     "tillage.verbs.lifecycle",
+    "tillage.verbs.sync",
     "tillage.verbs.estimate",
     "tillage.verbs.remote_serve",
 )
@@ -84,6 +85,10 @@ COMMANDS = {
     "gc": "tillage.verbs.lifecycle",
     "retention": "tillage.verbs.lifecycle",
     "budget": "tillage.verbs.lifecycle",
+    "remote add": "tillage.verbs.sync",
+    "remote list": "tillage.verbs.sync",
+    "sync": "tillage.verbs.sync",
+    "clone": "tillage.verbs.sync",
     "estimate": "tillage.verbs.estimate",
     "remote-serve": "tillage.verbs.remote_serve",
 }

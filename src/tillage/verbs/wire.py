@@ -72,7 +72,13 @@ def to_wire(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return to_wire(value.value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_wire(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        # A field declared with metadata {"omit_none": True} is left out while it is None
+        # (`remote add`'s `key`: present only when it was just generated).
+        return {
+            f.name: to_wire(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if not (f.metadata.get("omit_none") and getattr(value, f.name) is None)
+        }
     if isinstance(value, dict):
         return {str(k): to_wire(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -82,9 +82,10 @@ def retention_of(store: Store) -> Retention:
 
 def protected(store: Store, now_ns: int, policy: Retention) -> Protected:
     """The snapshots no gc removes: every timeline's head, pins, bases of live forks, snapshots
-    a session commit names, undo points younger than the keep-all window, and anything an
-    unfinished rewind or merge names. Heads, pins, fork bases and intents keep all their bytes
-    (a fork merges against its base; an intent is finished from its target)."""
+    a session commit names, undo points younger than the keep-all window, anything an
+    unfinished rewind or merge names, and what a sync ref names. Heads, pins, fork bases,
+    intents and sync refs keep all their bytes (a fork merges against its base; an intent is
+    finished from its target; a sync continues from its ref)."""
     kept: dict[str, str] = {}
     whole: set[str] = set()
     conn = store.conn
@@ -132,6 +133,10 @@ def protected(store: Store, now_ns: int, policy: Retention) -> Protected:
         all_bytes=False,
     )
     add(((s,) for s in _named_by_intents(store)), "intent", all_bytes=True)
+    # What a sync ref names: the next push or pull starts from it (the remote's side, and the
+    # local snapshot holding the same folder).
+    add(conn.execute("SELECT snapshot FROM sync_refs"), "sync_ref", all_bytes=True)
+    add(conn.execute("SELECT local FROM sync_refs"), "sync_ref", all_bytes=True)
     return Protected(kept, frozenset(whole))
 
 

@@ -29,6 +29,9 @@ def resolve(ws: Workspace, ref: str) -> SnapshotRow:
 
         matches = ws.store.snapshots_with_prefix_in(members(ws.store, ws.id), prefix)
     if not matches:
+        # What a pull brought and kept (a diverged one): `till merge --snapshot ID` lands it.
+        matches = ws.store.snapshots_with_prefix(f"{ws.id}.sync", prefix)
+    if not matches:
         raise not_found(ws, prefix, ref)
     if len(matches) > 1:
         raise SnapshotAmbiguousError(f"{echo(ref)} matches more than one snapshot")

@@ -587,6 +587,7 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
         user_home=Path(home) if home is not None else None,
         own_process=io.own_process,
         command_output=(2 if call.json_mode else 1) if io.own_process else None,
+        env=env,
     )
     values = {p.name: getattr(ns, p.name) for p in verb.contract.params()}
     field = verb.contract.stdin_param

@@ -1,0 +1,358 @@
+"""Verbs of sync: remotes (`remote add`, `remote list`), `sync --push | --pull`, `clone`.
+
+The recovery key is printed by `remote add` alone, once, when it generated it: nothing an agent
+calls shows it (`remote list`, tools, events, errors)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tillage.crypto import BadKeyError
+from tillage.errors import BusyError, IntegrityError, InvalidArgumentError
+from tillage.remote.errors import BadRemoteUrlError, RemoteProtocolError, RemoteUnavailableError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import SnapshotInfo, snapshot_info
+from tillage.workspace.sync_errors import (
+    LeaseExpiredError,
+    LeaseHeldError,
+    NotARemoteError,
+    PullFirstError,
+    RefMissingError,
+    RemoteExistsError,
+    UnknownRemoteError,
+)
+
+TRANSPORT_ERRORS = (
+    RemoteUnavailableError,
+    RemoteProtocolError,
+    BadRemoteUrlError,
+    NotARemoteError,
+    IntegrityError,
+)
+
+
+def _cwd(ctx: Context) -> str:
+    return str(ctx.settings.folder)
+
+
+# -- remote add / list --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemoteAddRequest:
+    url: str = param(
+        "a folder, ssh://[user@]host[:port]/path or s3://bucket[/prefix]", positional=True
+    )
+    name: str = param("what this workspace calls it", default="origin")
+    key: str | None = param(
+        "the remote's recovery key (64 hex); without it a new one is generated and shown once",
+        default=None,
+        metavar="HEX",
+    )
+    remote_till: str | None = param(
+        "the `till` command on the far side of an ssh:// remote", default=None, metavar="PATH"
+    )
+
+
+@dataclass(frozen=True)
+class RemoteAddResult:
+    remote: str
+    name: str
+    clone_url: str
+    # Present only when it was generated now: shown once, for the person to keep.
+    key: str | None = field(default=None, metadata={"omit_none": True})
+
+
+def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
+    from tillage.crypto import RecoveryKey
+    from tillage.remote.url import remote_kind
+    from tillage.workspace import remotes
+    from tillage.workspace.sync import ensure_config, open_for
+
+    remote_kind(req.url)  # a bad URL is refused before anything else
+    if not req.name or not req.name.replace("-", "").replace("_", "").isalnum():
+        raise InvalidArgumentError(
+            f"--name {req.name[:40]!r} is not a remote name",
+            next_step="use letters, digits, - and _ (e.g. origin, laptop)",
+        )
+    ws = ctx.workspace
+    generated = req.key is None
+    key = RecoveryKey.generate() if req.key is None else RecoveryKey.from_hex(req.key)
+    config = remotes.RemoteConfig(req.name, req.url, key, req.remote_till)
+    for known in remotes.load(ws.store, ws.id):
+        if known.name == req.name and known.url != req.url:
+            raise RemoteExistsError(
+                f"this workspace already has a remote called {req.name!r} ({known.url})"
+            )
+    remote = open_for(config, ctx.settings.env, _cwd(ctx))
+    try:
+        created = ensure_config(remote, key, create=True)
+        url = remote.url
+    finally:
+        remote.close()
+    if generated and not created:
+        # The place holds a remote already: a new key cannot open it.
+        raise IntegrityError(
+            f"{req.url} already holds a tillage remote: give its key with --key",
+        )
+    remotes.add(ws.store, ws.id, remotes.RemoteConfig(req.name, req.url, key, req.remote_till))
+    return RemoteAddResult(
+        remote=url, name=req.name, clone_url=req.url, key=key.hex() if generated else None
+    )
+
+
+@dataclass(frozen=True)
+class RemoteListRequest:
+    pass
+
+
+@dataclass(frozen=True)
+class RemoteInfo:
+    name: str
+    remote: str
+    clone_url: str
+
+
+@dataclass(frozen=True)
+class RemoteListResult:
+    remotes: tuple[RemoteInfo, ...]
+
+
+def remote_list(ctx: Context, req: RemoteListRequest) -> RemoteListResult:
+    from tillage.workspace import remotes
+
+    ws = ctx.workspace
+    return RemoteListResult(
+        tuple(RemoteInfo(r.name, r.url, r.url) for r in remotes.load(ws.store, ws.id))
+    )
+
+
+# -- sync ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    push: bool = param("send this workspace's state (sealed first) to the ref", default=False)
+    pull: bool = param("bring the ref's state here (fast-forward, or say diverged)", default=False)
+    ref: str = param("the named head on the remote", default="main")
+    remote: str | None = param("which remote (default: the only one, or origin)", default=None)
+    takeover: bool = param(
+        "with --push: take over a ref whose lease expired (never newer work)", default=False
+    )
+    bootstrap: bool = param(
+        "with --pull: take the remote's state although this workspace never synced that ref "
+        "(the present is sealed first)",
+        default=False,
+    )
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    ref: str
+    remote: str
+    snapshot: SnapshotInfo | None = field(default=None, metadata={"omit_none": True})
+    uploaded_objects: int | None = field(default=None, metadata={"omit_none": True})
+    reused_objects: int | None = field(default=None, metadata={"omit_none": True})
+    uploaded_bytes: int | None = field(default=None, metadata={"omit_none": True})
+    disposition: str | None = field(default=None, metadata={"omit_none": True})
+    local_snapshot: str | None = field(default=None, metadata={"omit_none": True})
+    remote_snapshot: str | None = field(default=None, metadata={"omit_none": True})
+    fetched_objects: int | None = field(default=None, metadata={"omit_none": True})
+    fetched_bytes: int | None = field(default=None, metadata={"omit_none": True})
+
+    def exit_status(self) -> int:
+        """A pull that diverged completed but landed nothing: 3, with this document."""
+        return 3 if self.disposition == "diverged" else 0
+
+
+def _check_ref(ref: str) -> None:
+    if not ref or len(ref) > 200 or any(c in ref for c in "\0\n\r"):
+        raise InvalidArgumentError(
+            f"--ref {ref[:40]!r} is not a ref name", next_step="give a short name such as main"
+        )
+
+
+def sync(ctx: Context, req: SyncRequest) -> SyncResult:
+    from tillage.workspace import remotes
+    from tillage.workspace import sync as engine
+
+    if req.push == req.pull:
+        raise InvalidArgumentError(
+            "give exactly one of --push and --pull", next_step="till sync --push (or --pull)"
+        )
+    _check_ref(req.ref)
+    ws = ctx.workspace
+    config = remotes.find(ws.store, ws.id, req.remote)
+    if req.push:
+        pushed = engine.push(
+            ws, config, ctx.settings.env, _cwd(ctx), req.ref, takeover=req.takeover
+        )
+        return SyncResult(
+            ref=req.ref,
+            remote=config.name,
+            snapshot=snapshot_info(pushed.snapshot),
+            uploaded_objects=pushed.pushed.uploaded_objects,
+            reused_objects=pushed.pushed.reused_objects,
+            uploaded_bytes=pushed.pushed.uploaded_bytes,
+        )
+    pulled = engine.pull(ws, config, ctx.settings.env, _cwd(ctx), req.ref, bootstrap=req.bootstrap)
+    return SyncResult(
+        ref=req.ref,
+        remote=config.name,
+        disposition=pulled.disposition,
+        local_snapshot=pulled.local.id if pulled.local else None,
+        remote_snapshot=pulled.remote_snapshot,
+        fetched_objects=pulled.fetched_objects,
+        fetched_bytes=pulled.fetched_bytes,
+    )
+
+
+# -- clone --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CloneRequest:
+    url: str = param("the remote to clone", positional=True)
+    dest: str | None = param(
+        "the new folder (default: the remote's last path segment)", default=None, positional=True
+    )
+    key: str | None = param(
+        "the remote's recovery key (or TILLAGE_RECOVERY_KEY)", default=None, metavar="HEX"
+    )
+    ref: str = param("the named head to clone", default="main")
+    remote_till: str | None = param(
+        "the `till` command on the far side of an ssh:// remote", default=None, metavar="PATH"
+    )
+
+
+@dataclass(frozen=True)
+class CloneResult:
+    workspace: str
+    head: SnapshotInfo
+    remote: str
+    ref: str
+
+
+def clone(ctx: Context, req: CloneRequest) -> CloneResult:
+    from pathlib import Path
+
+    from tillage.crypto import RecoveryKey
+    from tillage.remote.url import remote_kind
+    from tillage.workspace import remotes
+    from tillage.workspace import sync as engine
+    from tillage.workspace.attach import attach
+    from tillage.workspace.seal import SealOptions, seal
+
+    remote_kind(req.url)
+    _check_ref(req.ref)
+    text = req.key or ctx.settings.env.get("TILLAGE_RECOVERY_KEY")
+    if not text:
+        raise BadKeyError(
+            "a clone needs the remote's recovery key",
+            next_step="give --key HEX (or set TILLAGE_RECOVERY_KEY)",
+        )
+    key = RecoveryKey.from_hex(text)
+    name = req.dest or req.url.rstrip("/").rsplit("/", 1)[-1] or "clone"
+    dest = Path(name) if Path(name).is_absolute() else ctx.settings.folder / name
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise InvalidArgumentError(
+            f"{dest} exists and is not empty", next_step="give an empty or new DEST"
+        )
+    config = remotes.RemoteConfig("origin", req.url, key, req.remote_till)
+    remote = engine.open_for(config, ctx.settings.env, str(ctx.settings.folder))
+    try:  # the key and the ref are checked before anything is made here
+        engine.ensure_config(remote, key, create=False)
+        if engine.read_ref(remote, key, req.ref) is None:
+            raise RefMissingError(f"nothing was pushed to ref {req.ref!r} of {req.url}")
+    finally:
+        remote.close()
+    dest.mkdir(parents=True, exist_ok=True)
+    found = attach(ctx.settings.home, dest, ctx.settings.user_home)
+    ws = found.workspace
+    seal(ws, SealOptions(trigger="initial"))
+    remotes.add(ws.store, ws.id, config)
+    pulled = engine.pull(ws, config, ctx.settings.env, str(dest), req.ref, bootstrap=True)
+    assert pulled.local is not None
+    return CloneResult(str(ws.root), snapshot_info(pulled.local), req.url, req.ref)
+
+
+VERBS = (
+    Verb(
+        Contract(
+            name="remote.add",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.USER,
+            effect=Effect.SETTINGS,
+            request=RemoteAddRequest,
+            result=RemoteAddResult,
+            cli="remote add",
+            errors=(*TRANSPORT_ERRORS, BadKeyError, RemoteExistsError, InvalidArgumentError),
+            doc="Add a remote this workspace syncs with: a folder, ssh://[user@]host[:port]/path "
+            "or s3://bucket[/prefix]. Everything stored there is encrypted with a 32-byte "
+            "recovery key: without --key one is generated and printed once, as `key` — keep "
+            "it; nothing else ever shows it.",
+        ),
+        remote_add,
+    ),
+    Verb(
+        Contract(
+            name="remote.list",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.AGENT,
+            effect=Effect.READ,
+            request=RemoteListRequest,
+            result=RemoteListResult,
+            cli="remote list",
+            doc="List this workspace's remotes (never their keys).",
+        ),
+        remote_list,
+    ),
+    Verb(
+        Contract(
+            name="sync.run",
+            since=1,
+            scope=Scope.WORKSPACE,
+            audience=Audience.USER,
+            effect=Effect.WRITE,
+            request=SyncRequest,
+            result=SyncResult,
+            cli="sync",
+            errors=(
+                *TRANSPORT_ERRORS,
+                PullFirstError,
+                LeaseHeldError,
+                LeaseExpiredError,
+                RefMissingError,
+                UnknownRemoteError,
+                BusyError,
+                InvalidArgumentError,
+            ),
+            doc="--push seals the folder and sends it to a named ref of the remote (only what "
+            "the remote lacks; refused with sync.pull_first when the ref moved to work this "
+            "machine has not pulled). --pull brings the ref here: fast-forwards the folder when "
+            "it has not changed since the last sync (unchanged files keep their inodes), else "
+            "exits 3 with disposition diverged, keeping the incoming snapshot for `till merge "
+            "--snapshot ID`. One writer per ref (a lease; --takeover takes an expired one).",
+        ),
+        sync,
+    ),
+    Verb(
+        Contract(
+            name="sync.clone",
+            since=1,
+            scope=Scope.NONE,
+            audience=Audience.USER,
+            effect=Effect.WRITE,
+            request=CloneRequest,
+            result=CloneResult,
+            cli="clone",
+            errors=(*TRANSPORT_ERRORS, BadKeyError, RefMissingError, InvalidArgumentError),
+            doc="Make a new folder holding a remote ref's exact state, attached and with the "
+            "remote added as origin (the key from --key or TILLAGE_RECOVERY_KEY).",
+        ),
+        clone,
+    ),
+)

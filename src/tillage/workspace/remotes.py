@@ -1,0 +1,114 @@
+"""A workspace's remotes: name, URL, the recovery key and where tillage lives on the far side.
+
+Kept in `<store>/remotes/<workspace>.json`, readable by its owner alone (0600), never in the
+publication log: the key must not reach an event, a tool result or a listing. The machine's
+own ID (a lease's holder) is `<store>/remotes/machine-id`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tillage.crypto import RecoveryKey
+from tillage.platform.fs import atomic_write
+from tillage.platform.locks import file_lock
+from tillage.platform.names import random_hex
+from tillage.workspace.sync_errors import RemoteExistsError, UnknownRemoteError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tillage.store.store import Store
+
+DEFAULT_NAME = "origin"
+
+
+@dataclass(frozen=True)
+class RemoteConfig:
+    """One remote of a workspace. `key` is the secret: never printed but by `remote add`."""
+
+    name: str
+    url: str
+    key: RecoveryKey
+    remote_till: str | None = None
+
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        """The environment its transport opens with (`--remote-till` wins over the variable)."""
+        if self.remote_till:
+            return {**env, "TILLAGE_REMOTE_TILL": self.remote_till}
+        return env
+
+
+def _folder(store: Store) -> Path:
+    folder = store.home / "remotes"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
+def _path(store: Store, workspace_id: str) -> Path:
+    return _folder(store) / f"{workspace_id}.json"
+
+
+def load(store: Store, workspace_id: str) -> list[RemoteConfig]:
+    """The workspace's remotes, in the order they were added."""
+    try:
+        doc = json.loads(_path(store, workspace_id).read_bytes())
+    except FileNotFoundError:
+        return []
+    return [
+        RemoteConfig(r["name"], r["url"], RecoveryKey.from_hex(r["key"]), r.get("remote_till"))
+        for r in doc.get("remotes", [])
+    ]
+
+
+def find(store: Store, workspace_id: str, name: str | None) -> RemoteConfig:
+    """The remote called `name` (or, with no name, the only one or `origin`)."""
+    remotes = load(store, workspace_id)
+    if name is None:
+        if len(remotes) == 1:
+            return remotes[0]
+        name = DEFAULT_NAME
+    for remote in remotes:
+        if remote.name == name:
+            return remote
+    raise UnknownRemoteError(f"this workspace has no remote called {name!r}")
+
+
+def add(store: Store, workspace_id: str, config: RemoteConfig) -> bool:
+    """Records a remote; False when the same one (name and URL) was there already."""
+    with file_lock(store.locks_dir / f"remotes-{workspace_id}.lock", what="the remotes"):
+        remotes = load(store, workspace_id)
+        for remote in remotes:
+            if remote.name == config.name:
+                if remote.url == config.url and remote.key == config.key:
+                    return False
+                raise RemoteExistsError(
+                    f"this workspace already has a remote called {config.name!r} ({remote.url})"
+                )
+        remotes.append(config)
+        doc = {
+            "remotes": [
+                {"name": r.name, "url": r.url, "key": r.key.hex(), "remote_till": r.remote_till}
+                for r in remotes
+            ]
+        }
+        atomic_write(_path(store, workspace_id), json.dumps(doc).encode(), mode=0o600)
+        return True
+
+
+def machine_id(store: Store) -> str:
+    """This store's stable random ID: the holder a lease names."""
+    path = _folder(store) / "machine-id"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    with file_lock(store.locks_dir / "machine-id.lock", what="the machine ID"):
+        try:
+            return path.read_text().strip()
+        except FileNotFoundError:
+            ident = random_hex(16)
+            atomic_write(path, (ident + "\n").encode(), mode=0o600)
+            return ident
+

@@ -1,0 +1,447 @@
+"""Sync: a workspace's exact state to a remote and back, encrypted below the transport.
+
+The design is docs/design/sync.md. In short: objects go up bottom-up, sealed under keyed names
+(a tree on the remote means its whole closure is there, so an incremental push descends only
+into what the remote lacks); a ref is one sealed document changed by compare-and-swap under a
+lease; what this machine last synced is a `sync_ref` fact, which decides whether a pull
+fast-forwards or diverged and whether a push would replace someone's newer work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tillage.core import codec
+from tillage.core.codec import Kind
+from tillage.core.models import ContentKind, EntryKind, is_hole
+from tillage.crypto import (
+    RecoveryKey,
+    key_check,
+    name_of,
+    open_document,
+    open_object,
+    seal_document,
+    seal_object,
+    verify_key_check,
+)
+from tillage.errors import IntegrityError
+from tillage.remote.errors import RemoteMissingError
+from tillage.workspace.attach import Workspace
+from tillage.workspace.remotes import RemoteConfig, machine_id
+from tillage.workspace.sync_errors import (
+    LeaseExpiredError,
+    LeaseHeldError,
+    NotARemoteError,
+    PullFirstError,
+    RefMissingError,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from tillage.remote.base import Remote
+    from tillage.store.store import SnapshotRow, Store
+
+DEFAULT_REF = "main"
+CONFIG = "config"
+HISTORY = 1000  # snapshots a ref remembers: a pull fast-forwards from any of them
+LEASE_NS = 10 * 60 * 1_000_000_000
+BATCH = 1000
+
+
+def sync_timeline(workspace_id: str) -> str:
+    """The timeline (never attached) holding what a workspace pulled: found by ID, never the
+    head of the folder."""
+    return f"{workspace_id}.sync"
+
+
+# -- the remote ---------------------------------------------------------------------------------
+
+
+def open_for(config: RemoteConfig, env: Mapping[str, str], cwd: str) -> Remote:
+    from tillage.remote.url import open_remote
+
+    return open_remote(config.url, config.env(dict(env)), cwd)
+
+
+def ensure_config(remote: Remote, key: RecoveryKey, *, create: bool) -> bool:
+    """Checks the remote's key check (a wrong key is `integrity`, told first); with `create`,
+    makes it on an empty remote. True when it was created now."""
+    try:
+        data = remote.get(CONFIG)
+    except RemoteMissingError:
+        if not create:
+            raise NotARemoteError(
+                f"{remote.url} holds no tillage remote (no key check at its root)"
+            ) from None
+        if remote.write_if(CONFIG, key_check(key), None):
+            return True
+        data = remote.get(CONFIG)  # another machine made it first: it must be our key
+    verify_key_check(key, data)
+    return False
+
+
+@dataclass(frozen=True)
+class RefState:
+    snapshot: str
+    history: tuple[str, ...]
+    token: str
+
+
+def read_ref(remote: Remote, key: RecoveryKey, ref: str) -> RefState | None:
+    name = name_of(key, "ref", ref)
+    found = remote.read_versioned(name)
+    if found is None:
+        return None
+    doc = open_document(key, name, found.data)
+    if doc.get("ref") != ref or not isinstance(doc.get("snapshot"), str):
+        raise IntegrityError(f"the remote's head of ref {ref!r} does not hold a snapshot")
+    return RefState(doc["snapshot"], tuple(doc.get("history") or ()), found.token)
+
+
+class Lease:
+    """The single writer of one ref: created, renewed by its holder, or taken over only when
+    it expired and the caller said --takeover."""
+
+    def __init__(self, remote: Remote, key: RecoveryKey, ref: str, holder: str) -> None:
+        self.remote, self.key, self.ref, self.holder = remote, key, ref, holder
+        self.name = name_of(key, "lease", ref)
+
+    def _doc(self) -> bytes:
+        # The real clock: a lease is read on other machines, whatever TILLAGE_NOW says here.
+        doc = {"ref": self.ref, "holder": self.holder, "expires_ns": time.time_ns() + LEASE_NS}
+        return seal_document(self.key, self.name, doc)
+
+    def acquire(self, *, takeover: bool) -> None:
+        for _ in range(3):
+            found = self.remote.read_versioned(self.name)
+            if found is None:
+                if self.remote.write_if(self.name, self._doc(), None):
+                    return
+                continue
+            held = open_document(self.key, self.name, found.data)
+            expired = int(held.get("expires_ns", 0)) < time.time_ns()
+            if held.get("holder") != self.holder and not expired:
+                raise LeaseHeldError(f"another machine is pushing to ref {self.ref!r}")
+            if held.get("holder") != self.holder and not takeover:
+                raise LeaseExpiredError(
+                    f"ref {self.ref!r} is leased to another machine whose push never finished"
+                )
+            if self.remote.write_if(self.name, self._doc(), found.token):
+                return
+        raise LeaseHeldError(f"another machine is pushing to ref {self.ref!r}")
+
+    def release(self) -> None:
+        found = self.remote.read_versioned(self.name)
+        if found is None:
+            return
+        try:
+            held = open_document(self.key, self.name, found.data)
+        except IntegrityError:
+            return
+        if held.get("holder") == self.holder:
+            self.remote.delete(self.name)
+
+
+# -- objects ------------------------------------------------------------------------------------
+
+
+def _children(store: Store, object_id: bytes, kind: int) -> list[tuple[bytes, int]]:
+    """The objects an object reaches directly: a snapshot its tree, a tree its entries' content,
+    a chunk list its chunks."""
+    if kind == Kind.SNAPSHOT:
+        record = codec.decode_snapshot(store.read(object_id))
+        return [(bytes.fromhex(record.tree), Kind.TREE)]
+    if kind == Kind.TREE:
+        out: list[tuple[bytes, int]] = []
+        for e in codec.decode_tree(store.read(object_id)):
+            if e.kind is EntryKind.DIR and e.content_kind is ContentKind.TREE:
+                out.append((e.content, Kind.TREE))
+            elif e.content_kind is ContentKind.CHUNK:
+                out.append((e.content, Kind.CHUNK))
+            elif e.content_kind is ContentKind.BLOB:
+                out.append((e.content, Kind.BLOB))
+        return out
+    if kind == Kind.BLOB:
+        _size, refs = codec.decode_blob(store.read(object_id))
+        return [(r.id, Kind.CHUNK) for r in refs if not is_hole(r)]
+    return []
+
+
+@dataclass(frozen=True)
+class Pushed:
+    uploaded_objects: int
+    reused_objects: int
+    uploaded_bytes: int
+
+
+def upload(store: Store, remote: Remote, key: RecoveryKey, snapshot_id: str) -> Pushed:
+    """Sends a snapshot's closure, bottom-up: what the remote lacks, children before parents,
+    so a tree there means everything below it is there too."""
+
+    def name(oid: bytes) -> str:
+        return name_of(key, "object", oid.hex())
+
+    order: list[bytes] = []  # parents before children; uploaded reversed
+    seen: set[bytes] = set()
+    reused = 0
+    level = [(bytes.fromhex(snapshot_id), int(Kind.SNAPSHOT))]
+    while level:
+        fresh = [(oid, kind) for oid, kind in level if oid not in seen]
+        seen.update(oid for oid, _k in fresh)
+        present: set[str] = set()
+        for start in range(0, len(fresh), BATCH):
+            present |= remote.exists([name(oid) for oid, _k in fresh[start : start + BATCH]])
+        nxt: list[tuple[bytes, int]] = []
+        for oid, kind in fresh:
+            if name(oid) in present:
+                reused += 1  # with everything below it
+                continue
+            order.append(oid)
+            nxt.extend(_children(store, oid, kind))
+        level = nxt
+    sent = 0
+    for oid in reversed(order):
+        sealed = seal_object(key, oid, store.read_record(oid))
+        remote.put(name(oid), sealed)
+        sent += len(sealed)
+    return Pushed(len(order), reused, sent)
+
+
+def download(store: Store, remote: Remote, key: RecoveryKey, snapshot_id: str) -> tuple[int, int]:
+    """Fetches what the local store lacks of a snapshot's closure, each object opened and
+    proven against its ID before it is written; any failure discards everything fetched
+    (nothing is written locally). Returns (objects, bytes) fetched."""
+    from tillage.store.packs import decode_record
+
+    fetched = 0
+    size = 0
+    with store.writer() as writer:
+        level = [(bytes.fromhex(snapshot_id), int(Kind.SNAPSHOT))]
+        seen: set[bytes] = set()
+        while level:
+            fresh = [(oid, kind) for oid, kind in level if oid not in seen]
+            seen.update(oid for oid, _k in fresh)
+            local = store.locations([oid for oid, _k in fresh])
+            nxt: list[tuple[bytes, int]] = []
+            for oid, kind in fresh:
+                if oid not in local:
+                    try:
+                        data = remote.get(name_of(key, "object", oid.hex()))
+                    except RemoteMissingError:
+                        raise IntegrityError(
+                            f"the remote lacks object {oid.hex()[:12]} of snapshot "
+                            f"{snapshot_id[:12]}"
+                        ) from None
+                    record = open_object(key, oid, data)
+                    got_kind, _id, raw = decode_record(record, oid)
+                    if got_kind != kind:
+                        raise IntegrityError(f"object {oid.hex()[:12]} is not what it names")
+                    writer.put(got_kind, oid, raw)
+                    fetched += 1
+                    size += len(data)
+                    if kind in (Kind.SNAPSHOT, Kind.TREE, Kind.BLOB):
+                        nxt.extend(_children_of_raw(raw, kind))
+                    continue
+                if kind in (Kind.SNAPSHOT, Kind.TREE, Kind.BLOB):
+                    nxt.extend(_children(store, oid, kind))
+            level = nxt
+        writer.commit()  # INV-2: durable before anything names it
+    return fetched, size
+
+
+def _children_of_raw(raw: bytes, kind: int) -> Iterator[tuple[bytes, int]]:
+    if kind == Kind.SNAPSHOT:
+        yield bytes.fromhex(codec.decode_snapshot(raw).tree), int(Kind.TREE)
+    elif kind == Kind.TREE:
+        for e in codec.decode_tree(raw):
+            if e.kind is EntryKind.DIR and e.content_kind is ContentKind.TREE:
+                yield e.content, int(Kind.TREE)
+            elif e.content_kind is ContentKind.CHUNK:
+                yield e.content, int(Kind.CHUNK)
+            elif e.content_kind is ContentKind.BLOB:
+                yield e.content, int(Kind.BLOB)
+    elif kind == Kind.BLOB:
+        _size, refs = codec.decode_blob(raw)
+        for r in refs:
+            if not is_hole(r):
+                yield r.id, int(Kind.CHUNK)
+
+
+# -- push and pull ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PushOutcome:
+    snapshot: SnapshotRow
+    ref: str
+    pushed: Pushed
+
+
+def descends(store: Store, snapshot_id: str, ancestor: str, limit: int = 100_000) -> bool:
+    """Tells whether `ancestor` is `snapshot_id` or reached from it by parents and merges."""
+    stack: list[str] = [snapshot_id]
+    seen: set[str] = set()
+    while stack and len(seen) < limit:
+        current = stack.pop()
+        if current == ancestor:
+            return True
+        if current in seen:
+            continue
+        seen.add(current)
+        row = store.snapshot(current)
+        if row is not None:
+            stack.extend(p for p in (row.parent, row.merged_from) if p)
+    return False
+
+
+def push(
+    ws: Workspace,
+    config: RemoteConfig,
+    env: Mapping[str, str],
+    cwd: str,
+    ref: str,
+    *,
+    takeover: bool = False,
+) -> PushOutcome:
+    """Seals the folder, then sends it to `ref` (see the module docstring)."""
+    from tillage.workspace.seal import SealOptions, seal_result
+
+    store = ws.store
+    head = seal_result(
+        ws, SealOptions(trigger="sync", label=f"pushed to {config.name}/{ref}", skip_unchanged=True)
+    ).row
+    remote = open_for(config, env, cwd)
+    try:
+        ensure_config(remote, config.key, create=True)
+        lease = Lease(remote, config.key, ref, machine_id(store))
+        lease.acquire(takeover=takeover)
+        try:
+            current = read_ref(remote, config.key, ref)
+            last = store.sync_ref(ws.id, config.name, ref)
+            if current is not None and current.snapshot != head.id:
+                known = last is not None and last.snapshot == current.snapshot
+                if not known and not descends(store, head.id, current.snapshot):
+                    raise PullFirstError(
+                        f"ref {ref!r} of {config.name} moved to {current.snapshot[:12]}, which "
+                        "this machine has not pulled"
+                    )
+            with store.sharing():
+                pushed = upload(store, remote, config.key, head.id)
+            history = [head.id, *(h for h in (current.history if current else ()) if h != head.id)]
+            name = name_of(config.key, "ref", ref)
+            doc = {
+                "ref": ref,
+                "snapshot": head.id,
+                "history": history[:HISTORY],
+                "machine": machine_id(store),
+                "pushed_ns": time.time_ns(),
+            }
+            if not remote.write_if(
+                name, seal_document(config.key, name, doc), current.token if current else None
+            ):
+                raise PullFirstError(f"another push to ref {ref!r} landed first")
+            store.publish(
+                "sync_ref",
+                {
+                    "workspace": ws.id,
+                    "remote": config.name,
+                    "ref": ref,
+                    "snapshot": head.id,
+                    "local": head.id,
+                },
+            )
+        finally:
+            lease.release()
+    finally:
+        remote.close()
+    return PushOutcome(head, ref, pushed)
+
+
+@dataclass(frozen=True)
+class PullOutcome:
+    disposition: str  # up_to_date, fast_forwarded, bootstrapped, diverged
+    local: SnapshotRow | None
+    remote_snapshot: str
+    fetched_objects: int
+    fetched_bytes: int
+
+
+def _publish_incoming(store: Store, ws: Workspace, snapshot_id: str, parent: str | None) -> None:
+    """Makes a pulled snapshot known here, in the workspace's sync timeline (never its head),
+    its parent the last snapshot this machine synced from the ref."""
+    if store.snapshot(snapshot_id) is not None:
+        return
+    record = codec.decode_snapshot(store.read(bytes.fromhex(snapshot_id)))
+    body = {"id": snapshot_id, **codec.snapshot_summary(record)}
+    body.update({"workspace": sync_timeline(ws.id), "parent": parent, "trigger": "sync"})
+    store.publish("snapshot", body)
+
+
+def pull(
+    ws: Workspace,
+    config: RemoteConfig,
+    env: Mapping[str, str],
+    cwd: str,
+    ref: str,
+    *,
+    bootstrap: bool = False,
+) -> PullOutcome:
+    """Brings `ref` here: fast-forwards the folder when it has not changed since the last sync
+    and the remote descends from it; otherwise keeps the incoming snapshot and says diverged."""
+    from tillage.workspace import rewind
+    from tillage.workspace.seal import SealOptions, seal_result
+
+    store = ws.store
+    remote = open_for(config, env, cwd)
+    try:
+        ensure_config(remote, config.key, create=False)
+        current = read_ref(remote, config.key, ref)
+        if current is None:
+            raise RefMissingError(f"nothing was pushed to ref {ref!r} of {config.name}")
+        last = store.sync_ref(ws.id, config.name, ref)
+        incoming = current.snapshot
+        if last is not None and last.snapshot == incoming:
+            return PullOutcome("up_to_date", store.head(ws.id), incoming, 0, 0)
+        with store.sharing():
+            fetched, size = download(store, remote, config.key, incoming)
+            _publish_incoming(store, ws, incoming, last.snapshot if last else None)
+    finally:
+        remote.close()
+    head = seal_result(
+        ws, SealOptions(trigger="manual", label="before pull", skip_unchanged=True)
+    ).row
+    clean = False
+    if last is not None:
+        twin = store.snapshot(last.local)
+        clean = twin is not None and twin.tree == head.tree
+    forward = last is not None and clean and last.snapshot in current.history
+    if not (forward or bootstrap):
+        return PullOutcome("diverged", head, incoming, fetched, size)
+    target = store.snapshot(incoming)
+    assert target is not None
+    rewind.apply(ws, target, None)
+    landed = seal_result(
+        ws,
+        SealOptions(
+            trigger="sync",
+            label=f"pulled {incoming[:12]} from {config.name}/{ref}",
+            merged_from=incoming,
+        ),
+    ).row
+    store.publish(
+        "sync_ref",
+        {
+            "workspace": ws.id,
+            "remote": config.name,
+            "ref": ref,
+            "snapshot": incoming,
+            "local": landed.id,
+        },
+    )
+    return PullOutcome(
+        "fast_forwarded" if forward else "bootstrapped", landed, incoming, fetched, size
+    )
