@@ -88,6 +88,11 @@ def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
     remote = open_for(config, ctx.settings.env, _cwd(ctx))
     try:
         created = ensure_config(remote, key, create=True)
+        # A store that ignores conditional writes (some S3 look-alikes) could lose a head: one
+        # writer per ref rests on them, so such a store is refused here, before it is used.
+        probe = getattr(remote, "check_conditional_writes", None)
+        if probe is not None:
+            probe()
         url = remote.url
     finally:
         remote.close()
