@@ -13,6 +13,7 @@ from tillage.remote.errors import BadRemoteUrlError, RemoteProtocolError, Remote
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import SnapshotInfo, snapshot_info
+
 from tillage.workspace.sync_errors import (
     LeaseExpiredError,
     LeaseHeldError,
@@ -22,6 +23,11 @@ from tillage.workspace.sync_errors import (
     RemoteExistsError,
     UnknownRemoteError,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tillage.workspace.attach import Workspace
+    from tillage.workspace.sync import PullOutcome
 
 TRANSPORT_ERRORS = (
     RemoteUnavailableError,
@@ -165,6 +171,8 @@ class SyncResult:
     remote_snapshot: str | None = field(default=None, metadata={"omit_none": True})
     fetched_objects: int | None = field(default=None, metadata={"omit_none": True})
     fetched_bytes: int | None = field(default=None, metadata={"omit_none": True})
+    # With `diverged`: the exact command that lands the incoming snapshot here.
+    next: str | None = field(default=None, metadata={"omit_none": True})
 
     def exit_status(self) -> int:
         """A pull that diverged completed but landed nothing: 3, with this document."""
@@ -210,7 +218,19 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult:
         remote_snapshot=pulled.remote_snapshot,
         fetched_objects=pulled.fetched_objects,
         fetched_bytes=pulled.fetched_bytes,
+        next=_landing(pulled, ws, config.name, req.ref)
+        if pulled.disposition == "diverged"
+        else None,
     )
+
+
+def _landing(pulled: PullOutcome, ws: Workspace, remote: str, ref: str) -> str:
+    """How a person lands a diverged pull: merge it three-way, or, for a ref this workspace
+    never synced, take the remote's state with --bootstrap (the present is sealed first)."""
+    merge = f"till merge --snapshot {pulled.remote_snapshot}"
+    if ws.store.sync_ref(ws.id, remote, ref) is None:
+        return f"till sync --pull --ref {ref} --bootstrap (or {merge})"
+    return merge
 
 
 # -- clone --------------------------------------------------------------------------------------
