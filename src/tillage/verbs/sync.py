@@ -13,7 +13,6 @@ from tillage.remote.errors import BadRemoteUrlError, RemoteProtocolError, Remote
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import SnapshotInfo, snapshot_info
-
 from tillage.workspace.sync_errors import (
     LeaseExpiredError,
     LeaseHeldError,
