@@ -41,6 +41,15 @@ def _cwd(ctx: Context) -> str:
     return str(ctx.settings.folder)
 
 
+def _absolute(url: str, ctx: Context) -> str:
+    """A folder remote's URL as its transport normalises it (others are kept as given)."""
+    import os
+
+    if "://" in url:
+        return url
+    return os.path.normpath(os.path.join(_cwd(ctx), os.path.expanduser(url)))
+
+
 # -- remote add / list --------------------------------------------------------------------------
 
 
@@ -86,7 +95,7 @@ def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
     key = RecoveryKey.generate() if req.key is None else RecoveryKey.from_hex(req.key)
     config = remotes.RemoteConfig(req.name, req.url, key, req.remote_till)
     for known in remotes.load(ws.store, ws.id):
-        if known.name == req.name and known.url != req.url:
+        if known.name == req.name and known.url not in (req.url, _absolute(req.url, ctx)):
             raise RemoteExistsError(
                 f"this workspace already has a remote called {req.name!r} ({known.url})"
             )
@@ -106,9 +115,11 @@ def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
         raise IntegrityError(
             f"{req.url} already holds a tillage remote: give its key with --key",
         )
-    remotes.add(ws.store, ws.id, remotes.RemoteConfig(req.name, req.url, key, req.remote_till))
+    # The transport's own form of the URL: a folder given relative to here is kept absolute,
+    # so the remote is the same place from any folder later.
+    remotes.add(ws.store, ws.id, remotes.RemoteConfig(req.name, url, key, req.remote_till))
     return RemoteAddResult(
-        remote=url, name=req.name, clone_url=req.url, key=key.hex() if generated else None
+        remote=url, name=req.name, clone_url=url, key=key.hex() if generated else None
     )
 
 

@@ -312,7 +312,10 @@ def push(
 
     store = ws.store
     head = seal_result(
-        ws, SealOptions(trigger="sync", label=f"pushed to {config.name}/{ref}", skip_unchanged=True)
+        ws,
+        SealOptions(
+            trigger="sync", label=f"sealed to push to {config.name}/{ref}", skip_unchanged=True
+        ),
     ).row
     remote = open_for(config, env, cwd)
     try:
