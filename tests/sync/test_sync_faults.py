@@ -1,0 +1,341 @@
+"""Sync under faults, through real `till` processes: a push killed half-way, a pull killed while
+it applies, two machines racing to push one ref, leases left behind and taken over."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.faults.harness import (
+    REWIND_FAILPOINTS,
+    assert_crashed,
+    crash,
+    intent_files,
+    manifest,
+)
+from tests.sync.conftest import Machine, Site
+from tillage.crypto import RecoveryKey, name_of, seal_document
+
+Machines = Callable[[Site], tuple[Machine, Machine]]
+KILL_TIMEOUT = 60.0
+
+
+def started(a: Machine, b: Machine, site: Site, folder: Path) -> tuple[str, str, Path]:
+    """A pushes a small workspace, B clones it. Returns (key, the pushed snapshot, B's copy)."""
+    (folder / "notes.txt").write_text("one\n")
+    (folder / "src").mkdir()
+    (folder / "src" / "app.py").write_text("print('a')\n")
+    a.json("watch", "--no-daemon")
+    key = a.json("remote", "add", site.url)["key"]
+    first = a.json("sync", "--push")["snapshot"]["id"]
+    b.json("clone", site.url, "b", "--key", key)
+    return key, first, b.cwd / "b"
+
+
+def count_objects(root: Path) -> int:
+    """The sealed objects a directory remote holds (its dot-named temporaries aside)."""
+    objects = root / "objects"
+    if not objects.is_dir():
+        return 0
+    return sum(
+        1
+        for fan in os.scandir(objects)
+        if fan.is_dir()
+        for entry in os.scandir(fan.path)
+        if not entry.name.startswith(".")
+    )
+
+
+def test_a_push_killed_half_way_leaves_the_ref_and_the_next_push_sends_the_rest(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    a, b = machines(dir_site)
+    _key, first, copy = started(a, b, dir_site, folder)
+    root = Path(dir_site.url)
+    big = folder / "big"
+    big.mkdir()
+    rng = random.Random(11)
+    for i in range(300):  # 30 MiB of incompressible files: hundreds of objects to send
+        (big / f"{i:03d}.bin").write_bytes(rng.randbytes(100 << 10))
+    a.json("snap")  # sealed here first: the push below goes straight to uploading
+    before = count_objects(root)
+
+    with tempfile.TemporaryFile() as out:
+        push = subprocess.Popen(
+            [sys.executable, "-m", "tillage", "--json", "sync", "--push"],
+            cwd=folder,
+            env=a.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + KILL_TIMEOUT
+        while push.poll() is None and time.monotonic() < deadline:
+            if count_objects(root) - before >= 30:  # some of the ~300 new objects are there
+                push.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.002)
+        push.wait(timeout=30)
+        out.seek(0)
+        said = out.read().decode(errors="replace")
+    assert push.returncode == -signal.SIGKILL, f"the push was not killed half-way: {said}"
+    landed = count_objects(root)
+    assert landed - before >= 30
+
+    # The ref did not move: the other machine finds nothing new.
+    pulled = b.json("sync", "--pull", cwd=copy)
+    assert pulled["disposition"] == "up_to_date" and pulled["remote_snapshot"] == first
+    # The dead push's lease is live: another machine cannot push, even with --takeover.
+    for extra in ((), ("--takeover",)):
+        run = b("--json", "sync", "--push", *extra, cwd=copy)
+        assert run.code == 1 and run.error["name"] == "sync.lease_held", run.stdout
+
+    # The same machine renews its own lease and sends only what is missing.
+    done = a.json("sync", "--push")
+    after = count_objects(root)
+    assert done["uploaded_objects"] == after - landed
+    assert done["reused_objects"] >= landed - before
+    # Not the 30 MiB again: the files the dead push sent are not sent twice.
+    missing = (300 - (landed - before)) * (100 << 10)
+    assert missing <= done["uploaded_bytes"] < missing + (256 << 10)
+    forward = b.json("sync", "--pull", cwd=copy)
+    assert forward["disposition"] == "fast_forwarded"
+    assert forward["remote_snapshot"] == done["snapshot"]["id"]
+    assert manifest(copy) == manifest(folder)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: once the next command finished a killed pull, the folder holds the remote's "
+    "snapshot but a pull says diverged and a push pull_first, for good (/work/notes/sync_bugs.md)",
+)
+@pytest.mark.parametrize("failpoint", REWIND_FAILPOINTS)
+def test_a_pull_killed_while_applying_is_finished_by_the_next_command(
+    dir_site: Site, machines: Machines, folder: Path, failpoint: str
+) -> None:
+    a, b = machines(dir_site)
+    _key, _first, copy = started(a, b, dir_site, folder)
+    (folder / "notes.txt").write_text("two\n")
+    (folder / "src" / "app.py").write_text("print('b')\n")
+    (folder / "src" / "new.py").write_text("X = 1\n")
+    (folder / "more").mkdir()
+    (folder / "more" / "data.bin").write_bytes(random.Random(5).randbytes(200 << 10))
+    second = a.json("sync", "--push")["snapshot"]["id"]
+    on_b = Machine(b.home, b.user_home, copy, b.extra)
+
+    killed = crash(on_b, failpoint, "kill", "--json", "sync", "--pull")
+    assert_crashed(killed, failpoint, "kill")
+    assert len(intent_files(b.home)) == 1
+
+    on_b.json("status")  # the next command finishes the fast-forward
+    assert intent_files(b.home) == []
+    assert manifest(copy) == manifest(folder)
+    pulled = on_b("--json", "sync", "--pull")
+    assert pulled.code == 0, (pulled.code, pulled.stdout)
+    assert pulled.doc["disposition"] in ("fast_forwarded", "up_to_date")
+    assert pulled.doc["remote_snapshot"] == second
+    assert manifest(copy) == manifest(folder)
+    assert on_b.json("sync", "--pull")["disposition"] == "up_to_date"
+
+    # And the two machines go on as before: B's next edit reaches A by a fast-forward.
+    (copy / "notes.txt").write_text("three, from b\n")
+    on_b.json("sync", "--push")
+    assert a.json("sync", "--pull")["disposition"] == "fast_forwarded"
+    assert manifest(folder) == manifest(copy)
+
+
+@pytest.mark.parametrize("kind", ["dir", "ssh", "s3"])
+def test_two_machines_racing_to_push_one_ref_land_exactly_one(
+    kind: str, request: pytest.FixtureRequest, machines: Machines, folder: Path
+) -> None:
+    site: Site = request.getfixturevalue(f"{kind}_site")
+    a, b = machines(site)
+    key, _first, copy = started(a, b, site, folder)
+    on_b = Machine(b.home, b.user_home, copy, b.extra)
+    (folder / "notes.txt").write_text("a's work\n")
+    (copy / "notes.txt").write_text("b's work\n")
+    (copy / "src" / "b-only.py").write_text("B = 1\n")
+    sealed = {"a": a.json("snap")["snapshot"]["id"], "b": on_b.json("snap")["snapshot"]["id"]}
+
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "tillage", "--json", "sync", "--push"],
+            cwd=m.cwd,
+            env=m.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, m in (("a", a), ("b", on_b))
+    }
+    ends = {name: proc.communicate(timeout=120) for name, proc in procs.items()}
+    codes = {name: proc.returncode for name, proc in procs.items()}
+    assert sorted(codes.values()) == [0, 1], (codes, ends)
+    winner = next(name for name, code in codes.items() if code == 0)
+    loser = "b" if winner == "a" else "a"
+    error = json.loads(ends[loser][0])["error"]
+    assert error["name"] in ("sync.pull_first", "sync.lease_held"), error
+    landed = json.loads(ends[winner][0])["snapshot"]["id"]
+    assert landed == sealed[winner]
+
+    # The remote's head is the winner's snapshot, whole: a third machine clones it exactly.
+    third = Machine(b.home.parent / "store-c", b.user_home, b.cwd, b.extra)
+    cloned = third.json("clone", site.url, "c", "--key", key)
+    assert manifest(b.cwd / "c") == manifest(a.cwd if winner == "a" else copy)
+    assert cloned["head"]["merged_from"] == landed
+    behind = (on_b if loser == "b" else a)("--json", "sync", "--pull")
+    assert behind.code == 3 and behind.doc["remote_snapshot"] == landed
+
+
+# -- leases --------------------------------------------------------------------------------------
+
+
+def leave_lease(site: Site, key: str, holder: str, expires_in_s: float, ref: str = "main") -> None:
+    """Writes the ref's lease as a push of `holder` that never finished leaves it, expiring
+    `expires_in_s` from now (negative: expired). The lease's TTL is ten minutes (LEASE_NS) and
+    nothing sets it shorter, so an expired lease is made here rather than waited for."""
+    recovery = RecoveryKey.from_hex(key)
+    name = name_of(recovery, "lease", ref)
+    doc = {"ref": ref, "holder": holder, "expires_ns": time.time_ns() + int(expires_in_s * 1e9)}
+    site.open().put(name, seal_document(recovery, name, doc))
+
+
+def test_a_lease_blocks_other_machines_until_it_expires_and_takeover_never_takes_newer_work(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    a, b = machines(dir_site)
+    key, _first, copy = started(a, b, dir_site, folder)
+    on_b = Machine(b.home, b.user_home, copy, b.extra)
+    leases = lambda: dir_site.open().list("leases/")  # noqa: E731
+
+    # A live lease of another machine: busy, even with --takeover; a pull is not blocked.
+    leave_lease(dir_site, key, "a-machine-pushing-now", 600)
+    (folder / "notes.txt").write_text("two, from a\n")
+    for extra in ((), ("--takeover",)):
+        run = a("--json", "sync", "--push", *extra)
+        assert run.code == 1 and run.error["name"] == "sync.lease_held", run.stdout
+    assert on_b.json("sync", "--pull")["disposition"] == "up_to_date"
+
+    # A lease of this same machine (its own push died) is renewed: the push lands.
+    own = (a.home / "remotes" / "machine-id").read_text().strip()
+    leave_lease(dir_site, key, own, 600)
+    second = a.json("sync", "--push")["snapshot"]["id"]
+    assert leases() == []  # released once the ref moved
+
+    # An expired lease of a machine that died: told apart from a live one, and taken over
+    # only on request -- never over work this machine has not pulled.
+    leave_lease(dir_site, key, "a-machine-that-died", -1)
+    (copy / "src" / "b.py").write_text("B = 2\n")
+    run = on_b("--json", "sync", "--push")
+    assert run.code == 1 and run.error["name"] == "sync.lease_expired", run.stdout
+    assert "--takeover" in run.error["next"]
+    run = on_b("--json", "sync", "--push", "--takeover")
+    assert run.code == 1 and run.error["name"] == "sync.pull_first", run.stdout
+    assert a.json("sync", "--pull")["disposition"] == "up_to_date"  # the ref did not move
+
+    diverged = on_b("--json", "sync", "--pull")
+    assert diverged.code == 3 and diverged.doc["remote_snapshot"] == second
+    on_b.json("merge", "--snapshot", second)
+    leave_lease(dir_site, key, "a-machine-that-died", -1)
+    run = on_b("--json", "sync", "--push")
+    assert run.code == 1 and run.error["name"] == "sync.lease_expired", run.stdout
+    took = on_b.json("sync", "--push", "--takeover")
+    assert leases() == []
+    pulled = a.json("sync", "--pull")
+    assert pulled["disposition"] == "fast_forwarded"
+    assert pulled["remote_snapshot"] == took["snapshot"]["id"]
+    assert manifest(folder) == manifest(copy)
+    assert (folder / "src" / "b.py").read_text() == "B = 2\n"
+
+
+# -- the order objects go up in -----------------------------------------------------------------
+
+# Runs the real command line, SIGKILLed right after its Nth object reaches a directory remote:
+# argv is N till-args... (a push cut at an exact object, as a kill or a dropped link cuts it).
+KILL_AFTER_PUTS = (
+    "import os, signal, sys\n"
+    "from tillage.remote import directory\n"
+    "put = directory.DirectoryRemote.put\n"
+    "left = [int(sys.argv[1])]\n"
+    "def counted(self, name, data):\n"
+    "    put(self, name, data)\n"
+    "    if name.startswith('objects/'):\n"
+    "        left[0] -= 1\n"
+    "        if left[0] == 0:\n"
+    "            os.kill(os.getpid(), signal.SIGKILL)\n"
+    "directory.DirectoryRemote.put = counted\n"
+    "from tillage.hosts.cli.main import main\n"
+    "sys.exit(main(sys.argv[2:]))\n"
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: objects go up in reversed breadth-first order, so a tree can reach the remote "
+    "before a child first met at its own level; a cut push then leaves a tree without its "
+    "closure, a later push reuses it, and the ref names a snapshot nobody can clone "
+    "(/work/notes/sync_bugs.md)",
+)
+def test_a_push_cut_after_any_object_never_leaves_a_tree_without_its_contents(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    a, b = machines(dir_site)
+    key, _first, _copy = started(a, b, dir_site, folder)
+    # The same bytes straight under the root and inside a new folder: the walk meets them as
+    # the root's child, at the same depth as the folder's tree.
+    same = b"the same bytes in two places\n"
+    (folder / "a-copy.txt").write_bytes(same)
+    (folder / "d").mkdir()
+    (folder / "d" / "b.txt").write_bytes(same)
+    a.json("snap")
+    cut = subprocess.run(
+        [sys.executable, "-c", KILL_AFTER_PUTS, "1", "--json", "sync", "--push"],
+        cwd=folder,
+        env=a.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cut.returncode == -signal.SIGKILL, (cut.stdout, cut.stderr)
+
+    (folder / "a-copy.txt").unlink()  # now the folder's tree alone holds those bytes
+    a.json("sync", "--push")
+    third = Machine(b.home.parent / "store-c", b.user_home, b.cwd, b.extra)
+    cloned = third("--json", "clone", dir_site.url, "c", "--key", key)
+    assert cloned.code == 0, cloned.stdout
+    assert manifest(b.cwd / "c") == manifest(folder)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: a push killed after its compare-and-swap but before its sync_ref fact leaves "
+    "its machine's next pull saying diverged from its own head (/work/notes/sync_bugs.md)",
+)
+def test_a_push_killed_after_its_ref_moved_is_known_to_its_machine(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    a, b = machines(dir_site)
+    _key, _first, copy = started(a, b, dir_site, folder)
+    (folder / "notes.txt").write_text("two\n")
+    head = a.json("snap")["snapshot"]["id"]  # sealed: the push's next publication is its fact
+    killed = crash(a, "publog.before_append", "kill", "--json", "sync", "--push")
+    assert_crashed(killed, "publog.before_append", "kill")
+    pulled = Machine(b.home, b.user_home, copy, b.extra).json("sync", "--pull")
+    assert pulled["disposition"] == "fast_forwarded" and pulled["remote_snapshot"] == head
+
+    # The ref moved to this machine's own head, though it died before noting so.
+    mine = a("--json", "sync", "--pull")
+    assert mine.code == 0, mine.stdout
+    assert mine.doc["disposition"] == "up_to_date" and mine.doc["remote_snapshot"] == head
+    assert manifest(folder) == manifest(copy)
