@@ -1,4 +1,5 @@
-"""Verbs of sync: remotes (`remote add`, `remote list`), `sync --push | --pull`, `clone`.
+"""Verbs of sync: remotes (`remote add`, `remote list`), `sync --push | --pull | --follow`,
+`clone`.
 
 The recovery key is printed by `remote add` alone, once, when it generated it: nothing an agent
 calls shows it (`remote list`, tools, events, errors)."""
@@ -25,8 +26,11 @@ from tillage.workspace.sync_errors import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from tillage.workspace.attach import Workspace
     from tillage.workspace.sync import PullOutcome
+    from tillage.workspace.sync_follow import Follower
 
 TRANSPORT_ERRORS = (
     RemoteUnavailableError,
@@ -166,6 +170,12 @@ class SyncRequest:
         "(the present is sealed first)",
         default=False,
     )
+    follow: bool = param(
+        "keep this workspace and the ref current both ways, one JSON line per cycle, until "
+        "interrupted; pauses (and says so) when they diverged",
+        default=False,
+    )
+    poll_seconds: float = param("with --follow: seconds between cycles", default=2.0, metavar="N")
 
 
 @dataclass(frozen=True)
@@ -196,10 +206,12 @@ def _check_ref(ref: str) -> None:
         )
 
 
-def sync(ctx: Context, req: SyncRequest) -> SyncResult:
+def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
     from tillage.workspace import remotes
     from tillage.workspace import sync as engine
 
+    if req.follow:
+        return _follow(ctx, req)
     if req.push == req.pull:
         raise InvalidArgumentError(
             "give exactly one of --push and --pull", next_step="till sync --push (or --pull)"
@@ -241,6 +253,39 @@ def _landing(pulled: PullOutcome, ws: Workspace, remote: str, ref: str) -> str:
     if ws.store.sync_ref(ws.id, remote, ref) is None:
         return f"till sync --pull --ref {ref} --bootstrap (or {merge})"
     return merge
+
+
+def _follow(ctx: Context, req: SyncRequest) -> Follower:
+    """`sync --follow`: a stream of cycle reports (workspace/sync_follow.py)."""
+    from tillage.workspace import remotes
+    from tillage.workspace.sync_follow import MIN_POLL_SECONDS, Follower
+
+    if req.push or req.pull or req.bootstrap:
+        raise InvalidArgumentError(
+            "--follow pulls and pushes by itself: leave out --push, --pull and --bootstrap",
+            next_step="till sync --follow [--poll-seconds N] [--ref R]",
+        )
+    try:  # the command line hands the number over as it was typed
+        seconds = float(req.poll_seconds)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not MIN_POLL_SECONDS <= seconds <= 86400:
+        raise InvalidArgumentError(
+            f"--poll-seconds takes a number of seconds from {MIN_POLL_SECONDS} to 86400",
+            next_step="e.g. --poll-seconds 2",
+        )
+    _check_ref(req.ref)
+    ws = ctx.workspace
+    config = remotes.find(ws.store, ws.id, req.remote)
+    return Follower(
+        ws,
+        config,
+        ctx.settings.env,
+        _cwd(ctx),
+        req.ref,
+        poll_seconds=seconds,
+        takeover=req.takeover,
+    )
 
 
 # -- clone --------------------------------------------------------------------------------------
@@ -312,7 +357,8 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
     return CloneResult(str(ws.root), snapshot_info(pulled.local), req.url, req.ref)
 
 
-VERBS = (
+# Any: `sync --follow` answers a stream of cycle reports, not a SyncResult.
+VERBS: tuple[Verb[Any, Any], ...] = (
     Verb(
         Contract(
             name="remote.add",
@@ -370,7 +416,15 @@ VERBS = (
             "machine has not pulled). --pull brings the ref here: fast-forwards the folder when "
             "it has not changed since the last sync (unchanged files keep their inodes), else "
             "exits 3 with disposition diverged, keeping the incoming snapshot for `till merge "
-            "--snapshot ID`. One writer per ref (a lease; --takeover takes an expired one).",
+            "--snapshot ID`. One writer per ref (a lease; --takeover takes an expired one). "
+            "--follow keeps both current: every --poll-seconds (default 2) it pulls, then "
+            "pushes when the folder changed, printing one JSON line per cycle: `cycle`, `at`, "
+            "`remote`, `ref`, `pulled` (the disposition, or `missing` before the first push), "
+            "`fetched_objects`, `pushed` (a snapshot ID or null), `uploaded_objects`, "
+            "`uploaded_bytes`, `paused`, `incoming`, `next_step`, `error`, `retry_in`. On "
+            "diverged it pauses (`paused: true`, `next_step: till merge --snapshot ID`) and "
+            "resumes by itself once the folder descends from the incoming snapshot; an error "
+            "is that cycle's `error` envelope and the next cycle comes after a backoff.",
         ),
         sync,
     ),
