@@ -89,6 +89,7 @@ COMMANDS = {
     "remote list": "tillage.verbs.sync",
     "sync": "tillage.verbs.sync",
     "clone": "tillage.verbs.sync",
+    "work": "tillage.verbs.sync",
     "estimate": "tillage.verbs.estimate",
     "remote-serve": "tillage.verbs.remote_serve",
 }

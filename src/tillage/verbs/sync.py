@@ -1,5 +1,5 @@
 """Verbs of sync: remotes (`remote add`, `remote list`), `sync --push | --pull | --follow`,
-`clone`.
+`clone`, `work`.
 
 The recovery key is printed by `remote add` alone, once, when it generated it: nothing an agent
 calls shows it (`remote list`, tools, events, errors)."""
@@ -357,6 +357,112 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
     return CloneResult(str(ws.root), snapshot_info(pulled.local), req.url, req.ref)
 
 
+# -- work ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkRequest:
+    remote: str = param(
+        "the remote: a folder, ssh://[user@]host[:port]/path or s3://bucket[/prefix]",
+        metavar="URL",
+    )
+    result_ref: str = param(
+        "the ref the result is pushed to (even when the command failed)", metavar="OUT"
+    )
+    command: tuple[str, ...] = param(
+        "the command, after `--`; one word runs through /bin/sh -c, several are the argv; it "
+        "runs in the disposable folder and gets TILLAGE_WORK_INPUT (the input snapshot), "
+        "TILLAGE_WORK_REF and TILLAGE_WORK_RESULT_REF (never the key)",
+        remainder=True,
+        metavar="CMD",
+    )
+    name: str = param(
+        "names this run: its disposable folder, the remote as that folder's workspace calls "
+        "it, and the result's label",
+        default="work",
+    )
+    key: str | None = param(
+        "the remote's recovery key (or TILLAGE_RECOVERY_KEY)", default=None, metavar="HEX"
+    )
+    ref: str = param(
+        "the input ref: the command runs on its snapshot", default="main", metavar="IN"
+    )
+    keep: bool = param(
+        "keep the disposable folder and its timeline (`folder` says where)", default=False
+    )
+    remote_till: str | None = param(
+        "the `till` command on the far side of an ssh:// remote", default=None, metavar="PATH"
+    )
+
+
+@dataclass(frozen=True)
+class WorkResult:
+    """A headless run: `input` and `result` are snapshot IDs (the result's parent is the
+    input); `exit_code`/`output` the command's; `folder` the kept folder (null once removed)."""
+
+    input: str
+    result: str
+    exit_code: int
+    output: str
+    ref: str
+    result_ref: str
+    folder: str | None
+    uploaded_objects: int
+    uploaded_bytes: int
+
+    def exit_status(self) -> int:
+        """The command's own status."""
+        return self.exit_code
+
+
+def work(ctx: Context, req: WorkRequest) -> WorkResult:
+    from tillage.crypto import RecoveryKey
+    from tillage.remote.url import remote_kind
+    from tillage.workspace import remotes
+    from tillage.workspace.commands import argv_of
+    from tillage.workspace.sync_work import work as run_work
+
+    remote_kind(req.remote)
+    _check_ref(req.ref)
+    _check_ref(req.result_ref)
+    argv_of(req.command)
+    if not req.name or not req.name.replace("-", "").replace("_", "").isalnum():
+        raise InvalidArgumentError(
+            f"--name {req.name[:40]!r} is not a name",
+            next_step="use letters, digits, - and _ (e.g. ci, build-7)",
+        )
+    text = req.key or ctx.settings.env.get("TILLAGE_RECOVERY_KEY")
+    if not text:
+        raise BadKeyError(
+            "work needs the remote's recovery key",
+            next_step="give --key HEX (or set TILLAGE_RECOVERY_KEY)",
+        )
+    config = remotes.RemoteConfig(req.name, req.remote, RecoveryKey.from_hex(text), req.remote_till)
+    done = run_work(
+        ctx.settings.home,
+        ctx.settings.user_home,
+        ctx.settings.env,
+        _cwd(ctx),
+        config,
+        req.ref,
+        req.result_ref,
+        req.command,
+        keep=req.keep,
+        output_fd=ctx.settings.command_output,
+    )
+    return WorkResult(
+        input=done.input,
+        result=done.result,
+        exit_code=done.exit_code,
+        output=done.output,
+        ref=req.ref,
+        result_ref=req.result_ref,
+        folder=str(done.folder) if done.folder is not None else None,
+        uploaded_objects=done.uploaded_objects,
+        uploaded_bytes=done.uploaded_bytes,
+    )
+
+
 # Any: `sync --follow` answers a stream of cycle reports, not a SyncResult.
 VERBS: tuple[Verb[Any, Any], ...] = (
     Verb(
@@ -443,5 +549,35 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "remote added as origin (the key from --key or TILLAGE_RECOVERY_KEY).",
         ),
         clone,
+    ),
+    Verb(
+        Contract(
+            name="sync.work",
+            since=1,
+            scope=Scope.NONE,
+            audience=Audience.USER,
+            effect=Effect.WRITE,
+            request=WorkRequest,
+            result=WorkResult,
+            cli="work",
+            errors=(
+                *TRANSPORT_ERRORS,
+                BadKeyError,
+                RefMissingError,
+                PullFirstError,
+                LeaseHeldError,
+                LeaseExpiredError,
+                BusyError,
+                InvalidArgumentError,
+            ),
+            doc="Run a command on a remote ref's snapshot with no workspace of your own (a CI "
+            "runner, a sandbox): the ref --ref (IN) is written out into a disposable folder, "
+            "the command runs there, the result is sealed with IN's snapshot as its parent and "
+            "pushed to --result-ref (OUT) even when the command failed, and the folder and its "
+            "timeline are removed (unless --keep). Answers `input`, `result` (snapshot IDs), "
+            "`exit_code`, and exits with the command's status. A run replaces the previous "
+            "result of OUT (kept in its history); runs on different OUT refs never contend.",
+        ),
+        work,
     ),
 )
