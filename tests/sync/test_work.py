@@ -120,6 +120,15 @@ def test_a_failing_command_is_pushed_and_its_status_is_works(
     timeline = ci.json("timeline", cwd=kept)["snapshots"]
     assert [s["id"] for s in timeline][:2] == [result, pushed]
 
+    # The kept timeline holds the input now (a snapshot belongs to one timeline): a run in
+    # the same store still pushes a child of it.
+    again = ci.json(
+        "work", "--remote", str(remote), "--key", key, "--result-ref", "again", "--", "true",
+        env={"TMPDIR": str(tmp)},
+    )  # fmt: skip
+    result, record, _ = head_of(remote, key, "again")
+    assert again["result"] == result and record.parent == pushed
+
 
 def test_works_on_different_result_refs_at_once_never_contend(
     tmp_path: Path, till: Till, folder: Path, tmp: Path
