@@ -226,6 +226,12 @@ def test_a_lease_blocks_other_machines_until_it_expires_and_takeover_never_takes
         run = a("--json", "sync", "--push", *extra)
         assert run.code == 1 and run.error["name"] == "sync.lease_held", run.stdout
     assert on_b.json("sync", "--pull")["disposition"] == "up_to_date"
+    # Leases are per ref: another named ref of the same remote is free.
+    other = a.json("sync", "--push", "--ref", "other")["snapshot"]["id"]
+    third = Machine(b.home.parent / "store-c", b.user_home, b.cwd, b.extra)
+    cloned = third.json("clone", dir_site.url, "c", "--key", key, "--ref", "other")
+    assert cloned["head"]["merged_from"] == other
+    assert manifest(b.cwd / "c") == manifest(folder)
 
     # A lease of this same machine (its own push died) is renewed: the push lands.
     own = (a.home / "remotes" / "machine-id").read_text().strip()

@@ -332,10 +332,12 @@ def test_the_recovery_key_is_shown_by_remote_add_alone(
     seed(folder, size=64 << 10)
     outputs: list[str] = []
 
-    def run(machine: Machine, *args: str, cwd: Path | None = None, code: int = 0) -> None:
+    def run(
+        machine: Machine, *args: str, cwd: Path | None = None, code: int = 0, human: bool = True
+    ) -> None:
         """Runs a command in both forms (the JSON document, the human text), keeping all it
         printed."""
-        for form in (("--json",), ()):
+        for form in (("--json",), ()) if human else (("--json",),):
             done = machine(*form, *args, cwd=cwd)
             assert done.code == code, (args, done.stdout, done.stderr)
             outputs.extend((done.stdout, done.stderr))
@@ -346,7 +348,8 @@ def test_the_recovery_key_is_shown_by_remote_add_alone(
     # The human form, to another place: it shows its new key once, for the person.
     human = a("remote", "add", str(dir_site.cwd / "remote-2"), "--name", "second")
     assert human.code == 0
-    second = [w for w in human.stdout.split() if len(w.strip("'\",.")) == 64]
+    words = [w.strip("'\",.:").lower() for w in human.stdout.split()]
+    second = next((w for w in words if len(w) == 64), "")
     assert second, f"remote add showed no key to the person: {human.stdout!r}"
 
     run(a, "remote", "list")
@@ -372,10 +375,10 @@ def test_the_recovery_key_is_shown_by_remote_add_alone(
     run(b, "remote", "add", dir_site.url, "--name", "again", "--key", "cd" * 32, cwd=copy, code=1)
     for machine, root in ((a, folder), (b, copy)):
         run(machine, "remote", "list", cwd=root)
-        run(machine, "status", cwd=root)
-        run(machine, "timeline", cwd=root)
-        run(machine, "events", "--all", cwd=root)
-        run(machine, "mcp", "--list", cwd=root)
+        run(machine, "status", cwd=root, human=False)
+        run(machine, "timeline", cwd=root, human=False)
+        run(machine, "events", "--all", cwd=root, human=False)
+        run(machine, "mcp", "--list", cwd=root, human=False)
         outputs.extend(anyio.run(_mcp_outputs, machine, root))
         tillage.agent.forget()
         for tool in tillage.agent.tools(root, home=machine.home):  # the Python seam
@@ -384,7 +387,9 @@ def test_the_recovery_key_is_shown_by_remote_add_alone(
                 outputs.extend((result.text, json.dumps(result.document)))
         tillage.agent.forget()
 
-    leaks = [out for out in outputs if key in out.lower() or second[0] in out.lower()]
+    # Not the key, nor a piece of it (its first or last 12 hex digits).
+    pieces = [k for full in (key, second) for k in (full, full[:12], full[-12:])]
+    leaks = [(piece, out) for out in outputs for piece in pieces if piece in out.lower()]
     assert leaks == []
     # Nowhere in either store but the remotes' settings (0600), nor on the remote.
     for machine in (a, b):
@@ -451,3 +456,33 @@ def test_a_pull_after_merging_the_incoming_is_not_diverged(
     b.json("sync", "--push", cwd=copy)
     assert a.json("sync", "--pull")["disposition"] == "fast_forwarded"
     assert manifest(folder) == merged
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: an incoming snapshot the store already knows (cloned from another ref) keeps "
+    "its old place, so `merge --snapshot` after a diverged pull finds no common ancestor "
+    "(/work/notes/sync_bugs.md)",
+)
+def test_a_diverged_pull_merges_even_when_the_store_knows_the_snapshot_from_another_ref(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    a, b = machines(dir_site)
+    seed(folder, size=16 << 10)
+    a.json("watch", "--no-daemon")
+    key = a.json("remote", "add", dir_site.url)["key"]
+    a.json("sync", "--push")
+    b.json("clone", dir_site.url, "b", "--key", key)
+    copy = b.cwd / "b"
+    (folder / "notes.txt").write_text("released on a\n")
+    released = a.json("sync", "--push", "--ref", "release")["snapshot"]["id"]
+    assert a.json("sync", "--push")["snapshot"]["id"] == released  # main moves there too
+    b.json("clone", dir_site.url, "b-release", "--key", key, "--ref", "release")
+
+    (copy / "src" / "deep" / "app.py").write_text("print('edited on b')\n")
+    run = b("--json", "sync", "--pull", cwd=copy)
+    assert run.code == 3 and run.doc["remote_snapshot"] == released
+    merged = b("--json", "merge", "--snapshot", released, cwd=copy)
+    assert merged.code == 0, merged.stdout
+    assert (copy / "notes.txt").read_text() == "released on a\n"
+    assert (copy / "src" / "deep" / "app.py").read_text() == "print('edited on b')\n"
