@@ -22,6 +22,7 @@ from tests.faults.harness import (
     crash,
     intent_files,
     manifest,
+    verify_store,
 )
 from tests.sync.conftest import Machine, Site
 from tillage.crypto import RecoveryKey, name_of, seal_document
@@ -267,23 +268,38 @@ def test_a_lease_blocks_other_machines_until_it_expires_and_takeover_never_takes
 
 # -- the order objects go up in -----------------------------------------------------------------
 
-# Runs the real command line, SIGKILLed right after its Nth object reaches a directory remote:
-# argv is N till-args... (a push cut at an exact object, as a kill or a dropped link cuts it).
-KILL_AFTER_PUTS = (
+# Runs the real command line, SIGKILLed right after its Nth object went to (put) or came from
+# (get) a directory remote: argv is METHOD N till-args... (a transfer cut at an exact object, as
+# a kill or a dropped link cuts it).
+KILL_AFTER_OBJECTS = (
     "import os, signal, sys\n"
     "from tillage.remote import directory\n"
-    "put = directory.DirectoryRemote.put\n"
-    "left = [int(sys.argv[1])]\n"
-    "def counted(self, name, data):\n"
-    "    put(self, name, data)\n"
+    "method, left = sys.argv[1], [int(sys.argv[2])]\n"
+    "plain = getattr(directory.DirectoryRemote, method)\n"
+    "def counted(self, name, *args):\n"
+    "    out = plain(self, name, *args)\n"
     "    if name.startswith('objects/'):\n"
     "        left[0] -= 1\n"
     "        if left[0] == 0:\n"
     "            os.kill(os.getpid(), signal.SIGKILL)\n"
-    "directory.DirectoryRemote.put = counted\n"
+    "    return out\n"
+    "setattr(directory.DirectoryRemote, method, counted)\n"
     "from tillage.hosts.cli.main import main\n"
-    "sys.exit(main(sys.argv[2:]))\n"
+    "sys.exit(main(sys.argv[3:]))\n"
 )
+
+
+def cut(machine: Machine, method: str, after: int, *args: str) -> None:
+    """Runs `till ARGS` on `machine`, killed after its `after`th object `method` (put or get)."""
+    done = subprocess.run(
+        [sys.executable, "-c", KILL_AFTER_OBJECTS, method, str(after), *args],
+        cwd=machine.cwd,
+        env=machine.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == -signal.SIGKILL, (done.stdout, done.stderr)
 
 
 @pytest.mark.xfail(
@@ -305,15 +321,7 @@ def test_a_push_cut_after_any_object_never_leaves_a_tree_without_its_contents(
     (folder / "d").mkdir()
     (folder / "d" / "b.txt").write_bytes(same)
     a.json("snap")
-    cut = subprocess.run(
-        [sys.executable, "-c", KILL_AFTER_PUTS, "1", "--json", "sync", "--push"],
-        cwd=folder,
-        env=a.env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert cut.returncode == -signal.SIGKILL, (cut.stdout, cut.stderr)
+    cut(a, "put", 1, "--json", "sync", "--push")
 
     (folder / "a-copy.txt").unlink()  # now the folder's tree alone holds those bytes
     a.json("sync", "--push")
@@ -345,3 +353,24 @@ def test_a_push_killed_after_its_ref_moved_is_known_to_its_machine(
     assert mine.code == 0, mine.stdout
     assert mine.doc["disposition"] == "up_to_date" and mine.doc["remote_snapshot"] == head
     assert manifest(folder) == manifest(copy)
+
+
+def test_a_pull_cut_while_fetching_writes_nothing_and_the_next_pull_lands(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    a, b = machines(dir_site)
+    _key, _first, copy = started(a, b, dir_site, folder)
+    on_b = Machine(b.home, b.user_home, copy, b.extra)
+    for i in range(8):  # enough that the pull has written packs when it dies
+        (folder / f"fresh-{i}.bin").write_bytes(random.Random(i).randbytes(1 << 20))
+    pushed = a.json("sync", "--push")
+    before = manifest(copy)
+    timeline = on_b.json("timeline")["snapshots"]
+
+    cut(on_b, "get", pushed["uploaded_objects"] - 2, "--json", "sync", "--pull")
+    assert manifest(copy) == before
+    assert on_b.json("timeline")["snapshots"] == timeline
+    pulled = on_b.json("sync", "--pull")
+    assert pulled["disposition"] == "fast_forwarded"
+    assert manifest(copy) == manifest(folder)
+    assert verify_store(on_b)["ok"] is True
