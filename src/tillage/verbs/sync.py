@@ -249,10 +249,15 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
 def _landing(pulled: PullOutcome, ws: Workspace, remote: str, ref: str) -> str:
     """How a person lands a diverged pull: merge it three-way, or, for a ref this workspace
     never synced, take the remote's state with --bootstrap (the present is sealed first)."""
-    merge = f"till merge --snapshot {pulled.remote_snapshot}"
-    if ws.store.sync_ref(ws.id, remote, ref) is None:
-        return f"till sync --pull --ref {ref} --bootstrap (or {merge})"
-    return merge
+    synced = ws.store.sync_ref(ws.id, remote, ref)
+    if synced is None:
+        return (
+            f"till sync --pull --ref {ref} --bootstrap "
+            f"(or till merge --snapshot {pulled.remote_snapshot})"
+        )
+    # The base named outright: the incoming snapshot may be known here from another ref, with
+    # other parents than this pull gives it.
+    return f"till merge --snapshot {pulled.remote_snapshot} --base {synced.snapshot}"
 
 
 def _follow(ctx: Context, req: SyncRequest) -> Follower:
@@ -341,10 +346,15 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
         )
     config = remotes.RemoteConfig("origin", req.url, key, req.remote_till)
     remote = engine.open_for(config, ctx.settings.env, str(ctx.settings.folder))
-    try:  # the key and the ref are checked before anything is made here
+    try:  # the key, the ref and every object are checked before anything is made here
         engine.ensure_config(remote, key, create=False)
-        if engine.read_ref(remote, key, req.ref) is None:
+        current = engine.read_ref(remote, key, req.ref)
+        if current is None:
             raise RefMissingError(f"nothing was pushed to ref {req.ref!r} of {req.url}")
+        from tillage.store.store import Store
+
+        with Store.open(ctx.settings.home) as store, store.sharing():
+            engine.download(store, remote, key, current.snapshot)
     finally:
         remote.close()
     dest.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from tillage.remote.base import Remote
-    from tillage.store.store import SnapshotRow, Store
+    from tillage.store.store import SnapshotRow, Store, SyncRefRow
 
 DEFAULT_REF = "main"
 CONFIG = "config"
@@ -185,10 +185,11 @@ def upload(store: Store, remote: Remote, key: RecoveryKey, snapshot_id: str) -> 
     def name(oid: bytes) -> str:
         return name_of(key, "object", oid.hex())
 
-    order: list[bytes] = []  # parents before children; uploaded reversed
+    missing: dict[bytes, list[bytes]] = {}  # an object the remote lacks -> its children
     seen: set[bytes] = set()
     reused = 0
-    level = [(bytes.fromhex(snapshot_id), int(Kind.SNAPSHOT))]
+    root = bytes.fromhex(snapshot_id)
+    level = [(root, int(Kind.SNAPSHOT))]
     while level:
         fresh = [(oid, kind) for oid, kind in level if oid not in seen]
         seen.update(oid for oid, _k in fresh)
@@ -200,15 +201,40 @@ def upload(store: Store, remote: Remote, key: RecoveryKey, snapshot_id: str) -> 
             if name(oid) in present:
                 reused += 1  # with everything below it
                 continue
-            order.append(oid)
-            nxt.extend(_children(store, oid, kind))
+            children = _children(store, oid, kind)
+            missing[oid] = [child for child, _k in children]
+            nxt.extend(children)
         level = nxt
     sent = 0
-    for oid in reversed(order):
+    for oid in _children_first(root, missing):
         sealed = seal_object(key, oid, store.read_record(oid))
         remote.put(name(oid), sealed)
         sent += len(sealed)
-    return Pushed(len(order), reused, sent)
+    return Pushed(len(missing), reused, sent)
+
+
+def _children_first(root: bytes, missing: dict[bytes, list[bytes]]) -> list[bytes]:
+    """The objects to send, each after every missing object below it (an iterative post-order:
+    a push cut anywhere never leaves a tree on the remote without what it reaches, since the
+    next push trusts a tree it finds there)."""
+    order: list[bytes] = []
+    done: set[bytes] = set()
+    if root not in missing:
+        return order
+    stack: list[tuple[bytes, int]] = [(root, 0)]
+    while stack:
+        oid, i = stack.pop()
+        children = missing[oid]
+        while i < len(children) and (children[i] in done or children[i] not in missing):
+            i += 1
+        if i < len(children):
+            stack.append((oid, i + 1))
+            child = children[i]
+            done.add(child)  # entered now; it is emitted after its own children
+            stack.append((child, 0))
+            continue
+        order.append(oid)
+    return order
 
 
 def download(store: Store, remote: Remote, key: RecoveryKey, snapshot_id: str) -> tuple[int, int]:
@@ -325,6 +351,10 @@ def push(
         try:
             current = read_ref(remote, config.key, ref)
             last = store.sync_ref(ws.id, config.name, ref)
+            if _nothing_new(store, head, current, last):
+                # The folder is what was last synced: moving the ref to this machine's twin of
+                # it would make each side push the other's state back, forever.
+                return PushOutcome(head, ref, Pushed(0, 1, 0))
             if current is not None and current.snapshot != head.id:
                 known = last is not None and last.snapshot == current.snapshot
                 if not known and not descends(store, head.id, current.snapshot):
@@ -347,21 +377,24 @@ def push(
                 name, seal_document(config.key, name, doc), current.token if current else None
             ):
                 raise PullFirstError(f"another push to ref {ref!r} landed first")
-            store.publish(
-                "sync_ref",
-                {
-                    "workspace": ws.id,
-                    "remote": config.name,
-                    "ref": ref,
-                    "snapshot": head.id,
-                    "local": head.id,
-                },
-            )
+            _record(store, ws, config, ref, head.id, head.id)
         finally:
             lease.release()
     finally:
         remote.close()
     return PushOutcome(head, ref, pushed)
+
+
+def _nothing_new(
+    store: Store, head: SnapshotRow, current: RefState | None, last: SyncRefRow | None
+) -> bool:
+    """Tells whether the ref is what this machine last synced and the folder still holds it."""
+    if current is None or last is None or current.snapshot != last.snapshot:
+        return False
+    if head.id in (last.local, last.snapshot):
+        return True
+    synced = store.snapshot(last.snapshot)
+    return synced is not None and synced.tree == head.tree
 
 
 @dataclass(frozen=True)
@@ -417,6 +450,13 @@ def pull(
     head = seal_result(
         ws, SealOptions(trigger="manual", label="before pull", skip_unchanged=True)
     ).row
+    target = store.snapshot(incoming)
+    assert target is not None
+    if head.tree == target.tree or descends(store, head.id, incoming):
+        # The folder holds it already: a pull killed after its rewind, a merge of it made
+        # here, this machine's own push whose fact was lost, or the same edit on both sides.
+        _record(store, ws, config, ref, incoming, head.id)
+        return PullOutcome("up_to_date", head, incoming, fetched, size)
     clean = False
     if last is not None:
         twin = store.snapshot(last.local)
@@ -424,27 +464,45 @@ def pull(
     forward = last is not None and clean and last.snapshot in current.history
     if not (forward or bootstrap):
         return PullOutcome("diverged", head, incoming, fetched, size)
-    target = store.snapshot(incoming)
-    assert target is not None
     rewind.apply(ws, target, None)
-    landed = seal_result(
-        ws,
-        SealOptions(
-            trigger="sync",
-            label=f"pulled {incoming[:12]} from {config.name}/{ref}",
-            merged_from=incoming,
-        ),
-    ).row
+    landed = _twin(ws, target, f"pulled {incoming[:12]} from {config.name}/{ref}")
+    _record(store, ws, config, ref, incoming, landed.id)
+    return PullOutcome(
+        "fast_forwarded" if forward else "bootstrapped", landed, incoming, fetched, size
+    )
+
+
+def _twin(ws: Workspace, target: SnapshotRow, label: str) -> SnapshotRow:
+    """The local snapshot holding exactly what a pull landed: the target's own tree, not a new
+    walk of the folder (an edit made while the pull applied is the next seal's change, never
+    recorded as synced)."""
+    from tillage.workspace.seal import SealOptions, publish_tree, snapshot_record, workspace_lock
+
+    notes = list(snapshot_record(ws.store, target.id).fidelity)
+    options = SealOptions(trigger="sync", label=label, merged_from=target.id)
+    with workspace_lock(ws), ws.store.writer() as writer:
+        return publish_tree(
+            ws.store,
+            ws.id,
+            writer,
+            bytes.fromhex(target.tree),
+            target.files,
+            target.bytes,
+            notes,
+            options,
+        )
+
+
+def _record(
+    store: Store, ws: Workspace, config: RemoteConfig, ref: str, snapshot: str, local: str
+) -> None:
     store.publish(
         "sync_ref",
         {
             "workspace": ws.id,
             "remote": config.name,
             "ref": ref,
-            "snapshot": incoming,
-            "local": landed.id,
+            "snapshot": snapshot,
+            "local": local,
         },
-    )
-    return PullOutcome(
-        "fast_forwarded" if forward else "bootstrapped", landed, incoming, fetched, size
     )
