@@ -34,9 +34,11 @@ the changed lines alone (difflib) plus the added files and the append (the infor
 and zstd -3 of the former, per file.
 
 Follow: after the pulls, on each transport, `till sync --follow --poll-seconds P` runs on A and
-on B; a fresh file is written on A, `till snap` seals it, and B's folder is polled every 10 ms
-until the file is there with its content: seal-to-visible is measured from the end of the snap
-(and from the write), --follow-samples times per repeat, medians. When this tillage has no
+on B (B started a random fraction of P after A: two machines poll out of step); after a random
+fraction of P, a fresh file is written on A, `till snap` seals it, and B's folder is polled
+every 10 ms until the file is there with its content: seal-to-visible is measured from the end
+of the snap (and from the write), --follow-samples times per transport and repeat, medians.
+The followers' JSON lines are summed up (cycles, pulls, pushes, errors). When this tillage has no
 --follow, a loop of `till sync --push` on A then `till sync --pull` on B is measured instead,
 and the report says so.
 
@@ -320,7 +322,7 @@ def start_sshd(folder: Path, far_till: str) -> Sshd:
             ]
             far_home = folder / "far-home"
             far_home.mkdir()
-            till = shlex.join(["/usr/bin/env", f"TILLAGE_HOME={far_home}", far_till])
+            till = shlex.join(["/usr/bin/env", f"TILLAGE_HOME={far_home}", *shlex.split(far_till)])
             return Sshd(proc, port, user, folder, client, till)
         Sshd(proc, port, user, folder, [], "").stop()
         log = folder / "sshd.log"
@@ -588,13 +590,19 @@ class Follower:
 
 def cycle_summary(lines: list[dict[str, Any]]) -> dict[str, Any]:
     """What one follower's cycles did: how many, their pulls, pushes, pauses and errors."""
+    cycles = [doc for doc in lines if "cycle" in doc]
     pulled: dict[str, int] = {}
-    for doc in lines:
+    for doc in cycles:
         key = str(doc.get("pulled"))
         pulled[key] = pulled.get(key, 0) + 1
-    errors = [doc for doc in lines if doc.get("error") or "unparsed" in doc]
+    # Errors inside cycles, and anything else but the Ctrl-C that stopped it.
+    errors = [doc for doc in cycles if doc.get("error")] + [
+        doc
+        for doc in lines
+        if "cycle" not in doc and (doc.get("error") or {}).get("name") != "interrupted"
+    ]
     return {
-        "cycles": len(lines),
+        "cycles": len(cycles),
         "pulled": pulled,
         "pushed": sum(1 for doc in lines if doc.get("pushed")),
         "paused": sum(1 for doc in lines if doc.get("paused")),
@@ -652,7 +660,11 @@ def follow_samples(
     out: dict[str, Any] = {"mode": "follow" if follow else "push-pull loop"}
     try:
         if follow:
+            # Two machines poll out of step: B starts a random part of a poll after A.
+            out["b_started_after_s"] = rng.uniform(0, args.poll_seconds)
             for side, m in (("a", lane.a), ("b", lane.b)):
+                if side == "b":
+                    time.sleep(out["b_started_after_s"])
                 path = lane.logs / f"{lane.name}-follow-{tag}-{side}.jsonl"
                 followers.append(start_follow(m, env, args.poll_seconds, path))
             deadline = time.perf_counter() + FOLLOW_READY_S
@@ -1011,7 +1023,9 @@ def report(results: dict[str, Any]) -> str:
         f"Machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['memory']}, "
         f"{machine['python']}, {machine['platform']}, scratch dir on {machine['workdir_fs']}, "
         f"load {machine['load_before']:.2f} at start",
-        f"Versions: {v['tillage']} at {v['commit']}; {v['rsync']}; {v['ssh']}",
+        f"Versions: {v['tillage']} at {v['tillage_commit']} (from {v['tillage_source']}), "
+        f"bench/sync.py at {v['commit']}; "
+        f"{v['rsync']}; {v['ssh']}",
         f"Workload: {stats['files']} files, {stats['bytes'] / MIB:.1f} MiB (seed {stats['seed']}, "
         f"scale {stats['scale']}); medians of {len(repeats)} repeats, lanes in rotated order",
     ]
@@ -1054,21 +1068,34 @@ def report(results: dict[str, Any]) -> str:
 # -- main ---------------------------------------------------------------------------------------
 
 
-def versions() -> dict[str, str]:
+def versions(at: str | None) -> dict[str, str]:
     def first_line(argv: list[str]) -> str:
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         return ((proc.stdout or proc.stderr).strip().splitlines() or ["unknown"])[0]
 
-    here = Path(__file__).resolve().parent
-    commit = subprocess.run(
-        ["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
+    def git(*argv: str) -> str:
+        here = Path(__file__).resolve().parent
+        proc = subprocess.run(["git", "-C", str(here), *argv], capture_output=True, text=True)
+        return proc.stdout.strip()
+
+    probe = subprocess.run(
+        [*Tillage.command[:1], "-c", "import tillage; print(tillage.__file__)"],
         capture_output=True,
         text=True,
+        env=base_env(),
         check=False,
-    ).stdout.strip()
+    )
+    source = str(Path(probe.stdout.strip()).parent.parent) if probe.returncode == 0 else "?"
+    in_repo = source == str(Path(__file__).resolve().parent.parent / "src")
+    changed = in_repo and git("status", "--porcelain", "src")
+    dirty = " (its src/ has uncommitted changes, which ran)" if changed else ""
     return {
         "tillage": Tillage.version(),
-        "commit": commit or "unknown",
+        "commit": (git("log", "-1", "--format=%h", "--", "bench/sync.py") or "unknown")
+        + (" (modified)" if git("status", "--porcelain", "bench/sync.py") else "")
+        + dirty,
+        "tillage_commit": at or "the working tree",
+        "tillage_source": source,
         "rsync": first_line(["rsync", "--version"]).replace("  ", " "),
         "ssh": first_line(["ssh", "-V"]),
     }
@@ -1084,7 +1111,10 @@ def benchmark(args: argparse.Namespace, scratch: Path, log: Log) -> dict[str, An
     stats = workload.generate(base, seed=args.seed, scale=args.scale)
     log(f"workload: {stats.files} files, {stats.bytes / MIB:.1f} MiB in {stats.seconds:.1f} s")
     expected = manifest(base, EXCLUDED)
-    sshd = start_sshd(scratch / "sshd", args.remote_till or this_till())
+    far_till = args.remote_till or this_till()
+    if args.at and not args.remote_till:  # sshd passes no environment: give it the commit's src
+        far_till = shlex.join(["/usr/bin/env", f"PYTHONPATH={os.environ['PYTHONPATH']}", far_till])
+    sshd = start_sshd(scratch / "sshd", far_till)
     repeats: list[dict[str, Any]] = []
     try:
         for i in range(args.repeat):
@@ -1098,7 +1128,7 @@ def benchmark(args: argparse.Namespace, scratch: Path, log: Log) -> dict[str, An
     results: dict[str, Any] = {
         "command": "python bench/sync.py " + shlex.join(sys.argv[1:]),
         "machine": machine_facts(scratch, load_before),
-        "versions": versions(),
+        "versions": versions(args.at),
         "workload": {
             "files": stats.files,
             "bytes": stats.bytes,
@@ -1121,6 +1151,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--remote-till",
         help="tillage on the far side of ssh (default: the `till` beside this python)",
     )
+    parser.add_argument(
+        "--at",
+        metavar="REV",
+        help="run tillage as committed at REV (git archive of src/ on PYTHONPATH, both sides), "
+        "not the working tree",
+    )
     parser.add_argument("--seed", type=int, default=0, help="workload seed (mutate: seed+1)")
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the workload (smoke runs)")
     parser.add_argument("--workdir", type=Path, help="parent of the scratch dir (default: temp)")
@@ -1131,14 +1167,41 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--follow-samples",
         type=int,
-        default=5,
-        help="seal-to-visible samples per transport and repeat (default 5; 0 skips)",
+        default=8,
+        help="seal-to-visible samples per transport and repeat (default 8; 0 skips)",
     )
     parser.add_argument("--out", type=Path, help="write the full results as JSON here")
     args = parser.parse_args(argv)
     if args.repeat < 1 or args.follow_samples < 0 or args.poll_seconds <= 0:
         parser.error("--repeat must be >= 1, --follow-samples >= 0, --poll-seconds > 0")
     return args
+
+
+def use_commit(rev: str, dest: Path, log: Log) -> str:
+    """Runs tillage as committed at `rev` (its src/ exported to `dest`, first on PYTHONPATH
+    here and on the far side), not the working tree others may be editing. Returns the
+    commit's short ID."""
+    repo = Path(__file__).resolve().parent.parent
+    found = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--short", f"{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        raise ToolMissingError(f"--at {rev}: not a commit of {repo}")
+    commit = found.stdout.strip()
+    dest.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", commit, "src"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    src = str(dest / "src")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (src, os.environ.get("PYTHONPATH", "")) if p
+    )
+    log(f"tillage as committed at {commit}, from {src}")
+    return commit
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1150,18 +1213,16 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    try:
-        Tillage.check_available()  # also compiles tillage's bytecode, as an install would
-        if shutil.which("rsync") is None:
-            raise ToolMissingError("rsync is not installed (apt-get install rsync)")
-    except ToolMissingError as exc:
-        log(f"FAILED: {exc}")
-        return 1
     if args.workdir:
         args.workdir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="tillage-sync-", dir=args.workdir)).resolve()
     log(f"scratch dir: {scratch}")
     try:
+        if args.at:
+            args.at = use_commit(args.at, scratch / "tillage-src", log)
+        Tillage.check_available()  # also compiles tillage's bytecode, as an install would
+        if shutil.which("rsync") is None:
+            raise ToolMissingError("rsync is not installed (apt-get install rsync)")
         results = benchmark(args, scratch, log)
     except (BenchError, ToolMissingError) as exc:
         log(f"FAILED: {tail(str(exc), 40)}")
