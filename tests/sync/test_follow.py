@@ -233,6 +233,8 @@ def test_follow_refuses_what_it_cannot_do(till: Till, folder: Path) -> None:
     run = till("--json", "sync", "--follow", "--push")
     assert run.code == 1 and run.error["name"] == "invalid_argument"
     run = till("--json", "sync", "--follow", "--poll-seconds", "soon")
+    assert run.code == 2 and run.error["name"] == "usage"  # not a number: a usage error
+    run = till("--json", "sync", "--follow", "--poll-seconds", "-1")
     assert run.code == 1 and run.error["name"] == "invalid_argument"
 
 

@@ -468,6 +468,9 @@ class Store:
                 # A purged timeline's sessions name snapshots that are gone: they go too.
                 c.execute("DELETE FROM session_commits WHERE workspace=?", (b["workspace"],))
                 c.execute("DELETE FROM sessions WHERE workspace=?", (b["workspace"],))
+                # And what it pulled (its sync timeline) and its sync refs: nothing keeps them.
+                c.execute("DELETE FROM snapshots WHERE workspace=?", (f"{b['workspace']}.sync",))
+                c.execute("DELETE FROM sync_refs WHERE workspace=?", (b["workspace"],))
         # Any other kind (an `event`, or one a later version adds) holds no index state: the
         # index only moves past it (store/events.py reads events from the log itself).
         ix.set_meta(c, "log_offset", str(r.end_offset))

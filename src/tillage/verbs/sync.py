@@ -270,10 +270,7 @@ def _follow(ctx: Context, req: SyncRequest) -> Follower:
             "--follow pulls and pushes by itself: leave out --push, --pull and --bootstrap",
             next_step="till sync --follow [--poll-seconds N] [--ref R]",
         )
-    try:  # the command line hands the number over as it was typed
-        seconds = float(req.poll_seconds)
-    except (TypeError, ValueError):
-        seconds = -1.0
+    seconds = float(req.poll_seconds)
     if not MIN_POLL_SECONDS <= seconds <= 86400:
         raise InvalidArgumentError(
             f"--poll-seconds takes a number of seconds from {MIN_POLL_SECONDS} to 86400",

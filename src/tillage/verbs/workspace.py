@@ -383,6 +383,9 @@ def forget(ctx: Context, req: ForgetRequest) -> ForgetResult:
     if control.is_dir() and not control.is_symlink():
         shutil.rmtree(control, ignore_errors=True)
     if req.purge:
+        from tillage.workspace.remotes import forget_remotes
+
+        forget_remotes(ws.store, ws.id)  # its remotes' keys go with it
         note = f"dropped this folder's timeline ({count} snapshots) from the store"
     else:
         note = (

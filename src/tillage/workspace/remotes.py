@@ -7,7 +7,9 @@ own ID (a lease's holder) is `<store>/remotes/machine-id`.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,3 +114,8 @@ def machine_id(store: Store) -> str:
             atomic_write(path, (ident + "\n").encode(), mode=0o600)
             return ident
 
+
+def forget_remotes(store: Store, workspace_id: str) -> None:
+    """Drops a purged workspace's remotes, keys included (what it pushed stays on them)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_path(store, workspace_id))

@@ -305,6 +305,7 @@ class PushOutcome:
     snapshot: SnapshotRow
     ref: str
     pushed: Pushed
+    moved: bool = True  # False: the ref already held this state, nothing was sent
 
 
 def descends(store: Store, snapshot_id: str, ancestor: str, limit: int = 100_000) -> bool:
@@ -354,7 +355,7 @@ def push(
             if _nothing_new(store, head, current, last):
                 # The folder is what was last synced: moving the ref to this machine's twin of
                 # it would make each side push the other's state back, forever.
-                return PushOutcome(head, ref, Pushed(0, 1, 0))
+                return PushOutcome(head, ref, Pushed(0, 1, 0), moved=False)
             if current is not None and current.snapshot != head.id:
                 known = last is not None and last.snapshot == current.snapshot
                 if not known and not descends(store, head.id, current.snapshot):
@@ -455,7 +456,10 @@ def pull(
     if head.tree == target.tree or descends(store, head.id, incoming):
         # The folder holds it already: a pull killed after its rewind, a merge of it made
         # here, this machine's own push whose fact was lost, or the same edit on both sides.
-        _record(store, ws, config, ref, incoming, head.id)
+        # Its local twin is the head only when the head is exactly it: a merge that holds
+        # more is still to be pushed.
+        local = head.id if head.tree == target.tree else incoming
+        _record(store, ws, config, ref, incoming, local)
         return PullOutcome("up_to_date", head, incoming, fetched, size)
     clean = False
     if last is not None:

@@ -167,7 +167,7 @@ class Follower:
                         self.ref,
                         takeover=self.takeover,
                     )
-                    report["pushed"] = pushed.snapshot.id
+                    report["pushed"] = pushed.snapshot.id if pushed.moved else None
                     report["uploaded_objects"] = pushed.pushed.uploaded_objects
                     report["uploaded_bytes"] = pushed.pushed.uploaded_bytes
         except TillageError as err:

@@ -111,7 +111,7 @@ def work(
         )
         text = " ".join(command)
         label = f"work {config.name}: `{text[:60]}{'...' if len(text) > 60 else ''}` exited "
-        _seal_on(ws, input_id, SealOptions(trigger="fork", label=f"{label}{ran.exit_code}"))
+        _seal_on(ws, input_id, SealOptions(trigger="sync", label=f"{label}{ran.exit_code}"))
         if prior is not None:
             # Seen: this run's result replaces the last one (kept in the ref's history).
             ws.store.publish(

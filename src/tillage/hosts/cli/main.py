@@ -246,6 +246,8 @@ def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
         kwargs["action"] = "extend"  # `--paths a --paths b` means both
     elif "int" in prm.type.split(" | "):
         kwargs["type"] = int
+    elif "float" in prm.type.split(" | "):
+        kwargs["type"] = float
     if spec.metavar:
         kwargs["metavar"] = spec.metavar
     if spec.remainder:
