@@ -115,11 +115,6 @@ def test_a_push_killed_half_way_leaves_the_ref_and_the_next_push_sends_the_rest(
     assert manifest(copy) == manifest(folder)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: once the next command finished a killed pull, the folder holds the remote's "
-    "snapshot but a pull says diverged and a push pull_first, for good (/work/notes/sync_bugs.md)",
-)
 @pytest.mark.parametrize("failpoint", REWIND_FAILPOINTS)
 def test_a_pull_killed_while_applying_is_finished_by_the_next_command(
     dir_site: Site, machines: Machines, folder: Path, failpoint: str
@@ -302,13 +297,6 @@ def cut(machine: Machine, method: str, after: int, *args: str) -> None:
     assert done.returncode == -signal.SIGKILL, (done.stdout, done.stderr)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: objects go up in reversed breadth-first order, so a tree can reach the remote "
-    "before a child first met at its own level; a cut push then leaves a tree without its "
-    "closure, a later push reuses it, and the ref names a snapshot nobody can clone "
-    "(/work/notes/sync_bugs.md)",
-)
 def test_a_push_cut_after_any_object_never_leaves_a_tree_without_its_contents(
     dir_site: Site, machines: Machines, folder: Path
 ) -> None:
@@ -331,11 +319,6 @@ def test_a_push_cut_after_any_object_never_leaves_a_tree_without_its_contents(
     assert manifest(b.cwd / "c") == manifest(folder)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a push killed after its compare-and-swap but before its sync_ref fact leaves "
-    "its machine's next pull saying diverged from its own head (/work/notes/sync_bugs.md)",
-)
 def test_a_push_killed_after_its_ref_moved_is_known_to_its_machine(
     dir_site: Site, machines: Machines, folder: Path
 ) -> None:

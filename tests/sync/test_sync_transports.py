@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from tests.faults.harness import manifest
 from tests.sync.conftest import Machine, Site, files_below
@@ -246,11 +245,6 @@ def test_a_tampered_object_fails_the_pull_and_writes_nothing(
     assert manifest(copy) == manifest(folder)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a clone that fails while fetching leaves DEST made and attached, and the same "
-    "clone then refuses it as not empty (/work/notes/sync_bugs.md)",
-)
 def test_a_clone_that_fails_while_fetching_leaves_no_folder(
     dir_site: Site, machines: Machines, folder: Path
 ) -> None:
@@ -405,11 +399,6 @@ def test_the_recovery_key_is_shown_by_remote_add_alone(
 # -- dispositions a user relies on ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a push with nothing new moves the ref to this machine's own landing seal, so "
-    "the other machine fast-forwards to a copy of what it has (/work/notes/sync_bugs.md)",
-)
 def test_a_push_with_nothing_new_moves_nothing(
     dir_site: Site, machines: Machines, folder: Path
 ) -> None:
@@ -428,11 +417,6 @@ def test_a_push_with_nothing_new_moves_nothing(
     assert b.json("sync", "--pull", cwd=copy)["disposition"] == "up_to_date"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: after `till merge --snapshot RH` a pull says diverged again, naming the merge "
-    "already done (/work/notes/sync_bugs.md)",
-)
 def test_a_pull_after_merging_the_incoming_is_not_diverged(
     dir_site: Site, machines: Machines, folder: Path
 ) -> None:
@@ -458,12 +442,6 @@ def test_a_pull_after_merging_the_incoming_is_not_diverged(
     assert manifest(folder) == merged
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an incoming snapshot the store already knows (cloned from another ref) keeps "
-    "its old place, so `merge --snapshot` after a diverged pull finds no common ancestor "
-    "(/work/notes/sync_bugs.md)",
-)
 def test_a_diverged_pull_merges_even_when_the_store_knows_the_snapshot_from_another_ref(
     dir_site: Site, machines: Machines, folder: Path
 ) -> None:
@@ -482,7 +460,14 @@ def test_a_diverged_pull_merges_even_when_the_store_knows_the_snapshot_from_anot
     (copy / "src" / "deep" / "app.py").write_text("print('edited on b')\n")
     run = b("--json", "sync", "--pull", cwd=copy)
     assert run.code == 3 and run.doc["remote_snapshot"] == released
-    merged = b("--json", "merge", "--snapshot", released, cwd=copy)
+    # What the pull says to run lands it (the base named: the store met this snapshot first
+    # as another ref's head, with no parent here).
+    advice = shlex.split(run.doc["next"])
+    assert advice[:4] == ["till", "merge", "--snapshot", released], advice
+    merged = b("--json", *advice[1:], cwd=copy)
     assert merged.code == 0, merged.stdout
     assert (copy / "notes.txt").read_text() == "released on a\n"
     assert (copy / "src" / "deep" / "app.py").read_text() == "print('edited on b')\n"
+    b.json("sync", "--push", cwd=copy)
+    assert a.json("sync", "--pull")["disposition"] == "fast_forwarded"
+    assert manifest(folder) == manifest(copy)
