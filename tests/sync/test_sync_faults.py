@@ -357,3 +357,51 @@ def test_a_pull_cut_while_fetching_writes_nothing_and_the_next_pull_lands(
     assert pulled["disposition"] == "fast_forwarded"
     assert manifest(copy) == manifest(folder)
     assert verify_store(on_b)["ok"] is True
+
+
+def test_a_remote_restored_from_an_older_backup_gets_the_newer_work_back(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    a, b = machines(dir_site)
+    _key, first, copy = started(a, b, dir_site, folder)
+    root = Path(dir_site.url)
+    backup = files_below_remote(root)
+    (folder / "notes.txt").write_text("two, after the backup\n")
+    a.json("sync", "--push")
+    newer = manifest(folder)
+    for path in files_below_remote(root):  # the remote's folder restored from the backup
+        if path not in backup:
+            path.unlink()
+    for path, data in backup.items():
+        path.write_bytes(data)
+
+    # As --follow does, pull then push: the pull takes nothing back from the older head...
+    pulled = a("--json", "sync", "--pull")
+    assert pulled.code == 0, pulled.stdout
+    assert pulled.doc["remote_snapshot"] == first
+    assert manifest(folder) == newer
+    # ...and the push puts the newer work back for the other machines.
+    pushed = a.json("sync", "--push")
+    assert pushed["uploaded_objects"] >= 1
+    on_b = Machine(b.home, b.user_home, copy, b.extra)
+    assert on_b.json("sync", "--pull")["disposition"] == "fast_forwarded"
+    assert manifest(copy) == newer
+
+
+def files_below_remote(root: Path) -> dict[Path, bytes]:
+    """Every file of a directory remote (its lock files too), by path."""
+    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_clone_killed_while_fetching_leaves_no_folder_and_the_clone_again_works(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    a, b = machines(dir_site)
+    key, _first, _copy = started(a, b, dir_site, folder)
+    (folder / "data.bin").write_bytes(random.Random(9).randbytes(3 << 20))
+    a.json("sync", "--push")
+    third = Machine(b.home.parent / "store-c", b.user_home, b.cwd, b.extra)
+    cut(third, "get", 3, "--json", "clone", dir_site.url, "c", "--key", key)
+    assert not (b.cwd / "c").exists()
+    third.json("clone", dir_site.url, "c", "--key", key)
+    assert manifest(b.cwd / "c") == manifest(folder)
