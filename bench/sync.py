@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import getpass
+import itertools
 import json
 import os
 import random
@@ -65,6 +66,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -601,8 +603,25 @@ def cycle_summary(lines: list[dict[str, Any]]) -> dict[str, Any]:
         for doc in lines
         if "cycle" not in doc and (doc.get("error") or {}).get("name") != "interrupted"
     ]
+    # How long each kind of cycle took: from its start to the next one's, less the wait.
+    took: dict[str, list[float]] = {"pushed": [], "fast_forwarded": [], "idle": []}
+    for doc, after in itertools.pairwise(cycles):
+        try:
+            start = datetime.fromisoformat(doc["at"]).timestamp()
+            end = datetime.fromisoformat(after["at"]).timestamp()
+        except (KeyError, TypeError, ValueError):
+            continue
+        kind = (
+            "pushed"
+            if doc.get("pushed")
+            else "fast_forwarded"
+            if doc.get("pulled") == "fast_forwarded"
+            else "idle"
+        )
+        took[kind].append(end - start - float(doc.get("retry_in") or 0))
     return {
         "cycles": len(cycles),
+        "cycle_seconds": took,
         "pulled": pulled,
         "pushed": sum(1 for doc in lines if doc.get("pushed")),
         "paused": sum(1 for doc in lines if doc.get("paused")),
@@ -895,6 +914,15 @@ def transport_table(repeats: list[dict[str, Any]], till: str, rsync: str, ssh: b
             "mib",
             what,
         )
+        if up:
+            row(
+                "↳ objects sent / already there",
+                None,
+                None,
+                "",
+                f"tillage {fact(till, label, 'objects_sent') or 0:.0f} / "
+                f"{fact(till, label, 'objects_reused') or 0:.0f}",
+            )
         if label == "incr_push" and new:
             t_sent, r_sent = fact(till, label, key), fact(rsync, label, key)
             row(
@@ -991,10 +1019,19 @@ def follower_lines(repeats: list[dict[str, Any]]) -> list[str]:
                 for key, n in run["pulled"].items():
                     pulled[key] = pulled.get(key, 0) + n
             shown = ", ".join(f"{k} {n}" for k, n in sorted(pulled.items()))
+            took = {
+                kind: [t for run in runs for t in run["cycle_seconds"][kind]]
+                for kind in ("pushed", "fast_forwarded", "idle")
+            }
+            durations = ", ".join(
+                f"{kind.replace('_', '-')} {statistics.median(ts):.2f} s"
+                for kind, ts in took.items()
+                if ts
+            )
             parts.append(
                 f"{side} {sum(r['cycles'] for r in runs)} cycles (pulled: {shown}; pushed "
                 f"{sum(r['pushed'] for r in runs)}; paused {sum(r['paused'] for r in runs)}; "
-                f"errors {sum(r['errors'] for r in runs)})"
+                f"errors {sum(r['errors'] for r in runs)}; a cycle took, median: {durations})"
             )
         exits = [f.get("follow_exit") for f in found]
         out.append(f"{lane} followers: " + "; ".join(parts) + f"; exit statuses {exits}")
@@ -1074,8 +1111,8 @@ def versions(at: str | None) -> dict[str, str]:
         return ((proc.stdout or proc.stderr).strip().splitlines() or ["unknown"])[0]
 
     def git(*argv: str) -> str:
-        here = Path(__file__).resolve().parent
-        proc = subprocess.run(["git", "-C", str(here), *argv], capture_output=True, text=True)
+        repo = Path(__file__).resolve().parent.parent
+        proc = subprocess.run(["git", "-C", str(repo), *argv], capture_output=True, text=True)
         return proc.stdout.strip()
 
     probe = subprocess.run(
