@@ -111,3 +111,11 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+# The servers of the sync tests (a real sshd, moto on 127.0.0.1), registered here once so a whole
+# run starts at most one of each, and only when a test asks for it. (A star import: pytest
+# refuses `pytest_plugins` below the top conftest, and a conftest lower down would register
+# session fixtures of its own.)
+from tests.remote.s3_server import *  # noqa: E402, F403
+from tests.remote.ssh_server import *  # noqa: E402, F403

@@ -19,8 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.remote.s3_server import *  # noqa: F403  (the s3_remote fixtures)
-from tests.remote.ssh_server import *  # noqa: F403  (the ssh_remote fixtures)
 from tillage.platform.names import random_hex
 from tillage.remote.base import Remote
 from tillage.remote.directory import DirectoryRemote

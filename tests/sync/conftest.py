@@ -1,10 +1,8 @@
 """Fixtures of the sync tests: remotes of every transport as real `till` processes reach them,
 and machines (each its own store) that share them.
 
-The session servers (a real sshd, moto) come from tests/remote/ssh_server.py and
-tests/remote/s3_server.py by a star import, as tests/remote/conftest.py takes them: pytest
-refuses `pytest_plugins` below the top conftest. (Each conftest that imports them registers its
-own session fixtures, so a whole run starts one sshd and one moto per directory that uses them.)
+The session servers (a real sshd, moto) are tests/remote/ssh_server.py's and s3_server.py's,
+registered once by the top conftest, so a whole run starts one of each.
 """
 
 from __future__ import annotations
@@ -18,9 +16,7 @@ import obstore
 import pytest
 
 from tests.conftest import Till
-from tests.remote.s3_server import *  # noqa: F403  (s3_server and its fixtures)
 from tests.remote.s3_server import MotoServer
-from tests.remote.ssh_server import *  # noqa: F403  (ssh_server and its fixtures)
 from tests.remote.ssh_server import SshServer
 from tillage.platform.names import random_hex
 from tillage.remote.base import Remote
