@@ -25,7 +25,7 @@ from tests.faults.harness import (
     verify_store,
 )
 from tests.sync.conftest import Machine, Site
-from tillage.crypto import RecoveryKey, name_of, seal_document
+from tillage.crypto import RecoveryKey, name_of, open_document, seal_document
 
 Machines = Callable[[Site], tuple[Machine, Machine]]
 KILL_TIMEOUT = 60.0
@@ -199,8 +199,8 @@ def test_two_machines_racing_to_push_one_ref_land_exactly_one(
 
 def leave_lease(site: Site, key: str, holder: str, expires_in_s: float, ref: str = "main") -> None:
     """Writes the ref's lease as a push of `holder` that never finished leaves it, expiring
-    `expires_in_s` from now (negative: expired). The lease's TTL is ten minutes (LEASE_NS) and
-    nothing sets it shorter, so an expired lease is made here rather than waited for."""
+    `expires_in_s` from now (negative: expired): made here rather than waited for (the TTL is
+    ten minutes unless TILLAGE_SYNC_LEASE_SECONDS says otherwise)."""
     recovery = RecoveryKey.from_hex(key)
     name = name_of(recovery, "lease", ref)
     doc = {"ref": ref, "holder": holder, "expires_ns": time.time_ns() + int(expires_in_s * 1e9)}
@@ -213,7 +213,17 @@ def test_a_lease_blocks_other_machines_until_it_expires_and_takeover_never_takes
     a, b = machines(dir_site)
     key, _first, copy = started(a, b, dir_site, folder)
     on_b = Machine(b.home, b.user_home, copy, b.extra)
-    leases = lambda: dir_site.open().list("leases/")  # noqa: E731
+
+    def leases() -> list[str]:
+        """The leases held now: a released one stays as a `released` document (a release is a
+        compare-and-swap, never a delete that could remove another machine's takeover)."""
+        recovery = RecoveryKey.from_hex(key)
+        remote = dir_site.open()
+        held = []
+        for name in remote.list("leases/"):
+            if not open_document(recovery, name, remote.get(name)).get("released"):
+                held.append(name)
+        return held
 
     # A live lease of another machine: busy, even with --takeover; a pull is not blocked.
     leave_lease(dir_site, key, "a-machine-pushing-now", 600)

@@ -10,7 +10,7 @@ fast-forwards or diverged and whether a push would replace someone's newer work.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tillage.core import codec
@@ -102,48 +102,77 @@ def read_ref(remote: Remote, key: RecoveryKey, ref: str) -> RefState | None:
     return RefState(doc["snapshot"], tuple(doc.get("history") or ()), found.token)
 
 
-class Lease:
-    """The single writer of one ref: created, renewed by its holder, or taken over only when
-    it expired and the caller said --takeover."""
+def lease_ns(env: Mapping[str, str]) -> int:
+    """How long a lease holds without renewal: `TILLAGE_SYNC_LEASE_SECONDS` (tests, slow
+    links), else ten minutes."""
+    text = env.get("TILLAGE_SYNC_LEASE_SECONDS", "")
+    return int(float(text) * 1_000_000_000) if text.replace(".", "", 1).isdigit() else LEASE_NS
 
-    def __init__(self, remote: Remote, key: RecoveryKey, ref: str, holder: str) -> None:
+
+class Lease:
+    """The single writer of one ref: created, renewed by its holder (also while a long upload
+    runs), taken over only when it expired and the caller said --takeover, and released by a
+    compare-and-swap to a `released` document (never a delete that could remove a takeover)."""
+
+    def __init__(
+        self, remote: Remote, key: RecoveryKey, ref: str, holder: str, ttl_ns: int = LEASE_NS
+    ) -> None:
         self.remote, self.key, self.ref, self.holder = remote, key, ref, holder
         self.name = name_of(key, "lease", ref)
+        self.ttl_ns = ttl_ns
+        self.token: str | None = None
+        self.renewed_ns = 0
 
-    def _doc(self) -> bytes:
+    def _doc(self, *, released: bool = False) -> bytes:
         # The real clock: a lease is read on other machines, whatever TILLAGE_NOW says here.
-        doc = {"ref": self.ref, "holder": self.holder, "expires_ns": time.time_ns() + LEASE_NS}
+        now = time.time_ns()
+        doc = {
+            "ref": self.ref,
+            "holder": self.holder,
+            "expires_ns": 0 if released else now + self.ttl_ns,
+            "released": released,
+        }
         return seal_document(self.key, self.name, doc)
+
+    def _write(self, expect: str | None, *, released: bool = False) -> bool:
+        data = self._doc(released=released)
+        if not self.remote.write_if(self.name, data, expect):
+            return False
+        found = self.remote.read_versioned(self.name)
+        self.token = found.token if found is not None and found.data == data else None
+        self.renewed_ns = time.time_ns()
+        return True
 
     def acquire(self, *, takeover: bool) -> None:
         for _ in range(3):
             found = self.remote.read_versioned(self.name)
             if found is None:
-                if self.remote.write_if(self.name, self._doc(), None):
+                if self._write(None):
                     return
                 continue
             held = open_document(self.key, self.name, found.data)
+            free = bool(held.get("released")) or held.get("holder") == self.holder
             expired = int(held.get("expires_ns", 0)) < time.time_ns()
-            if held.get("holder") != self.holder and not expired:
+            if not free and not expired:
                 raise LeaseHeldError(f"another machine is pushing to ref {self.ref!r}")
-            if held.get("holder") != self.holder and not takeover:
+            if not free and not takeover:
                 raise LeaseExpiredError(
                     f"ref {self.ref!r} is leased to another machine whose push never finished"
                 )
-            if self.remote.write_if(self.name, self._doc(), found.token):
+            if self._write(found.token):
                 return
         raise LeaseHeldError(f"another machine is pushing to ref {self.ref!r}")
 
+    def keep(self) -> None:
+        """Renews the lease when a third of its time has gone (a long upload keeps it)."""
+        if self.token is None or time.time_ns() - self.renewed_ns < self.ttl_ns // 3:
+            return
+        if not self._write(self.token):
+            raise LeaseHeldError(f"ref {self.ref!r} was taken over while this push ran")
+
     def release(self) -> None:
-        found = self.remote.read_versioned(self.name)
-        if found is None:
-            return
-        try:
-            held = open_document(self.key, self.name, found.data)
-        except IntegrityError:
-            return
-        if held.get("holder") == self.holder:
-            self.remote.delete(self.name)
+        if self.token is not None:
+            self._write(self.token, released=True)
 
 
 # -- objects ------------------------------------------------------------------------------------
@@ -178,7 +207,13 @@ class Pushed:
     uploaded_bytes: int
 
 
-def upload(store: Store, remote: Remote, key: RecoveryKey, snapshot_id: str) -> Pushed:
+def upload(
+    store: Store,
+    remote: Remote,
+    key: RecoveryKey,
+    snapshot_id: str,
+    keep: Callable[[], None] | None = None,
+) -> Pushed:
     """Sends a snapshot's closure, bottom-up: what the remote lacks, children before parents,
     so a tree there means everything below it is there too."""
 
@@ -210,6 +245,8 @@ def upload(store: Store, remote: Remote, key: RecoveryKey, snapshot_id: str) -> 
         sealed = seal_object(key, oid, store.read_record(oid))
         remote.put(name(oid), sealed)
         sent += len(sealed)
+        if keep is not None:
+            keep()
     return Pushed(len(missing), reused, sent)
 
 
@@ -260,7 +297,9 @@ def download(store: Store, remote: Remote, key: RecoveryKey, snapshot_id: str) -
                     except RemoteMissingError:
                         raise IntegrityError(
                             f"the remote lacks object {oid.hex()[:12]} of snapshot "
-                            f"{snapshot_id[:12]}"
+                            f"{snapshot_id[:12]}",
+                            next_step="push again from a machine that holds that snapshot "
+                            "(a push sends what the remote lacks); this store is unchanged",
                         ) from None
                     record = open_object(key, oid, data)
                     got_kind, _id, raw = decode_record(record, oid)
@@ -347,7 +386,7 @@ def push(
     remote = open_for(config, env, cwd)
     try:
         ensure_config(remote, config.key, create=True)
-        lease = Lease(remote, config.key, ref, machine_id(store))
+        lease = Lease(remote, config.key, ref, machine_id(store), lease_ns(env))
         lease.acquire(takeover=takeover)
         try:
             current = read_ref(remote, config.key, ref)
@@ -364,7 +403,7 @@ def push(
                         "this machine has not pulled"
                     )
             with store.sharing():
-                pushed = upload(store, remote, config.key, head.id)
+                pushed = upload(store, remote, config.key, head.id, lease.keep)
             history = [head.id, *(h for h in (current.history if current else ()) if h != head.id)]
             name = name_of(config.key, "ref", ref)
             doc = {
