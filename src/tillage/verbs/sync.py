@@ -89,10 +89,15 @@ def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
     from tillage.workspace.sync import ensure_config, open_for
 
     remote_kind(req.url)  # a bad URL is refused before anything else
-    if not req.name or not req.name.replace("-", "").replace("_", "").isalnum():
+    if (
+        not req.name
+        or len(req.name) > 100
+        or req.name.startswith(".")
+        or not all(c.isascii() and (c.isalnum() or c in "._-") for c in req.name)
+    ):
         raise InvalidArgumentError(
             f"--name {req.name[:40]!r} is not a remote name",
-            next_step="use letters, digits, - and _ (e.g. origin, laptop)",
+            next_step="use letters, digits, '.', '-' and '_' (e.g. origin, laptop, my.project)",
         )
     ws = ctx.workspace
     generated = req.key is None
