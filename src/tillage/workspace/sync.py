@@ -50,6 +50,7 @@ CONFIG = "config"
 HISTORY = 1000  # snapshots a ref remembers: a pull fast-forwards from any of them
 LEASE_NS = 10 * 60 * 1_000_000_000
 BATCH = 1000
+PUT_THREADS = 4
 
 
 def sync_timeline(workspace_id: str) -> str:
@@ -241,13 +242,35 @@ def upload(
             nxt.extend(children)
         level = nxt
     sent = 0
-    for oid in _children_first(root, missing):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def send(oid: bytes) -> int:
         sealed = seal_object(key, oid, store.read_record(oid))
         remote.put(name(oid), sealed)
-        sent += len(sealed)
-        if keep is not None:
-            keep()
+        return len(sealed)
+
+    # Wave by wave (every object after all it reaches), several puts at once within a wave:
+    # a remote's puts are mostly waiting (a durable file, a request), and the order that keeps
+    # a cut push harmless holds between waves.
+    with ThreadPoolExecutor(PUT_THREADS, thread_name_prefix="tillage-push") as pool:
+        for wave in _waves(_children_first(root, missing), missing):
+            sent += sum(pool.map(send, wave))
+            if keep is not None:
+                keep()
     return Pushed(len(missing), reused, sent)
+
+
+def _waves(order: list[bytes], missing: dict[bytes, list[bytes]]) -> list[list[bytes]]:
+    """`order` (children first) cut into waves by height: an object's wave comes after the
+    waves of every missing object below it."""
+    height: dict[bytes, int] = {}
+    for oid in order:
+        below = [height[c] for c in missing[oid] if c in height]
+        height[oid] = 1 + max(below) if below else 0
+    waves: list[list[bytes]] = [[] for _ in range(max(height.values(), default=-1) + 1)]
+    for oid in order:
+        waves[height[oid]].append(oid)
+    return waves
 
 
 def _children_first(root: bytes, missing: dict[bytes, list[bytes]]) -> list[bytes]:
