@@ -79,3 +79,23 @@ def test_a_wrong_key_is_integrity_and_writes_nothing(
     assert not (tmp_path / "b").exists()
     bad = b("--json", "clone", str(remote), "c", "--key", "xyz", cwd=tmp_path)
     assert bad.code == 1 and bad.error["name"] == "sync.bad_key"
+
+
+def test_work_that_changes_nothing_still_replaces_another_runs_result(
+    tmp_path: Path, till: Till, folder: Path
+) -> None:
+    remote = tmp_path / "remote"
+    (folder / "a.txt").write_text("a")
+    till.json("watch", "--no-daemon")
+    key = till.json("remote", "add", str(remote))["key"]
+    till.json("sync", "--push", "--ref", "in-1")
+    (folder / "a.txt").write_text("b")
+    till.json("sync", "--push", "--ref", "in-2")
+    common = ("--remote", str(remote), "--key", key, "--result-ref", "out")
+    first = till.json("work", *common, "--ref", "in-1", "--", "echo made > made.txt")
+    second = till.json("work", *common, "--ref", "in-2", "--", "true")
+    assert second["result"] != first["result"]
+    other = Till(tmp_path / "home-b", till.user_home, tmp_path)
+    other.json("clone", str(remote), "c", "--key", key, "--ref", "out", cwd=tmp_path)
+    assert (tmp_path / "c" / "a.txt").read_text() == "b"
+    assert not (tmp_path / "c" / "made.txt").exists()

@@ -121,7 +121,9 @@ def work(
                     "remote": config.name,
                     "ref": out_ref,
                     "snapshot": prior.snapshot,
-                    "local": input_id,
+                    # Not the input: a result equal to the input must still replace another
+                    # run's result (a push moves nothing only when the folder holds the ref).
+                    "local": prior.snapshot,
                 },
             )
         pushed = engine.push(ws, config, env, cwd, out_ref)
