@@ -98,13 +98,14 @@ def enforce(store: Store, *, wait: float = SHARED_WAIT) -> GcOutcome | None:
     that operation's caller checks again after it. Busy when other operations keep the store
     longer than `wait` seconds. A store left over its budget (the protected set alone is too
     big) remembers its size then, so seals do not gc again until it has grown."""
-    if holds_shared() or not state(store).over_budget:
+    now = state(store)
+    if holds_shared() or not now.over_budget:
         return None
     from tillage.store.sweep import REWRITE_THRESHOLD
     from tillage.workspace.gc import collect
 
     total: GcOutcome | None = None
-    for step in _steps(state(store)):
+    for step in _steps(now):
         # The first pass is the ordinary gc; the tightened ones free every garbage byte.
         threshold = REWRITE_THRESHOLD if step == 0 else 0.0
         outcome = collect(

@@ -180,25 +180,10 @@ class Lease:
 
 
 def _children(store: Store, object_id: bytes, kind: int) -> list[tuple[bytes, int]]:
-    """The objects an object reaches directly: a snapshot its tree, a tree its entries' content,
-    a chunk list its chunks."""
-    if kind == Kind.SNAPSHOT:
-        record = codec.decode_snapshot(store.read(object_id))
-        return [(bytes.fromhex(record.tree), Kind.TREE)]
-    if kind == Kind.TREE:
-        out: list[tuple[bytes, int]] = []
-        for e in codec.decode_tree(store.read(object_id)):
-            if e.kind is EntryKind.DIR and e.content_kind is ContentKind.TREE:
-                out.append((e.content, Kind.TREE))
-            elif e.content_kind is ContentKind.CHUNK:
-                out.append((e.content, Kind.CHUNK))
-            elif e.content_kind is ContentKind.BLOB:
-                out.append((e.content, Kind.BLOB))
-        return out
-    if kind == Kind.BLOB:
-        _size, refs = codec.decode_blob(store.read(object_id))
-        return [(r.id, Kind.CHUNK) for r in refs if not is_hole(r)]
-    return []
+    """The objects a stored object reaches directly (see _children_of_raw)."""
+    if kind == Kind.CHUNK:
+        return []
+    return list(_children_of_raw(store.read(object_id), kind))
 
 
 @dataclass(frozen=True)
@@ -342,6 +327,8 @@ def download(store: Store, remote: Remote, key: RecoveryKey, snapshot_id: str) -
 
 
 def _children_of_raw(raw: bytes, kind: int) -> Iterator[tuple[bytes, int]]:
+    """The objects an object's bytes reach directly: a snapshot its tree, a tree its entries'
+    content, a chunk list its chunks."""
     if kind == Kind.SNAPSHOT:
         yield bytes.fromhex(codec.decode_snapshot(raw).tree), int(Kind.TREE)
     elif kind == Kind.TREE:
