@@ -92,15 +92,14 @@ def till(tmp_path: Path, user_home: Path, folder: Path) -> Iterator[Till]:
     yield Till(tmp_path / "store", user_home, folder)
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs, unmounted afterwards."""
-    mount = tmp_path / "small-fs"
+def mounted_tmpfs(mount: Path, size: str) -> Iterator[Path]:
+    """Mounts a tmpfs of `size` (mount's `size=` syntax) at `mount` for a fixture to yield,
+    unmounted afterwards; the test is skipped where that cannot be done (not root, no mount)."""
     mount.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
         capture_output=True,
         text=True,
         check=False,
@@ -111,6 +110,12 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs, unmounted afterwards."""
+    yield from mounted_tmpfs(tmp_path / "small-fs", "1m")
 
 
 # The servers of the sync tests (a real sshd, moto on 127.0.0.1), registered here once so a whole

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import stat
 import subprocess
@@ -122,3 +123,13 @@ def read_deep(folder: Path, leaf: str) -> bytes:
             os.close(leaf_fd)
     finally:
         os.close(fd)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on right now (a test server's, or one known to
+    refuse); the caller retries if it is taken later."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        assert isinstance(port, int)
+        return port

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Till
+from tests.conftest import Till, mounted_tmpfs
 
 T0 = 1_767_225_600
 DAY = 86_400
@@ -21,22 +20,7 @@ MiB = 1 << 20
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
     """A 48 MiB tmpfs for the store, unmounted afterwards."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+    yield from mounted_tmpfs(tmp_path / "disk", "48m")
 
 
 def free(path: Path) -> int:

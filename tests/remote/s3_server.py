@@ -16,7 +16,6 @@ TILLAGE_S3_ENDPOINT and TILLAGE_S3_ALLOW_HTTP=1.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ import obstore
 import pytest
 from obstore.store import S3Store
 
+from tests.helpers import free_port
 from tillage.platform.names import random_hex
 from tillage.remote.base import Remote
 from tillage.remote.s3 import S3Remote
@@ -131,15 +131,6 @@ class MotoServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=STOP_TIMEOUT)
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now (the caller retries if it is taken later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-        assert isinstance(port, int)
-        return port
 
 
 def start_moto(folder: Path, *, env: Mapping[str, str] | None = None) -> MotoServer:

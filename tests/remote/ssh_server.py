@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import free_port
 from tillage.platform.names import random_hex
 from tillage.remote.base import Remote
 
@@ -66,13 +67,6 @@ def this_till() -> str:
     if not found:
         pytest.skip("this environment has no `till` script to run on the far side")
     return str(Path(found).absolute())
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _accepts(port: int) -> bool:
@@ -170,7 +164,7 @@ def ssh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
     port = 0
     why = ""
     for _attempt in range(5):  # a free port can be taken between the probe and the bind
-        port = _free_port()
+        port = free_port()
         proc = _start(folder, port, user)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline and proc.poll() is None and not _accepts(port):

@@ -22,7 +22,8 @@ import obstore
 import pytest
 from obstore.exceptions import GenericError
 
-from tests.remote.s3_server import MotoServer, free_port, start_moto
+from tests.helpers import free_port
+from tests.remote.s3_server import MotoServer, start_moto
 from tillage.platform.names import random_hex
 from tillage.remote import s3
 from tillage.remote.base import Remote

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.remote.ssh_server import SshServer, _free_port
+from tests.helpers import free_port
+from tests.remote.ssh_server import SshServer
 from tillage.remote.errors import (
     BadRemoteUrlError,
     RemoteProtocolError,
@@ -161,7 +162,7 @@ def test_a_silent_far_side_is_unavailable_after_the_idle_timeout_not_a_hang(
 def test_a_refused_connection_is_unavailable_with_ssh_s_reason(
     ssh_server: SshServer, tmp_path: Path
 ) -> None:
-    url = f"ssh://{ssh_server.user}@127.0.0.1:{_free_port()}{tmp_path / 'r'}"
+    url = f"ssh://{ssh_server.user}@127.0.0.1:{free_port()}{tmp_path / 'r'}"
     began = time.monotonic()
     with pytest.raises(RemoteUnavailableError) as caught:
         open_remote(url, ssh_server.env(), str(tmp_path))
