@@ -530,6 +530,9 @@ FEATURE_PAGES = {
     "store.gc": "tillage.hosts.cli.human_lifecycle",
     "store.retention": "tillage.hosts.cli.human_lifecycle",
     "store.budget": "tillage.hosts.cli.human_lifecycle",
+    "remote.add": "tillage.hosts.cli.human_sync",
+    "sync.run": "tillage.hosts.cli.human_sync",
+    "sync.clone": "tillage.hosts.cli.human_sync",
 }
 
 

@@ -1,0 +1,46 @@
+"""The sync verbs' pages: the key a person must keep said once and plainly, and the command to
+run next after every answer that needs one."""
+
+from __future__ import annotations
+
+from tillage.hosts.cli import units
+from tillage.hosts.cli.human import render
+
+NOW = units.parse_rfc3339("2026-12-01T12:00:00Z") or 0.0
+KEY = "ab" * 32
+
+
+def test_remote_add_shows_a_new_key_once_with_how_to_use_it() -> None:
+    doc = {"remote": "/r", "name": "origin", "clone_url": "/r", "key": KEY}
+    text = render("remote.add", doc, now=NOW)
+    assert KEY in text and "keep it" in text
+    assert text.rstrip().endswith("till clone /r --key <THE KEY>")
+    known = render("remote.add", {k: v for k, v in doc.items() if k != "key"}, now=NOW)
+    assert KEY not in known and known.rstrip().endswith("till sync --push")
+
+
+def test_a_diverged_pull_says_nothing_changed_and_what_lands_it() -> None:
+    doc = {
+        "ref": "main",
+        "remote": "origin",
+        "disposition": "diverged",
+        "local_snapshot": "1" * 64,
+        "remote_snapshot": "2" * 64,
+        "fetched_objects": 3,
+        "fetched_bytes": 900,
+        "next": "till merge --snapshot " + "2" * 64,
+    }
+    text = render("sync.run", doc, now=NOW)
+    assert "Nothing in the folder was changed" in text
+    assert text.rstrip().endswith("till merge --snapshot " + "2" * 64)
+    pushed = {
+        "ref": "main",
+        "remote": "origin",
+        "snapshot": {"short": "3" * 12},
+        "uploaded_objects": 4,
+        "reused_objects": 9,
+        "uploaded_bytes": 2048,
+    }
+    assert "Pushed 333333333333 to origin/main: 4 objects (2.0 KiB" in render(
+        "sync.run", pushed, now=NOW
+    )
