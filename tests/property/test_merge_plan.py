@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tillage.core.merge_plan import ConflictKind, MergePlan, TextJob, plan_merge, same
@@ -126,8 +126,20 @@ def test_the_plan_follows_the_model(case: tuple[Manifest, Manifest, Manifest]) -
         assert not same(entry, ours.get(path)), path
 
 
+# Found with --hypothesis-seed=3: ours made d/y a folder, theirs made d a symlink, and the plan
+# named d/y twice (as changed here and deleted in theirs, and as lying in a non-folder).
+SEED_3 = (
+    {"b": folder("b", mode=0o644), "d": folder("d", mode=0o644), "d/x": file("d/x"),
+     "d/y": file("d/y")},
+    {"b": folder("b", mode=0o644), "d": folder("d", mode=0o644), "d/x": file("d/x"),
+     "d/y": folder("d/y", mode=0o644)},
+    {"b": folder("b", mode=0o644), "d": link("d", b"t1")},
+)  # fmt: skip
+
+
 @examples(200)
 @given(triples())
+@example(SEED_3)
 def test_the_plan_is_symmetric_in_what_conflicts(
     case: tuple[Manifest, Manifest, Manifest],
 ) -> None:
@@ -138,6 +150,8 @@ def test_the_plan_is_symmetric_in_what_conflicts(
         ConflictKind.MODIFY_DELETE: ConflictKind.DELETE_MODIFY,
         ConflictKind.DELETE_MODIFY: ConflictKind.MODIFY_DELETE,
     }
+    for plan in (one, other):  # one path, one conflict
+        assert len({c.path for c in plan.conflicts}) == len(plan.conflicts)
     assert {(c.path, c.kind) for c in one.conflicts} == {
         (c.path, swap.get(c.kind, c.kind)) for c in other.conflicts
     }
@@ -246,3 +260,20 @@ def test_adding_inside_a_folder_the_other_side_deleted_is_a_conflict() -> None:
     # Deleting a folder the other side left alone lands, children and all.
     plan = plan_merge(base, base, {})
     assert plan.land == {"d": None, "d/x": None} and not plan.conflicts
+
+
+def test_a_path_below_a_folder_the_other_side_replaced_is_one_conflict() -> None:
+    # Ours made d/y a folder; theirs made d a symlink (so deleted d/x and d/y).
+    base = {"d": folder("d"), "d/x": file("d/x"), "d/y": file("d/y")}
+    ours = {"d": folder("d"), "d/x": file("d/x"), "d/y": folder("d/y")}
+    theirs = {"d": link("d", b"t1")}
+    one, other = plan_merge(base, ours, theirs), plan_merge(base, theirs, ours)
+    assert [(c.path, c.kind) for c in one.conflicts] == [("d/y", ConflictKind.MODIFY_DELETE)]
+    assert [(c.path, c.kind) for c in other.conflicts] == [("d/y", ConflictKind.DELETE_MODIFY)]
+    # Ours edited d/f.txt; theirs made d a file.
+    base = {"d": folder("d"), "d/f.txt": file("d/f.txt")}
+    ours = {"d": folder("d"), "d/f.txt": file("d/f.txt", CONTENTS[1])}
+    theirs = {"d": file("d")}
+    one, other = plan_merge(base, ours, theirs), plan_merge(base, theirs, ours)
+    assert [(c.path, c.kind) for c in one.conflicts] == [("d/f.txt", ConflictKind.MODIFY_DELETE)]
+    assert [(c.path, c.kind) for c in other.conflicts] == [("d/f.txt", ConflictKind.DELETE_MODIFY)]

@@ -234,8 +234,9 @@ def _orphans(
     stopped: set[str],
 ) -> list[Conflict]:
     """Conflicts of paths the result would hold inside a folder it would not: theirs added or
-    changed something in a folder ours deleted (or made a file), or the other way round. What
-    lies below a path already in conflict is part of that conflict."""
+    changed something in a folder ours deleted (or made a file), or the other way round. A path
+    already in conflict, and what lies below it, is that conflict: one path, one conflict (else
+    which side made the folder go would decide how often a path is named)."""
 
     def exists(path: str) -> bool:
         if path in merged:
@@ -249,7 +250,7 @@ def _orphans(
     candidates = {*land, *merged, *(p for p in ours if _parent(p) in land)}
     for path in sorted(candidates):
         parent = _parent(path)
-        if not parent or not exists(path) or any(a in stopped for a in ancestors(path)):
+        if not parent or not exists(path) or any(a in stopped for a in (*ancestors(path), path)):
             continue
         folder = result(parent)
         if folder is not None and folder.kind is EntryKind.DIR:
