@@ -9,9 +9,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tillage.core.bisect import Search, Verdict, verdict_of
-
-from . import examples
 
 
 def run(

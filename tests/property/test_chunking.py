@@ -16,14 +16,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.format import CDC_MAX, CDC_MIN, WHOLE_FILE_MAX
 from tillage.core.ids import blob_id, chunk_id
 from tillage.core.models import ChunkRef, ContentKind
 from tillage.workspace.capture import store_content
-
-from . import examples
 
 MIB = 1024 * 1024
 

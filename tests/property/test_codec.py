@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.ids import blob_id, chunk_id, object_hash, snapshot_id, tree_id
@@ -30,8 +31,6 @@ from tillage.core.models import (
 )
 from tillage.core.paths import fs_decode
 from tillage.errors import IntegrityError
-
-from . import examples
 
 U32 = 2**32 - 1
 U64 = 2**64 - 1

@@ -18,6 +18,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tillage.core.changes import ChangeLog
 from tillage.core.paths import CONTROL_DIR
 from tillage.workspace import watchstate
@@ -26,8 +27,6 @@ from tillage.workspace.capture import Walker
 from tillage.workspace.pathindex import PathIndex
 from tillage.workspace.policy import Policy
 from tillage.workspace.seal import SealOptions, seal_result
-
-from . import examples
 
 KINDS = (
     "create",

@@ -12,10 +12,9 @@ from dataclasses import replace
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tillage.core.merge_plan import ConflictKind, MergePlan, TextJob, plan_merge, same
 from tillage.core.models import ContentKind, Entry, EntryFlag, EntryKind
-
-from . import examples
 
 Manifest = dict[str, Entry]
 

@@ -15,13 +15,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tillage.core.errors import PathNotInSnapshotError
 from tillage.core.models import ContentKind, Entry, EntryFlag, EntryKind
 from tillage.core.paths import ancestors, covers
 from tillage.core.rewind_plan import Action, Op, plan_actions
 from tillage.core.treediff import diff_manifests
-
-from . import examples
 
 Manifest = dict[str, Entry]
 

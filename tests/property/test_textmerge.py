@@ -5,9 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tillage.core.textmerge import MAX_MERGE_BYTES, is_text, merge_text, split_lines
-
-from . import examples
 
 WORDS = st.text(alphabet="abcxyz é", min_size=0, max_size=6)
 

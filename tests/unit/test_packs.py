@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.property import examples
+from tests.hypothesis_profiles import examples
 
 from tillage.core.ids import object_hash
 from tillage.errors import IntegrityError

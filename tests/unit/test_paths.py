@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.property import examples
+from tests.hypothesis_profiles import examples
 
 from tillage.core.paths import ancestors, covers, fs_decode, fs_encode, join, parse
 from tillage.errors import InvalidArgumentError
