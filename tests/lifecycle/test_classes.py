@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tillage.core.classes import BYTE_WINDOWS, CLASSES, ClassRules, class_of, place_class
 
 D = 24 * 3600 * 10**9
@@ -203,7 +204,7 @@ UNIVERSE = ["/".join(p) for n in (1, 2, 3, 4) for p in itertools.product(NAMES, 
 
 
 @given(RULE_LINES)
-@settings(max_examples=80, deadline=None)
+@examples(80)
 def test_every_path_below_a_classed_folder_gets_the_folder_class(lines: list[str]) -> None:
     rules = ClassRules.parse(lines)
     for folder in UNIVERSE:
@@ -219,7 +220,7 @@ def test_every_path_below_a_classed_folder_gets_the_folder_class(lines: list[str
 
 
 @given(RULE_LINES)
-@settings(max_examples=100, deadline=None)
+@examples(100)
 def test_without_rules_that_name_a_path_the_defaults_decide(lines: list[str]) -> None:
     rules = ClassRules.parse(lines)
     for path in UNIVERSE:

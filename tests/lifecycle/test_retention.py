@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from datetime import UTC, datetime
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tillage.core.retention import DEFAULT, Retention, survivors, tightened
 from tillage.core.units import FOREVER
 
@@ -79,7 +80,7 @@ def within(age: int, limit: int) -> bool:
 
 
 @given(seal_times, policies, st.integers(0, 400 * D))
-@settings(max_examples=300, deadline=None)
+@examples(300)
 def test_thinning_later_removes_what_thinning_then_would_and_nothing_more(
     times: list[int], policy: Retention, later: int
 ) -> None:
@@ -92,7 +93,7 @@ def test_thinning_later_removes_what_thinning_then_would_and_nothing_more(
 
 
 @given(seal_times, policies)
-@settings(max_examples=300, deadline=None)
+@examples(300)
 def test_thinning_twice_at_once_changes_nothing_the_second_time(
     times: list[int], policy: Retention
 ) -> None:
@@ -102,7 +103,7 @@ def test_thinning_twice_at_once_changes_nothing_the_second_time(
 
 
 @given(seal_times, policies)
-@settings(max_examples=300, deadline=None)
+@examples(300)
 def test_the_keep_all_window_and_the_future_are_kept_whole(
     times: list[int], policy: Retention
 ) -> None:
@@ -124,7 +125,7 @@ def bands(policy: Retention) -> list[tuple[int, int, Callable[[int], Hashable]]]
 
 
 @given(seal_times, policies)
-@settings(max_examples=300, deadline=None)
+@examples(300)
 def test_each_band_keeps_exactly_the_newest_of_each_of_its_buckets(
     times: list[int], policy: Retention
 ) -> None:

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tillage.core.projection import BadPathError, claim_key, hash_content, normalize, route
 from tillage.projection import (
     ClaimRegistry,
@@ -144,7 +145,7 @@ def check_round_trip(
     assert asyncio.run(place_files(place)) == laid
 
 
-@settings(max_examples=300, deadline=None)
+@examples(300)
 @given(mounts=MOUNTS)
 def test_hydrate_then_flush_with_no_edits_is_all_unchanged_in_memory(
     mounts: list[tuple[str, dict[str, str], bool]],
@@ -152,7 +153,7 @@ def test_hydrate_then_flush_with_no_edits_is_all_unchanged_in_memory(
     check_round_trip(mounts, MemoryPlace)
 
 
-@settings(max_examples=100, deadline=None)
+@examples(100)
 @given(mounts=MOUNTS)
 def test_hydrate_then_flush_with_no_edits_is_all_unchanged_in_a_real_folder(
     mounts: list[tuple[str, dict[str, str], bool]],
@@ -396,7 +397,7 @@ SIDE = st.tuples(st.sampled_from(["w", "x/y", ""]), st.booleans(), OPS)
 @pytest.mark.parametrize(
     "registry", ["shared default", "one registry for both", "one projection, two tasks"]
 )
-@settings(max_examples=300, deadline=None)
+@examples(300)
 @given(
     initial=st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES)),
     sides=st.tuples(SIDE, SIDE),
@@ -528,7 +529,7 @@ SEGMENT = st.sampled_from(["a", "b", "a-old", "ab", "日"])
 PATH = st.lists(SEGMENT, min_size=1, max_size=4).map("/".join)
 
 
-@settings(max_examples=300, deadline=None)
+@examples(300)
 @given(
     path=PATH,
     prefixes=st.lists(st.lists(SEGMENT, max_size=3).map("/".join), max_size=5, unique=True),
@@ -565,7 +566,7 @@ def decode_claim_key(text: str) -> tuple[str, str]:
 CONFUSABLE = st.text(alphabet="0123456789:ab/", max_size=8)
 
 
-@settings(max_examples=300, deadline=None)
+@examples(300)
 @given(
     a=st.tuples(st.one_of(st.text(), CONFUSABLE), st.one_of(st.text(), CONFUSABLE)),
     b=st.tuples(st.one_of(st.text(), CONFUSABLE), st.one_of(st.text(), CONFUSABLE)),
@@ -577,7 +578,7 @@ def test_claim_key_never_names_two_different_entries_alike(
     assert (claim_key(*a) == claim_key(*b)) == (a == b)
 
 
-@settings(max_examples=200, deadline=None)
+@examples(200)
 @given(collection=CONFUSABLE, key=CONFUSABLE, cut=st.integers(min_value=0, max_value=8))
 def test_claim_key_keeps_apart_pairs_that_concatenate_alike(
     collection: str, key: str, cut: int
@@ -588,7 +589,7 @@ def test_claim_key_keeps_apart_pairs_that_concatenate_alike(
     assert claim_key(collection, key) != claim_key(*other)
 
 
-@settings(max_examples=400, deadline=None)
+@examples(400)
 @given(path=st.one_of(st.text(alphabet="ab./\0 ", max_size=14), st.text(max_size=14)))
 def test_normalize_never_returns_a_path_that_could_leave(path: str) -> None:
     segments = path.split("/")

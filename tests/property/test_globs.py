@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tillage.core import globs
 from tillage.core.globs import BadPatternError, covers, matches, normalize, overlap, witness
 
@@ -40,7 +41,7 @@ def test_a_segment_matches_as_fnmatch_says(glob: str, name: str) -> None:
 
 
 @given(glob_texts, glob_texts)
-@settings(max_examples=300, deadline=None)
+@examples(300)
 def test_overlap_misses_no_path_that_both_cover(a: str, b: str) -> None:
     both = next((p for p in UNIVERSE if covers(a, p) and covers(b, p)), None)
     if both is not None:
@@ -48,7 +49,7 @@ def test_overlap_misses_no_path_that_both_cover(a: str, b: str) -> None:
 
 
 @given(glob_texts, glob_texts)
-@settings(max_examples=500, deadline=None)
+@examples(500)
 def test_an_overlap_comes_with_a_path_both_globs_cover(a: str, b: str) -> None:
     found = witness(a, b)
     if found is not None:

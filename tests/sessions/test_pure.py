@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tillage.core.models import Change, ChangeKind, ContentKind, Entry, EntryKind
 from tillage.core.paths import fs_decode, join
 from tillage.core.sessions import (
@@ -82,7 +83,7 @@ class FakeStore:
         return out
 
 
-@settings(max_examples=300, deadline=None)
+@examples(300)
 @given(trees, trees)
 def test_the_change_walk_lists_exactly_what_till_diff_lists(
     old: dict[bytes, Any], new: dict[bytes, Any]
