@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import Till
 from tillage.errors import InvalidArgumentError
+from tillage.platform.launch import Launch
 from tillage.workspace.commands import run_command
 
 
@@ -38,13 +39,33 @@ def test_exit_statuses_read_like_a_shell(tmp_path: Path) -> None:
 def test_stdout_and_stderr_are_captured_together_and_passed_on_live(tmp_path: Path) -> None:
     read_fd, write_fd = os.pipe()
     try:
-        out = run_command(("echo out; echo err >&2",), tmp_path, output_fd=write_fd)
-        os.close(write_fd)
+        with os.fdopen(write_fd, "wb", buffering=0) as live_out:
+            out = run_command(("echo out; echo err >&2",), tmp_path, launch=Launch(output=live_out))
         live = os.read(read_fd, 1000)
     finally:
         os.close(read_fd)
     assert out.output == "out\nerr\n"
     assert live == b"out\nerr\n"
+
+
+def test_the_command_inherits_the_hosts_environment_never_the_key(tmp_path: Path) -> None:
+    """A host running a command line for someone else passes that caller's environment; the
+    key that opens a remote (or the file naming it) is never passed on."""
+    host_env = {
+        "PATH": os.environ["PATH"],
+        "ONLY_THE_CALLER_HAS": "yes",
+        "TILLAGE_RECOVERY_KEY": "ab" * 32,
+        "TILLAGE_RECOVERY_KEY_FILE": "/secret/key",
+    }
+    out = run_command(
+        (
+            'echo "$ONLY_THE_CALLER_HAS ${TILLAGE_RECOVERY_KEY-unset} '
+            '${TILLAGE_RECOVERY_KEY_FILE-unset}"',
+        ),
+        tmp_path,
+        launch=Launch(env=host_env),
+    )
+    assert out.output == "yes unset unset\n"
 
 
 def test_output_is_capped_keeping_the_tail_with_a_marker(tmp_path: Path) -> None:

@@ -90,7 +90,7 @@ def bisect(ctx: Context, req: BisectRequest) -> BisectResult:
         good=req.good,
         bad=req.bad,
         limit=req.limit,
-        output_fd=ctx.settings.command_output,
+        launch=ctx.settings.launch,
     )
     return BisectResult(
         first_bad=snapshot_info(done.first_bad),

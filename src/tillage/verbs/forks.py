@@ -197,7 +197,7 @@ def _fork_named(ctx: Context, req: ForkRequest, name: str) -> ForkResult:
             create=True,
             destination=destination,
             caller=ctx.settings.folder,
-            output_fd=ctx.settings.command_output,
+            launch=ctx.settings.launch,
         )
         return ForkResult(_fork_info(ws, ran=ran))
     from tillage.workspace.fork import create_fork
@@ -367,7 +367,7 @@ def run(ctx: Context, req: RunRequest) -> ForkResult:
         req.command,
         at=req.at,
         caller=ctx.settings.folder,
-        output_fd=ctx.settings.command_output,
+        launch=ctx.settings.launch,
     )
     return ForkResult(_fork_info(ctx.workspace, ran=ran))
 
@@ -445,7 +445,7 @@ def exec_(ctx: Context, req: ExecRequest) -> ExecResult:
         prefix=req.fork,
         at=req.at,
         caller=ctx.settings.folder,
-        output_fd=ctx.settings.command_output,
+        launch=ctx.settings.launch,
     )
     return ExecResult(
         universes=tuple(

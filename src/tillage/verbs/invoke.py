@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from tillage.core.progress import ProgressFn
+    from tillage.platform.launch import Launch
 
 
 def _no_progress(_progress: Any) -> None:
@@ -37,10 +38,11 @@ class Settings:
     # The door is a process of its own that may keep running after its reply (a command line
     # in a terminal), not a call served for someone else or a library caller's process.
     own_process: bool = False
-    # Where a user command a verb runs (`run`, `exec`, `try`) writes its output, as a file
-    # descriptor: the terminal's stdout, stderr under --json (stdout holds one document); None
-    # when the door has no descriptors of its own (a library call): the output is captured.
-    command_output: int | None = None
+    # How a user command a verb runs (`run`, `exec`, `try`, merge checks, bisect probes, work)
+    # starts: the door's environment, and its output copied live to the door's stdout (stderr
+    # under --json: stdout holds one document). None: a library call's, this process's
+    # environment and the output captured only.
+    launch: Launch | None = None
     # The environment a verb may consult (remote URLs: TILLAGE_SSH, AWS_*, TILLAGE_S3_*): the
     # host's, read by the host; a library caller passes what it wants seen.
     env: Mapping[str, str] = field(default_factory=dict)

@@ -171,14 +171,14 @@ def merge(ctx: Context, req: MergeRequest) -> MergeResult:
     from tillage.workspace import merge as mg
 
     mg.check_request(req.name, req.snapshot, req.base)
-    output_fd = ctx.settings.command_output
+    launch = ctx.settings.launch
     if req.name is not None:
         outcome = mg.merge_fork(
             ctx.workspace,
             req.name,
             check=req.check,
             dry_run=req.dry_run,
-            output_fd=output_fd,
+            launch=launch,
             on_progress=ctx.on_progress,
         )
     else:
@@ -189,7 +189,7 @@ def merge(ctx: Context, req: MergeRequest) -> MergeResult:
             req.base,
             check=req.check,
             dry_run=req.dry_run,
-            output_fd=output_fd,
+            launch=launch,
             on_progress=ctx.on_progress,
         )
     return result_of(outcome)

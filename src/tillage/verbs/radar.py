@@ -231,7 +231,7 @@ def try_run(ctx: Context, req: TryRequest) -> TryResult:
         folder=ctx.settings.folder,
         label=req.label,
         agent=ctx.settings.agent,
-        output_fd=ctx.settings.command_output,
+        launch=ctx.settings.launch,
         on_progress=ctx.on_progress,
     )
     return TryResult(

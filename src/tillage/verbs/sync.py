@@ -460,7 +460,7 @@ def work(ctx: Context, req: WorkRequest) -> WorkResult:
         req.result_ref,
         req.command,
         keep=req.keep,
-        output_fd=ctx.settings.command_output,
+        launch=ctx.settings.launch,
     )
     return WorkResult(
         input=done.input,

@@ -26,6 +26,7 @@ from pathlib import Path
 from tillage.core.bisect import Search, Verdict, verdict_of
 from tillage.errors import InvalidArgumentError
 from tillage.platform.folders import remove_tree
+from tillage.platform.launch import Launch
 from tillage.platform.locks import file_lock, is_held
 from tillage.platform.names import random_hex
 from tillage.store.store import SnapshotRow, Store
@@ -84,7 +85,7 @@ def bisect(
     good: str | None = None,
     bad: str | None = None,
     limit: int | None = None,
-    output_fd: int | None = None,
+    launch: Launch | None = None,
 ) -> Bisected:
     """Finds the first snapshot between `good` (default: the oldest of the line) and `bad`
     (default: the workspace's present, sealed first) where `command` fails."""
@@ -112,7 +113,7 @@ def bisect(
     with probe_area(ws.store, ws.root.name) as run:
 
         def probe(row: SnapshotRow) -> Probe:
-            done = run(row, command, output_fd)
+            done = run(row, command, launch)
             probes.append(done)
             if done.verdict is None:
                 raise BisectAbortedError(
@@ -225,7 +226,7 @@ def first_parent_line(
     return line
 
 
-ProbeRunner = Callable[[SnapshotRow, tuple[str, ...], int | None], Probe]
+ProbeRunner = Callable[[SnapshotRow, tuple[str, ...], Launch | None], Probe]
 
 
 @contextlib.contextmanager
@@ -260,7 +261,7 @@ class _Area:
         self.folder_name = folder_name
         self.removers: list[threading.Thread] = []
 
-    def run(self, row: SnapshotRow, command: tuple[str, ...], output_fd: int | None) -> Probe:
+    def run(self, row: SnapshotRow, command: tuple[str, ...], launch: Launch | None) -> Probe:
         """Writes `row` into a fresh folder (named as the workspace), runs the check there,
         sets the folder aside for removal."""
         from tillage.workspace.commands import run_command
@@ -274,7 +275,7 @@ class _Area:
                 command,
                 dest,
                 env={"TILLAGE_BISECT_SNAPSHOT": row.id},
-                output_fd=output_fd,
+                launch=launch,
                 cap=OUTPUT_CAP,
             )
             seconds = time.monotonic() - started

@@ -15,8 +15,10 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from tillage.errors import InvalidArgumentError
+from tillage.platform.launch import Launch, inherited_env
 
 DEFAULT_CAP = 65536
 SHELL = "/bin/sh"
@@ -67,18 +69,17 @@ class _Tail:
         return body
 
 
-def _pass_on(fd: int | None, data: bytes) -> int | None:
-    """Writes `data` to the live output `fd`; a closed or broken one is dropped (None) so
-    the command keeps running and its output is still captured."""
-    if fd is None:
+def _pass_on(live: BinaryIO | None, data: bytes) -> BinaryIO | None:
+    """Copies `data` to the live output; a closed or broken one is dropped (None) so the
+    command keeps running and its output is still captured."""
+    if live is None:
         return None
-    view = memoryview(data)
     try:
-        while view:
-            view = view[os.write(fd, view) :]
-    except OSError:
+        live.write(data)
+        live.flush()
+    except (OSError, ValueError):
         return None
-    return fd
+    return live
 
 
 def run_command(
@@ -86,15 +87,16 @@ def run_command(
     cwd: Path,
     *,
     env: Mapping[str, str] | None = None,
-    output_fd: int | None = None,
+    launch: Launch | None = None,
     cap: int = DEFAULT_CAP,
     inherit_stdin: bool = False,
     on_start: Callable[[int], None] | None = None,
 ) -> CommandOutcome:
     """Runs `command` in `cwd` and waits for it, with no timeout (its runtime is the caller's
-    business). `env` adds to (and overrides) this process's environment. Its stdin is
-    /dev/null unless `inherit_stdin`; its stdout and stderr go into one pipe that is
-    captured (last `cap` bytes) and copied live to `output_fd` when that is not None.
+    business). `env` adds to (and overrides) the environment `launch` gives (this process's
+    when there is none), less the secrets (platform.launch). Its stdin is /dev/null
+    unless `inherit_stdin`; its stdout and stderr go into one pipe that is captured (last
+    `cap` bytes) and copied live to `launch.output` when there is one.
 
     A command killed by signal N reports 128+N; one that cannot be started reports 127 (not
     found) or 126 (not executable) with the reason in `output`, as a shell would. It runs in
@@ -104,7 +106,7 @@ def run_command(
     threads stops them with stop_group() when it is interrupted itself.
     """
     argv = argv_of(command)
-    full_env = dict(os.environ)
+    full_env = inherited_env(launch)
     if env:
         full_env.update(env)
     tail = _Tail(cap)
@@ -133,12 +135,12 @@ def run_command(
         if not os.path.isdir(cwd):
             message = f"till: cannot run in {cwd}: {reason}"
         message += "\n"
-        _pass_on(output_fd, message.encode())
+        _pass_on(launch.output if launch else None, message.encode())
         return CommandOutcome(exit_code=status, output=message)
     os.close(write_fd)
     if on_start is not None:
         on_start(proc.pid)
-    live = output_fd
+    live = launch.output if launch else None
     try:
         _drain(read_fd, proc, tail, live)
         code = proc.wait()
@@ -177,7 +179,7 @@ def _stop_group(proc: subprocess.Popen[bytes], *, own_group: bool) -> None:
             continue
 
 
-def _drain(read_fd: int, proc: subprocess.Popen[bytes], tail: _Tail, live: int | None) -> None:
+def _drain(read_fd: int, proc: subprocess.Popen[bytes], tail: _Tail, live: BinaryIO | None) -> None:
     """Reads the command's output until the pipe closes, or until the command has exited and
     the pipe has nothing more to give (a background child that keeps the pipe open must not
     keep the caller waiting forever)."""

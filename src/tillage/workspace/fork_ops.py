@@ -17,9 +17,15 @@ from tillage.errors import InvalidArgumentError, echo
 from tillage.platform import failpoints
 from tillage.platform.clone import plan_tree, probe, rename_noreplace
 from tillage.platform.fs import fsync_dir
+from tillage.platform.launch import Launch
 from tillage.store.store import ForkRow, SnapshotRow
 from tillage.workspace.attach import Workspace
-from tillage.workspace.commands import CommandOutcome, argv_of, run_command, stop_group
+from tillage.workspace.commands import (
+    CommandOutcome,
+    argv_of,
+    run_command,
+    stop_group,
+)
 from tillage.workspace.fork import (
     Forked,
     _remove_folder,
@@ -128,7 +134,7 @@ def run_in_fork(
     create: bool | None = None,
     destination: Path | None = None,
     caller: Path | None = None,
-    output_fd: int | None = None,
+    launch: Launch | None = None,
 ) -> Ran:
     """Runs `command` in the fork `name` (made first when it does not exist, of the live
     folder or of snapshot `at`; `create` True insists on making it, as `fork NAME -- CMD`
@@ -153,7 +159,7 @@ def run_in_fork(
         command,
         _cwd_in(ws, fork_ws.root, caller),
         env=universe_env(row, index),
-        output_fd=output_fd,
+        launch=launch,
     )
     head = _seal_after(fork_ws, command)
     return Ran(row, row.base, head, outcome.exit_code, outcome.output, index, made)
@@ -198,7 +204,7 @@ def exec_universes(
     prefix: str | None = None,
     at: str | None = None,
     caller: Path | None = None,
-    output_fd: int | None = None,
+    launch: Launch | None = None,
 ) -> list[Ran]:
     """Makes `count` universes from ONE base (a seal of the live folder, or snapshot `at`),
     runs `command` in all of them at once, then seals each; returns them in order."""
@@ -238,7 +244,7 @@ def exec_universes(
                 command,
                 _cwd_in(ws, made[i].workspace.root, caller),
                 env=universe_env(made[i].row, indexes[i]),
-                output_fd=output_fd,
+                launch=launch,
                 on_start=started,
             )
         except BaseException as exc:

@@ -30,6 +30,7 @@ from tillage.core.progress import ProgressFn
 from tillage.core.textmerge import MAX_MERGE_BYTES, merge_text
 from tillage.core.treediff import diff_entry
 from tillage.platform import clock
+from tillage.platform.launch import Launch
 from tillage.store.errors import SnapshotNotFoundError
 from tillage.store.store import ObjectWriter, SnapshotRow, Store
 from tillage.workspace.attach import Workspace
@@ -89,7 +90,7 @@ def merge_fork(
     *,
     check: str | None = None,
     dry_run: bool = False,
-    output_fd: int | None = None,
+    launch: Launch | None = None,
     on_progress: ProgressFn | None = None,
 ) -> MergeOutcome:
     """Merges the live fork `name` of `ws` into it: the fork's base is the ancestor (it moves
@@ -118,7 +119,7 @@ def merge_fork(
         fork=name,
         check=check,
         dry_run=dry_run,
-        output_fd=output_fd,
+        launch=launch,
         on_progress=on_progress,
         label=f"merge {name}",
         merged_from=None,
@@ -137,7 +138,7 @@ def merge_snapshot(
     *,
     check: str | None = None,
     dry_run: bool = False,
-    output_fd: int | None = None,
+    launch: Launch | None = None,
     on_progress: ProgressFn | None = None,
 ) -> MergeOutcome:
     """Merges a stored snapshot into `ws`; the ancestor is `base_ref`, or the nearest snapshot
@@ -159,7 +160,7 @@ def merge_snapshot(
         fork=None,
         check=check,
         dry_run=dry_run,
-        output_fd=output_fd,
+        launch=launch,
         on_progress=on_progress,
         label=f"merge {theirs.id[:12]}",
         merged_from=theirs.id,
@@ -331,7 +332,7 @@ def _merge(
     fork: str | None,
     check: str | None,
     dry_run: bool,
-    output_fd: int | None,
+    launch: Launch | None,
     on_progress: ProgressFn | None,
     label: str,
     merged_from: str | None,
@@ -385,7 +386,7 @@ def _merge(
         if writer is not None and land:
             tree = rewrite_tree(store, writer, bytes.fromhex(ours.tree), land).hex()
             writer.commit()  # INV-2: the intent will name this tree and its new bytes
-    ran = run_check(ws, o, land, check, output_fd) if check is not None else None
+    ran = run_check(ws, o, land, check, launch) if check is not None else None
     if ran is not None and ran.exit_code != 0:
         return outcome(ran=ran)
     if not land:
@@ -430,7 +431,7 @@ def run_check(
     ours: Manifest,
     land: dict[str, Entry | None],
     command: str,
-    output_fd: int | None,
+    launch: Launch | None,
 ) -> CheckRun:
     """Runs `command` through /bin/sh -c in a scratch copy of the merged result: the live
     folder copied (fast drivers first) beside the workspace, the merge applied there. The copy
@@ -446,7 +447,7 @@ def run_check(
         if land:
             now, want = manifests_for(ours, land)
             apply_to_copy(ws, copy, now, want)
-        done = run_command((command,), copy, env=CHECK_ENV, output_fd=output_fd)
+        done = run_command((command,), copy, env=CHECK_ENV, launch=launch)
         return CheckRun(done.exit_code, done.output)
     finally:
         _remove_folder(holder)

@@ -37,6 +37,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from tillage.platform.launch import Launch
     from tillage.store.store import SnapshotRow, Store
     from tillage.workspace.seal import SealOptions
 
@@ -69,7 +70,7 @@ def work(
     command: tuple[str, ...],
     *,
     keep: bool = False,
-    output_fd: int | None = None,
+    launch: Launch | None = None,
 ) -> WorkOutcome:
     """Runs `command` on the snapshot `in_ref` names and pushes its result to `out_ref` (see
     the module docstring). The command's failure is its status, not an error; a failure of
@@ -107,7 +108,7 @@ def work(
                 "TILLAGE_WORK_REF": in_ref,
                 "TILLAGE_WORK_RESULT_REF": out_ref,
             },
-            output_fd=output_fd,
+            launch=launch,
         )
         text = " ".join(command)
         label = f"work {config.name}: `{text[:60]}{'...' if len(text) > 60 else ''}` exited "

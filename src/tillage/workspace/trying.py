@@ -12,6 +12,7 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from tillage.platform.launch import Launch
 from tillage.store.store import SnapshotRow
 from tillage.workspace.attach import Workspace
 from tillage.workspace.commands import argv_of, run_command
@@ -55,11 +56,11 @@ def try_command(
     folder: Path,
     label: str | None = None,
     agent: str | None = None,
-    output_fd: int | None = None,
+    launch: Launch | None = None,
     on_progress: ProgressFn | None = None,
 ) -> Tried:
     """Seals (trigger `try_before`), runs `command` in `folder` (its output live to
-    `output_fd`, captured either way), seals again (`try_after`) and returns both states."""
+    `launch`, captured either way), seals again (`try_after`) and returns both states."""
     from tillage.workspace.seal import SealOptions, seal
 
     argv_of(command)  # an empty command is refused before anything is sealed
@@ -68,7 +69,7 @@ def try_command(
         ws, SealOptions(trigger="try_before", label=text, agent=agent), on_progress=on_progress
     )
     try:
-        outcome = run_command(command, _cwd(ws, folder), output_fd=output_fd)
+        outcome = run_command(command, _cwd(ws, folder), launch=launch)
     except KeyboardInterrupt:
         # The attempt stops here; what it did so far is sealed, so it can be rewound too.
         with contextlib.suppress(Exception):

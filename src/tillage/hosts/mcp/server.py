@@ -48,7 +48,10 @@ def build_server(settings: Settings) -> tuple[Server[Any], Toolbelt]:
     from tillage.verbs.system import VERSION
     from tillage.verbs.tools import Toolbelt
 
-    belt = Toolbelt(dataclasses.replace(settings, own_process=False, command_output=None))
+    # Commands keep the host's environment; their output is captured, never copied to stdout,
+    # which is the protocol's.
+    quiet = dataclasses.replace(settings.launch, output=None) if settings.launch else None
+    belt = Toolbelt(dataclasses.replace(settings, own_process=False, launch=quiet))
     workers = anyio.CapacityLimiter(CONCURRENT_CALLS)
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:

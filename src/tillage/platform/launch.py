@@ -1,0 +1,33 @@
+"""How a host starts a user's command: the environment it inherits and where its output goes.
+
+A host that runs a command line for someone else (the watcher's socket, a test, the MCP
+server) is not that caller, so neither may come from this process's own environment or
+descriptors: the host says, once, in a Launch. Light on purpose (`os` alone): the command
+line builds one on every call, before it knows whether a command will run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import BinaryIO
+
+# What a user's command never inherits: the key that opens a remote (or the file holding it).
+# The command may be anything an agent wrote, and whatever it prints lands in results and logs.
+SECRET_VARIABLES = frozenset({"TILLAGE_RECOVERY_KEY", "TILLAGE_RECOVERY_KEY_FILE"})
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The environment a command inherits (None: this process's) and where its output is
+    copied live (None: captured only)."""
+
+    env: Mapping[str, str] | None = None
+    output: BinaryIO | None = None
+
+
+def inherited_env(launch: Launch | None) -> dict[str, str]:
+    """The environment a user's command starts from: the host's, less the secrets."""
+    base = os.environ if launch is None or launch.env is None else launch.env
+    return {k: v for k, v in base.items() if k not in SECRET_VARIABLES}
