@@ -39,6 +39,7 @@ from tillage.store.publog import GENESIS, LogRecord, PublicationLog
 # compression pool needs is not imported at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from concurrent.futures import Future, ThreadPoolExecutor
     from contextlib import AbstractContextManager
     from typing import Any
@@ -183,6 +184,20 @@ def close_stores_opened_by(thread_id: int) -> None:
     for store in list(_OPEN):
         if store.opened_by == thread_id:
             store.close()
+
+
+@contextlib.contextmanager
+def closing_stores_opened_here() -> Iterator[None]:
+    """Closes, as the block ends, every store this thread opened inside it and left open (a
+    call served for someone else is done); the stores it had open before stay open."""
+    thread_id = threading.get_ident()
+    before = set(_OPEN)
+    try:
+        yield
+    finally:
+        for store in list(_OPEN):
+            if store.opened_by == thread_id and store not in before:
+                store.close()
 
 
 class Store:

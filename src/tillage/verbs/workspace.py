@@ -85,13 +85,16 @@ def watch(ctx: Context, req: WatchRequest) -> WatchResult:
     running = None
     if not (req.no_daemon or req.foreground):
         from tillage.errors import TillageError
+        from tillage.platform.launch import inherited_env
         from tillage.watch import daemon
 
         try:
             # Started before the seal, so that the seal walks the folder under the watcher's
             # first token: the next seal (a snap, a hook, the watcher's own) reads only what
             # changed after it, instead of walking everything once more.
-            running = daemon.start(ws.store.home, ws.root, ws.id, req.debounce_ms)
+            running = daemon.start(
+                ws.store.home, ws.root, ws.id, req.debounce_ms, inherited_env(ctx.settings.launch)
+            )
         except TillageError:
             seal(ws, options, on_progress=ctx.on_progress)  # protected even so
             raise

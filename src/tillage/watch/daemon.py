@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from tillage.errors import UnavailableError
@@ -65,9 +66,17 @@ def log_tail(home: Path, workspace_id: str, limit: int = 2000) -> str:
         return ""
 
 
-def start(home: Path, root: Path, workspace_id: str, debounce_ms: int) -> dict[str, Any]:
+def start(
+    home: Path,
+    root: Path,
+    workspace_id: str,
+    debounce_ms: int,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Starts the workspace's watcher detached (unless one runs) and returns its ping answer
-    once it answers; unavailable, with the log's tail, when it never does."""
+    once it answers; unavailable, with the log's tail, when it never does. The daemon
+    inherits `env`, the caller's environment (None: this process's): it seals as the caller's
+    own `till` would (TILLAGE_NOW, the agent) from then on."""
     from tillage.platform.identity import code_identity
 
     for _attempt in range(3):
@@ -77,14 +86,14 @@ def start(home: Path, root: Path, workspace_id: str, debounce_ms: int) -> dict[s
                 return doc
             if doc is not None:  # a watcher of another install (an upgrade): replace it
                 stop(home, workspace_id)
-        doc = _spawn_and_wait(home, root, workspace_id, debounce_ms)
+        doc = _spawn_and_wait(home, root, workspace_id, debounce_ms, env)
         if doc is not None:
             return doc
     return _not_started(home, workspace_id)
 
 
 def _spawn_and_wait(
-    home: Path, root: Path, workspace_id: str, debounce_ms: int
+    home: Path, root: Path, workspace_id: str, debounce_ms: int, env: Mapping[str, str] | None
 ) -> dict[str, Any] | None:
     """Spawns one daemon and waits for a watcher (ours or a racing winner) to answer; None
     when ours lost the race and the winner is gone too (try again)."""
@@ -105,9 +114,11 @@ def _spawn_and_wait(
             start_new_session=True,  # survives the terminal closing
             close_fds=True,
             cwd=str(run),
+            env=None if env is None else dict(env),
         )
     finally:
         os.close(log_fd)
+    _keep_until_reaped(proc)
     deadline = time.monotonic() + START_TIMEOUT
     delay = 0.01
     while time.monotonic() < deadline:
@@ -122,6 +133,17 @@ def _spawn_and_wait(
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
     return _not_started(home, workspace_id)
+
+
+# The daemons this process started, kept until they exit: a caller that lives on (the MCP
+# server, a library user, a test) reaps them at its next start, so none stays a zombie, and
+# none is dropped while it runs (which subprocess would warn of).
+_STARTED: list[Any] = []
+
+
+def _keep_until_reaped(proc: Any) -> None:
+    _STARTED[:] = [p for p in _STARTED if p.poll() is None]
+    _STARTED.append(proc)
 
 
 def _not_started(home: Path, workspace_id: str) -> NoReturn:
@@ -159,6 +181,40 @@ def stop(home: Path, workspace_id: str) -> bool:
                 f"the watcher (pid {pid}) did not stop",
                 next_step=f"stop it with `kill -9 {pid}`",
             )
+    # Free, it is shutting down: stopped means gone, so nothing it still does (closing the
+    # store, leaving the interpreter) overlaps what the caller does next.
+    _wait_exited(pid, STOP_TIMEOUT)
+    return True
+
+
+def _wait_exited(pid: int, timeout: float) -> bool:
+    """Waits until process `pid` has exited (reaping it when this process started it)."""
+    deadline = time.monotonic() + timeout
+    while not _exited(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _exited(pid: int) -> bool:
+    """True once every thread of `pid` is done (a killed leader is a zombie while the others
+    still exit, holding its files)."""
+    for proc in _STARTED:
+        if proc.pid == pid:
+            return proc.poll() is not None
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            return False
     return True
 
 

@@ -421,18 +421,14 @@ def run_served(
 
     if env.get("TZ") != os.environ.get("TZ"):
         raise NotServableError("the caller's time zone is not this process's")
-    import threading
-
-    from tillage.store.store import close_stores_opened_by
+    from tillage.store.store import closing_stores_opened_here
 
     out, err = _io.BytesIO(), _io.BytesIO()
     served = IO(cwd=cwd, env=dict(env), stdin=stdin, stdout=out, stderr=err)
-    try:
+    # Once everything is printed, whatever the call opened is done with; the serving process
+    # lives on, and an unclosed index keeps its WAL and descriptors until a gc pass.
+    with closing_stores_opened_here():
         code = run(list(argv), served)
-    finally:
-        # Everything is printed: whatever the call opened is done with; the serving process
-        # lives on, and an unclosed index keeps its WAL and descriptors until a gc pass.
-        close_stores_opened_by(threading.get_ident())
     return code, out.getvalue(), err.getvalue()
 
 
@@ -573,6 +569,7 @@ def _run(argv: list[str], call: _Call) -> int:
 
 
 def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
+    from tillage.platform.launch import Launch
     from tillage.verbs.contract import decode_request
     from tillage.verbs.invoke import Settings, invoke
     from tillage.verbs.wire import to_wire
@@ -588,7 +585,7 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
         debug=bool(ns.debug),
         user_home=Path(home) if home is not None else None,
         own_process=io.own_process,
-        command_output=(2 if call.json_mode else 1) if io.own_process else None,
+        launch=Launch(env=env, output=io.stderr if call.json_mode else io.stdout),
         env=env,
     )
     values = {p.name: getattr(ns, p.name) for p in verb.contract.params()}
