@@ -1,9 +1,13 @@
-"""Shared fixtures: every test gets its own TILLAGE_HOME and HOME; `till` runs as a real process."""
+"""Shared fixtures: every test gets its own TILLAGE_HOME and HOME; `till` runs in this process
+(see Till). Markers: `unit` and `process` by folder (FOLDER_MARKERS) or in a test module,
+`slow`; Hypothesis's profile from the environment (tests/hypothesis_profiles.py)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,13 +37,73 @@ class Run:
         return body
 
 
-class Till:
-    """Runs the real `till` command against one store, from one folder."""
+def pytest_configure(config: pytest.Config) -> None:
+    """One seed for the kill campaigns per run, chosen before any test module is imported and
+    handed to the xdist workers through the environment, so they all collect the same tests:
+    0 under CI (the same answer every time), else a random one (shown in the header)."""
+    if not os.environ.get("TILLAGE_KILL_SEED"):
+        seed = 0 if os.environ.get("CI") else random.randrange(10**4)
+        os.environ["TILLAGE_KILL_SEED"] = str(seed)
 
-    def __init__(self, home: Path, user_home: Path, cwd: Path) -> None:
+
+# Markers by folder (as pip applies its own): `unit` for what runs no command line, `process`
+# for the folders whose tests drive real processes throughout (kill campaigns, daemons). A test
+# elsewhere that must be a process is marked in its module. `-m "not slow and not process"`
+# is the inner loop.
+FOLDER_MARKERS = {
+    "unit": "unit",
+    "property": "unit",
+    "crypto": "unit",
+    "faults": "process",
+    "watch": "process",
+}
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = Path(item.path).relative_to(TESTS).parts[0]
+        marker = FOLDER_MARKERS.get(folder)
+        if marker is not None:
+            item.add_marker(getattr(pytest.mark, marker))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"kill campaign seed: TILLAGE_KILL_SEED={os.environ.get('TILLAGE_KILL_SEED')}"
+
+
+# Command lines that must be a process of their own: they serve on stdio until it closes, or
+# become the watcher; a served call refuses them, as the watcher's socket would.
+_SERVES = frozenset({"mcp", "remote-serve"})
+
+
+def _must_be_a_process(args: tuple[str, ...], env: dict[str, str]) -> bool:
+    """True for a command line no in-process call can answer as its process would: a door
+    that serves (`mcp` without `--list`, `remote-serve`), `--foreground`, or another time
+    zone than ours (local times are process-wide)."""
+    words = set(args)
+    if "--foreground" in words or (words & _SERVES and "--list" not in words):
+        return True
+    return env.get("TZ") != os.environ.get("TZ")
+
+
+class Till:
+    """Runs `till` against one store, from one folder.
+
+    In this process by default: the command line's own `run(argv, IO)` with the folder, the
+    environment and stdin of the call passed in and stdout/stderr captured, exactly as the
+    watcher serves a thin client's call (hosts/cli/main.run_served). Half a second of
+    interpreter start-up saved per call is most of the suite's time. `process=True` (on the
+    instance or per call) runs the installed command as a real process instead, and so does a
+    command line that needs one (_must_be_a_process). tests/cli/test_every_verb_as_a_process.py
+    runs every verb as a process once.
+    """
+
+    def __init__(self, home: Path, user_home: Path, cwd: Path, *, process: bool = False) -> None:
         self.home = home
         self.user_home = user_home
         self.cwd = cwd
+        self.process = process
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TILLAGE_")}
@@ -54,23 +118,53 @@ class Till:
         stdin: str | None = None,
         timeout: float = 120,
         env: dict[str, str] | None = None,
+        process: bool | None = None,
     ) -> Run:
-        proc = subprocess.run(
-            [sys.executable, "-m", "tillage", *args],
-            cwd=cwd or self.cwd,
-            env={**self.env(), **(env or {})},
-            input=stdin if stdin is not None else "",
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        return Run(proc.returncode, proc.stdout, proc.stderr)
+        full_env = {**self.env(), **(env or {})}
+        where = cwd or self.cwd
+        as_process = self.process if process is None else process
+        if as_process or _must_be_a_process(args, full_env):
+            return _as_process(args, where, full_env, stdin, timeout)
+        return _in_process(args, where, full_env, stdin)
 
     def json(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Any:
         """Runs with --json, asserts success, and returns the parsed document."""
         run = self("--json", *args, cwd=cwd, env=env)
         assert run.code == 0, (run.code, run.stdout, run.stderr)
         return run.doc
+
+
+def _as_process(
+    args: tuple[str, ...], cwd: Path, env: dict[str, str], stdin: str | None, timeout: float
+) -> Run:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tillage", *args],
+        cwd=cwd,
+        env=env,
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _in_process(args: tuple[str, ...], cwd: Path, env: dict[str, str], stdin: str | None) -> Run:
+    from tillage.hosts.cli.main import IO, run
+    from tillage.store.store import closing_stores_opened_here
+
+    out, err = io.BytesIO(), io.BytesIO()
+    call = IO(
+        cwd=str(cwd) if cwd.is_dir() else None,
+        env=env,
+        stdin=(stdin or "").encode(),
+        stdout=out,
+        stderr=err,
+    )
+    with closing_stores_opened_here():  # as the watcher does after a served call
+        code = run(list(args), call)
+    decode = lambda raw: raw.decode("utf-8", "surrogateescape")  # noqa: E731
+    return Run(code, decode(out.getvalue()), decode(err.getvalue()))
 
 
 @pytest.fixture

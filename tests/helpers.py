@@ -133,3 +133,22 @@ def free_port() -> int:
         port = probe.getsockname()[1]
         assert isinstance(port, int)
         return port
+
+
+def process_gone(pid: int) -> bool:
+    """True once `pid` has exited whole: no process, or a zombie whose every thread is done.
+    (A dying process loses its command line before it closes its files, and a killed
+    thread-group leader shows as a zombie while its other threads still exit holding them, so
+    a watcher absent from daemon_pids may still hold its lock for a moment.)"""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for task in tasks:
+        try:
+            stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+            return False
+    return True

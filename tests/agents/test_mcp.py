@@ -18,7 +18,7 @@ from tests.helpers import manifest
 from tillage.hosts.mcp.server import build_server
 from tillage.verbs.invoke import Settings
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]  # a real `till mcp` process
 
 
 @asynccontextmanager

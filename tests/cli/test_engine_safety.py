@@ -252,6 +252,7 @@ SIGNAL_SCRIPT = (
 )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("failpoint", "sig", "status"),
     [
@@ -353,6 +354,7 @@ def _peak_rss_mib(till: Till, *args: str) -> tuple[float, int, bytes]:
     return kib / 1024, size, bytes(out)
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_cat_streams_a_large_file_in_bounded_memory(till: Till, folder: Path) -> None:
     size = 256 << 20  # holding it whole would take 256 MiB, its base64 342 MiB
@@ -380,6 +382,7 @@ def test_status_in_the_root_folder_does_not_advise_attaching_it(till: Till) -> N
     assert "project folder" in run.error["next"]
 
 
+@pytest.mark.process
 def test_a_deleted_current_folder_is_said_to_be_missing(till: Till, folder: Path) -> None:
     gone = folder / "gone"
     gone.mkdir()
@@ -467,6 +470,7 @@ def test_verify_removes_temporary_files_killed_writers_left_in_the_store(
     assert fresh.exists(), "a fresh one may be a live process's intent about to be renamed"
 
 
+@pytest.mark.process
 def test_cat_into_a_reader_that_stops_early_ends_quietly(till: Till, folder: Path) -> None:
     (folder / "big.bin").write_bytes(os.urandom(8 << 20))
     head = till.json("watch", "--no-daemon")["head"]["id"]

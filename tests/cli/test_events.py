@@ -368,6 +368,7 @@ def test_follow_sends_the_backlog_then_waits_and_ends_at_the_limit(
         follower.stop()
 
 
+@pytest.mark.process
 def test_follow_ends_on_sigterm_with_the_interrupted_document(till: Till, folder: Path) -> None:
     _attach(till, folder)
     follower = Follower(till)
@@ -377,6 +378,7 @@ def test_follow_ends_on_sigterm_with_the_interrupted_document(till: Till, folder
     assert [json.loads(line)["error"]["name"] for line in rest] == ["interrupted"]
 
 
+@pytest.mark.process
 def test_follow_ends_quietly_when_its_reader_goes_away(till: Till, folder: Path) -> None:
     _attach(till, folder)
     proc = subprocess.Popen(

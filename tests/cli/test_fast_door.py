@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import Till
-from tests.helpers import make_project
+from tests.helpers import make_project, process_gone
 
 from tillage.core.paths import CONTROL_DIR
 from tillage.hosts.cli import fast, where
@@ -37,6 +37,8 @@ from tillage.hosts.cli.main import NotServableError, run_served
 from tillage.platform.identity import code_identity
 from tillage.verbs.registry import COMMANDS, verb_for_command
 from tillage.workspace import attach, watchstate
+
+pytestmark = pytest.mark.process  # real `till` processes, daemons or servers
 
 NOW = "2100-01-01T00:00:00Z"
 SCRIPT = Path(sys.executable).with_name("till")
@@ -518,11 +520,7 @@ def test_a_stale_socket_gives_the_local_answer_promptly(
 ) -> None:
     os.kill(watched["pid"], signal.SIGKILL)
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            os.kill(watched["pid"], 0)
-        except ProcessLookupError:
-            break
+    while not process_gone(watched["pid"]) and time.monotonic() < deadline:
         time.sleep(0.02)
     started = time.monotonic()
     run = script(till, "--json", "timeline")

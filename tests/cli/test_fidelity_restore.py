@@ -306,6 +306,7 @@ def _run(
     )
 
 
+@pytest.mark.process
 def test_a_read_only_folder_is_rewound_and_keeps_its_read_only_mode(
     unprivileged: tuple[list[str], Path],
 ) -> None:

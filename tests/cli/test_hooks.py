@@ -74,6 +74,7 @@ def attached(till: Till, folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.process
 def test_a_turn_end_hook_seals_a_snapshot_labelled_and_attributed(
     till: Till, attached: Path
 ) -> None:
@@ -95,6 +96,7 @@ def test_a_turn_end_hook_seals_a_snapshot_labelled_and_attributed(
     assert till.json("timeline", "--trigger", "hook")["snapshots"][0]["id"] == snap["id"]
 
 
+@pytest.mark.process
 def test_an_agent_or_turn_that_is_not_known_is_left_out_of_the_label(
     till: Till, attached: Path
 ) -> None:
@@ -103,6 +105,7 @@ def test_an_agent_or_turn_that_is_not_known_is_left_out_of_the_label(
     assert (snap["agent"], snap["turn"], snap["session"]) == (None, None, None)
 
 
+@pytest.mark.process
 def test_pre_turn_and_turn_end_mark_the_boundary_even_when_nothing_changed(
     till: Till, attached: Path
 ) -> None:
@@ -112,6 +115,7 @@ def test_pre_turn_and_turn_end_mark_the_boundary_even_when_nothing_changed(
     assert count(till) == before + 2
 
 
+@pytest.mark.process
 def test_the_agent_defaults_to_tillage_agent(till: Till, attached: Path) -> None:
     snap = ok(hook(till, "turn-end", env={"TILLAGE_AGENT": "codex"}))["snapshot"]
     assert snap["agent"] == "codex"
@@ -120,6 +124,7 @@ def test_the_agent_defaults_to_tillage_agent(till: Till, attached: Path) -> None
     assert flagged["snapshot"]["agent"] == "me"
 
 
+@pytest.mark.process
 def test_a_claude_code_payload_on_stdin_names_the_agent_session_and_tool(
     till: Till, attached: Path
 ) -> None:
@@ -135,6 +140,7 @@ def test_a_claude_code_payload_on_stdin_names_the_agent_session_and_tool(
     assert [s["id"] for s in session] == [snap["id"]]
 
 
+@pytest.mark.process
 def test_a_payload_too_big_to_read_whole_still_names_the_session(
     till: Till, attached: Path
 ) -> None:
@@ -144,6 +150,7 @@ def test_a_payload_too_big_to_read_whole_still_names_the_session(
     assert (snap["agent"], snap["session"]) == ("claude-code", CLAUDE_PAYLOAD["session_id"])
 
 
+@pytest.mark.process
 def test_flags_win_over_the_payload(till: Till, attached: Path) -> None:
     (attached / "a.txt").write_text("edited again")
     doc = ok(
@@ -163,6 +170,7 @@ def test_flags_win_over_the_payload(till: Till, attached: Path) -> None:
     assert (snap["agent"], snap["session"], doc["tool"]) == ("me", "s1", "Write")
 
 
+@pytest.mark.process
 def test_the_event_comes_from_the_payload_when_not_given(till: Till, attached: Path) -> None:
     stop = {**CLAUDE_PAYLOAD, "hook_event_name": "Stop"}
     del stop["tool_name"]
@@ -171,6 +179,7 @@ def test_the_event_comes_from_the_payload_when_not_given(till: Till, attached: P
     assert doc["snapshot"]["label"] == "hook turn-end agent=claude-code"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("garbage", ["", "   \n", "not json {", "[1, 2]", '"text"', "\x00\xff"])
 def test_a_payload_that_is_not_a_json_object_is_ignored(
     till: Till, attached: Path, garbage: str
@@ -181,6 +190,7 @@ def test_a_payload_that_is_not_a_json_object_is_ignored(
     assert doc["snapshot"]["session"] is None
 
 
+@pytest.mark.process
 def test_post_tool_with_nothing_changed_adds_no_snapshot(till: Till, attached: Path) -> None:
     head = newest(till)
     before = count(till)
@@ -191,6 +201,7 @@ def test_post_tool_with_nothing_changed_adds_no_snapshot(till: Till, attached: P
     assert count(till) == before
 
 
+@pytest.mark.process
 def test_post_tool_after_a_change_adds_one(till: Till, attached: Path) -> None:
     before = count(till)
     (attached / "src" / "b.py").write_text("x = 2\n")
@@ -202,6 +213,7 @@ def test_post_tool_after_a_change_adds_one(till: Till, attached: Path) -> None:
     assert count(till) == before + 1
 
 
+@pytest.mark.process
 def test_a_folder_that_is_not_attached_exits_0_and_creates_nothing(
     till: Till, folder: Path
 ) -> None:
@@ -225,6 +237,7 @@ def test_a_folder_that_is_not_attached_exits_0_and_creates_nothing(
     assert "Traceback" not in human.stderr
 
 
+@pytest.mark.process
 def test_a_bad_flag_or_event_is_exit_1_never_2(till: Till, attached: Path) -> None:
     unknown = hook(till, "turn-end", "--no-such-flag")
     assert unknown.code == 1, (unknown.code, unknown.stdout, unknown.stderr)
@@ -236,6 +249,7 @@ def test_a_bad_flag_or_event_is_exit_1_never_2(till: Till, attached: Path) -> No
     assert nothing.error["name"] == "invalid_argument"
 
 
+@pytest.mark.process
 def test_a_busy_workspace_answers_busy_quickly(till: Till, attached: Path) -> None:
     workspace_id = till.json("status")["id"]
     lock = till.home / "locks" / f"ws-{workspace_id}.lock"
@@ -252,6 +266,7 @@ def test_a_busy_workspace_answers_busy_quickly(till: Till, attached: Path) -> No
     assert took < 10
 
 
+@pytest.mark.process
 def test_a_hook_with_stdin_left_open_still_finishes(till: Till, attached: Path) -> None:
     with subprocess.Popen(
         [sys.executable, "-m", "tillage", "--json", "hook", "turn-end", "--agent", "bot"],
@@ -294,6 +309,7 @@ def _commands(doc: dict[str, Any], event: str) -> list[str]:
     return [h["command"] for g in doc["hooks"].get(event, []) for h in g["hooks"]]
 
 
+@pytest.mark.process
 def test_install_merges_into_claude_settings_keeping_everything(till: Till, attached: Path) -> None:
     settings = attached / ".claude" / "settings.json"
     settings.parent.mkdir()
@@ -319,6 +335,7 @@ def test_install_merges_into_claude_settings_keeping_everything(till: Till, atta
     assert settings.read_bytes() == first
 
 
+@pytest.mark.process
 def test_install_replaces_tillage_hooks_written_elsewhere_instead_of_adding_more(
     till: Till, attached: Path
 ) -> None:
@@ -332,6 +349,7 @@ def test_install_replaces_tillage_hooks_written_elsewhere_instead_of_adding_more
     assert len(stop) == 1 and shlex.quote(str(attached)) in stop[0]
 
 
+@pytest.mark.process
 def test_install_creates_the_settings_when_there_are_none(till: Till, attached: Path) -> None:
     doc = ok(hook(till, "install"))
     settings = attached / ".claude" / "settings.json"
@@ -340,6 +358,7 @@ def test_install_creates_the_settings_when_there_are_none(till: Till, attached: 
     assert set(merged["hooks"]) == {"UserPromptSubmit", "PostToolUse", "Stop"}
 
 
+@pytest.mark.process
 def test_installed_claude_hooks_work_from_another_folder(
     till: Till, attached: Path, tmp_path: Path
 ) -> None:
@@ -367,6 +386,7 @@ def test_installed_claude_hooks_work_from_another_folder(
     assert snap["session"] == CLAUDE_PAYLOAD["session_id"]
 
 
+@pytest.mark.process
 def test_install_over_settings_that_are_not_json_is_an_error_and_changes_nothing(
     till: Till, attached: Path
 ) -> None:
@@ -381,6 +401,7 @@ def test_install_over_settings_that_are_not_json_is_an_error_and_changes_nothing
     assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json"]
 
 
+@pytest.mark.process
 def test_install_never_writes_through_a_symlinked_claude_folder(
     till: Till, attached: Path, tmp_path: Path
 ) -> None:
@@ -393,6 +414,7 @@ def test_install_never_writes_through_a_symlinked_claude_folder(
     assert list(other.iterdir()) == []
 
 
+@pytest.mark.process
 def test_install_never_writes_through_a_symlinked_control_folder(
     till: Till, attached: Path, tmp_path: Path
 ) -> None:
@@ -405,6 +427,7 @@ def test_install_never_writes_through_a_symlinked_control_folder(
     assert list(other.iterdir()) == []
 
 
+@pytest.mark.process
 def test_install_needs_an_attached_workspace(till: Till, folder: Path) -> None:
     run = hook(till, "install")
     assert run.code == 1
@@ -412,12 +435,14 @@ def test_install_needs_an_attached_workspace(till: Till, folder: Path) -> None:
     assert not (folder / ".claude").exists()
 
 
+@pytest.mark.process
 def test_install_of_an_unknown_harness_is_refused(till: Till, attached: Path) -> None:
     run = hook(till, "install", "--agent", "vim")
     assert run.code == 1
     assert run.error["name"] == "invalid_argument"
 
 
+@pytest.mark.process
 def test_generic_scripts_run_from_anywhere_with_agent_and_turn_from_the_environment(
     till: Till, attached: Path, tmp_path: Path
 ) -> None:
@@ -462,6 +487,7 @@ def test_generic_scripts_run_from_anywhere_with_agent_and_turn_from_the_environm
     assert snap["session"] == CLAUDE_PAYLOAD["session_id"]
 
 
+@pytest.mark.process
 def test_generic_scripts_exit_0_even_when_till_fails(
     till: Till, attached: Path, tmp_path: Path
 ) -> None:
@@ -479,6 +505,7 @@ def test_generic_scripts_exit_0_even_when_till_fails(
     assert run.returncode == 0
 
 
+@pytest.mark.process
 def test_a_session_that_does_not_number_its_turns_is_numbered_by_its_pre_turn_hooks(
     till: Till, attached: Path
 ) -> None:

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tests.conftest import Till
 
 CRASH = (
@@ -69,6 +70,7 @@ def _crash(till: Till, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.process
 def test_an_internal_error_shows_no_traceback_without_debug(till: Till) -> None:
     proc = _crash(till, "--json", "watch", "--no-daemon")
     assert proc.returncode == 1
@@ -76,6 +78,7 @@ def test_an_internal_error_shows_no_traceback_without_debug(till: Till) -> None:
     assert '"name":"internal"' in proc.stdout
 
 
+@pytest.mark.process
 def test_an_internal_error_shows_the_traceback_with_debug(till: Till) -> None:
     proc = _crash(till, "--debug", "watch", "--no-daemon")
     assert proc.returncode == 1

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tests.conftest import Run, Till
 
 ANSI = "\x1b["
@@ -47,6 +48,7 @@ def attach(till: Till, folder: Path) -> str:
     return first
 
 
+@pytest.mark.process
 def test_the_timeline_shows_sizes_and_ages_for_people(till: Till, folder: Path) -> None:
     attach(till, folder)
     (folder / "big.bin").write_bytes(os.urandom(300_000))
@@ -63,6 +65,7 @@ def test_the_timeline_shows_sizes_and_ages_for_people(till: Till, folder: Path) 
     assert "ago" not in out  # a pinned clock decides what "ago" means
 
 
+@pytest.mark.process
 def test_diff_says_it_compares_a_snapshot_with_the_live_folder(till: Till, folder: Path) -> None:
     first = attach(till, folder)
     (folder / "a.txt").write_text("shorter")
@@ -77,6 +80,7 @@ def test_diff_says_it_compares_a_snapshot_with_the_live_folder(till: Till, folde
     assert doc["from_snapshot"]["id"] == first and doc["to_snapshot"] is None
 
 
+@pytest.mark.process
 def test_the_printed_commands_apply_a_dry_run_and_undo_the_rewind(till: Till, folder: Path) -> None:
     first = attach(till, folder)
     (folder / "a.txt").write_text("changed")
@@ -118,6 +122,7 @@ def test_a_bad_or_unknown_id_says_so_before_asking_for_yes(till: Till, folder: P
     assert "snapshot.bad_id" in human.stderr and "--yes" not in human.stderr.split("[")[0]
 
 
+@pytest.mark.process
 def test_colour_appears_only_where_asked(till: Till, folder: Path) -> None:
     attach(till, folder)
     assert ANSI not in run(till, "timeline").stdout  # a pipe
@@ -127,6 +132,7 @@ def test_colour_appears_only_where_asked(till: Till, folder: Path) -> None:
     assert ANSI not in run(till, "--json", "--color", "always", "timeline").stdout
 
 
+@pytest.mark.process
 def test_no_color_turns_colour_off_on_a_terminal(till: Till, folder: Path) -> None:
     attach(till, folder)
     assert ANSI in on_a_terminal(till, [sys.executable, "-m", "tillage", "timeline"], stdout=True)
@@ -167,6 +173,7 @@ def make_files(folder: Path, n: int) -> None:
         (folder / f"f{i:03}.txt").write_text(f"file {i}\n" * 100)
 
 
+@pytest.mark.process
 def test_a_slow_seal_shows_progress_on_a_terminal_and_ends_the_line(
     till: Till, folder: Path
 ) -> None:
@@ -177,6 +184,7 @@ def test_a_slow_seal_shows_progress_on_a_terminal_and_ends_the_line(
     assert shown.endswith("\n") or shown.endswith("\r\n")
 
 
+@pytest.mark.process
 def test_no_progress_on_a_pipe_or_under_json(till: Till, folder: Path) -> None:
     attach(till, folder)
     make_files(folder, 40)
@@ -194,6 +202,7 @@ def test_no_progress_on_a_pipe_or_under_json(till: Till, folder: Path) -> None:
     assert "sealing" not in shown and shown == ""
 
 
+@pytest.mark.process
 def test_a_rewind_at_a_terminal_shows_the_plan_then_asks(till: Till, folder: Path) -> None:
     first = attach(till, folder)
     (folder / "a.txt").write_text("changed")
@@ -225,6 +234,7 @@ def test_a_rewind_at_a_terminal_shows_the_plan_then_asks(till: Till, folder: Pat
     assert (folder / "a.txt").read_text() == "changed"
 
 
+@pytest.mark.process
 def test_every_verb_answers_people_in_sentences_not_raw_fields(till: Till, folder: Path) -> None:
     first = attach(till, folder)
     (folder / "big.bin").write_bytes(os.urandom(200_000))
@@ -252,6 +262,7 @@ def test_every_verb_answers_people_in_sentences_not_raw_fields(till: Till, folde
     assert pages["forget"].stdout.startswith("Forgot ")
 
 
+@pytest.mark.process
 def test_a_slow_rewind_shows_its_stages_on_a_terminal(till: Till, folder: Path) -> None:
     make_files(folder, 40)
     first = attach(till, folder)

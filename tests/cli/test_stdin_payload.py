@@ -177,6 +177,7 @@ def _till_script() -> str:
     return str(script) if script.exists() else ""
 
 
+@pytest.mark.process
 @needs_hook
 @pytest.mark.parametrize("door", ["module", "script"])
 def test_a_hook_whose_harness_leaves_stdin_open_still_finishes(

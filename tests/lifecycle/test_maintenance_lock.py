@@ -13,6 +13,8 @@ import pytest
 from tillage.errors import BusyError
 from tillage.platform.locks import holds_shared, maintenance_lock
 
+pytestmark = pytest.mark.process  # real `till` processes, daemons or servers
+
 HOLD = (
     "import sys, time\n"
     "from pathlib import Path\n"

@@ -62,6 +62,7 @@ def test_temporaries_locks_and_foreign_files_are_never_names(tmp_path: Path) -> 
     assert remote.get("refs/aa") == b"head 2"
 
 
+@pytest.mark.process
 def test_a_put_killed_at_any_moment_leaves_whole_names_only(tmp_path: Path) -> None:
     root = tmp_path / "remote"
     writer = textwrap.dedent(
@@ -103,6 +104,7 @@ def test_a_put_killed_at_any_moment_leaves_whole_names_only(tmp_path: Path) -> N
         assert remote.list("refs/") == ["refs/aa"]
 
 
+@pytest.mark.process
 def test_processes_racing_on_write_if_let_exactly_one_win(tmp_path: Path) -> None:
     root, go = tmp_path / "remote", tmp_path / "go"
     racer = textwrap.dedent(

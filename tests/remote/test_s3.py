@@ -368,6 +368,7 @@ print(json.dumps({"created": created, "increments": increments}))
 """
 
 
+@pytest.mark.process
 def test_two_processes_racing_write_if_never_both_win(
     s3_remote: S3Remote, s3_remote_env: Mapping[str, str]
 ) -> None:

@@ -30,6 +30,8 @@ from tillage.remote.ssh import SshRemote, ssh_command
 from tillage.remote.url import open_remote
 from tillage.remote.wire import MAX_PAYLOAD
 
+pytestmark = pytest.mark.process  # real `till` processes, daemons or servers
+
 MiB = 1024 * 1024
 BOUND = 15.0  # no failure below may take longer than this to be reported
 

@@ -31,6 +31,8 @@ from tillage.remote.wire import (
     split_names,
 )
 
+pytestmark = pytest.mark.process  # real `till` processes, daemons or servers
+
 
 @dataclass
 class Pipe:

@@ -167,6 +167,7 @@ def test_a_commit_id_is_the_hash_of_its_record(till: Till, project: Path) -> Non
     assert not body_holds_its_id({**bodies[0], "description": "rewritten"})
 
 
+@pytest.mark.process
 def test_the_agent_is_recorded_from_tillage_agent(till: Till, project: Path) -> None:
     import subprocess
     import sys

@@ -9,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Till
 from tests.sessions.conftest import commit_of, log_of
+
+pytestmark = pytest.mark.process  # real `till` processes, daemons or servers
 
 WRITERS = 6
 ROUNDS = 3

@@ -23,6 +23,8 @@ import pytest
 from tests.conftest import Till
 from tillage.workspace.sync_follow import interruptions_held
 
+pytestmark = pytest.mark.process  # real `till` processes, daemons or servers
+
 POLL = "0.2"
 
 

@@ -27,6 +27,8 @@ from tests.faults.harness import (
 from tests.sync.conftest import Machine, Site
 from tillage.crypto import RecoveryKey, name_of, open_document, seal_document
 
+pytestmark = pytest.mark.process  # real `till` processes, daemons or servers
+
 Machines = Callable[[Site], tuple[Machine, Machine]]
 KILL_TIMEOUT = 60.0
 

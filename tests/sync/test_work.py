@@ -130,6 +130,7 @@ def test_a_failing_command_is_pushed_and_its_status_is_works(
     assert again["result"] == result and record.parent == pushed
 
 
+@pytest.mark.process
 def test_works_on_different_result_refs_at_once_never_contend(
     tmp_path: Path, till: Till, folder: Path, tmp: Path
 ) -> None:

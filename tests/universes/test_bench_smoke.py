@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.process
 def test_the_universes_benchmark_runs_at_a_tiny_scale(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILLAGE_")}
     out = tmp_path / "results.json"

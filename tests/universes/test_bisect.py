@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Till
 from tests.helpers import manifest
 
@@ -200,6 +202,7 @@ def test_limit_answers_the_narrowed_range_and_how_to_go_on(till: Till, folder: P
     assert leftovers(till, folder) == []
 
 
+@pytest.mark.process
 def test_a_check_killed_or_above_127_aborts_with_the_probes_so_far(
     till: Till, folder: Path
 ) -> None:
@@ -228,6 +231,7 @@ def test_human_page_names_the_first_bad_snapshot_and_the_diff_to_run(
     assert f"till diff {ids[1][:12]} --to {ids[2][:12]}" in run.stdout
 
 
+@pytest.mark.process
 def test_ctrl_c_during_a_probe_removes_the_probe_folder(till: Till, folder: Path) -> None:
     build(till, folder, ["ok", "ok", "fail"])
     before = manifest(folder)

@@ -158,6 +158,7 @@ def test_claims_are_shared_by_a_workspace_and_its_forks(till: Till, project: Pat
     assert [c["owner"] for c in _live(till, alpha)] == ["bob"]
 
 
+@pytest.mark.process
 def test_of_processes_claiming_overlapping_globs_at_once_exactly_one_wins(
     till: Till, project: Path
 ) -> None:

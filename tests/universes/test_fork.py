@@ -235,6 +235,7 @@ def test_a_file_that_changed_during_the_copy_gets_no_row(tmp_path: Path) -> None
     assert seeder.rows == {}
 
 
+@pytest.mark.process
 def test_two_forks_of_one_name_at_once_make_one_fork_and_one_conflict(
     till: Till, project: Path
 ) -> None:

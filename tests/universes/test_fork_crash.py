@@ -13,6 +13,8 @@ from tests.conftest import Till
 from tests.faults.harness import CRASH_SCRIPT
 from tests.helpers import manifest
 
+pytestmark = pytest.mark.process  # real `till` processes, daemons or servers
+
 FORK_FAILPOINTS = (
     "fork.after_copy",
     "fork.after_snapshot",

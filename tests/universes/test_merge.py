@@ -414,6 +414,7 @@ def test_merge_errors(till: Till, folder: Path, base: str, user_home: Path) -> N
     assert sorted(os.listdir(other)) == [".tillage", "x.txt"]  # the other folder is untouched
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_check_leaves_no_scratch_copy_and_lands_nothing(
     till: Till, folder: Path, base: str, tmp_path: Path, sig: int

@@ -167,6 +167,7 @@ def _forget_last_look(till: Till, project: Path) -> None:
     state.unlink(missing_ok=True)
 
 
+@pytest.mark.process
 def test_concurrent_looks_announce_each_transition_once(till: Till, project: Path) -> None:
     alpha = make_fork(till, project, "alpha")
     beta = make_fork(till, project, "beta")

@@ -23,6 +23,7 @@ def test_one_word_runs_through_the_shell_and_several_are_argv(tmp_path: Path) ->
     assert (argv.exit_code, argv.output) == (0, "$((40 + 2)) a;b\n")
 
 
+@pytest.mark.process
 def test_exit_statuses_read_like_a_shell(tmp_path: Path) -> None:
     assert run_command(("exit 7",), tmp_path).exit_code == 7
     killed = run_command(("kill -TERM $$",), tmp_path)
@@ -220,6 +221,7 @@ def test_exec_plan_creates_nothing(till: Till, project: Path) -> None:
     assert bad.error["code"] == -32066
 
 
+@pytest.mark.process
 def test_an_interrupted_run_stops_its_command_and_what_it_started(
     till: Till, project: Path
 ) -> None:
@@ -273,6 +275,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.process
 def test_an_interrupted_exec_stops_every_universes_command(till: Till, project: Path) -> None:
     import subprocess
     import sys

@@ -114,6 +114,7 @@ def test_try_outside_a_workspace_is_not_attached(till: Till) -> None:
     assert run.error["name"] == "workspace.not_attached"
 
 
+@pytest.mark.process
 def test_an_interrupted_try_seals_what_the_command_did_so_far(till: Till, project: Path) -> None:
     proc = subprocess.Popen(
         [

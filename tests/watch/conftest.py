@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Till
+from tests.helpers import process_gone  # noqa: F401  (the watch tests import it from here)
 from tillage.workspace import watchstate
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.watch.conftest import WatchTill, daemon_pids, wait_for
+from tests.watch.conftest import WatchTill, daemon_pids, process_gone, wait_for
 from tillage.workspace import watchstate
 
 
@@ -24,7 +24,7 @@ def test_the_watcher_stops_when_its_folder_is_gone(
         shutil.rmtree(folder)
     else:
         folder.rename(tmp_path / "moved")
-    wait_for("the watcher to stop", lambda: pid not in daemon_pids(wtill.home))
+    wait_for("the watcher to stop", lambda: process_gone(pid))
     assert not watchstate.is_watching(wtill.home, workspace_id)
     if how == "moved":
         wtill.cwd = tmp_path / "moved"
