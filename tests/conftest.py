@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.hypothesis_profiles import load_profile
+
 
 @dataclass
 class Run:
@@ -35,6 +37,9 @@ class Run:
         body = self.doc["error"]
         assert isinstance(body, dict)
         return body
+
+
+load_profile(os.environ)  # before any test module is imported: settings are fixed then
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -213,7 +218,8 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
 
 
 # The servers of the sync tests (a real sshd, moto on 127.0.0.1), registered here once so a whole
-# run starts at most one of each, and only when a test asks for it. (A star import: pytest
+# run starts at most one of each (per xdist worker), and only when a test asks for it; their
+# modules import obstore and the remotes only inside the fixtures. (A star import: pytest
 # refuses `pytest_plugins` below the top conftest, and a conftest lower down would register
 # session fixtures of its own.)
 from tests.remote.s3_server import *  # noqa: E402, F403

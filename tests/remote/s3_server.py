@@ -25,14 +25,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import obstore
 import pytest
-from obstore.store import S3Store
 
 from tests.helpers import free_port
 from tillage.platform.names import random_hex
 from tillage.remote.base import Remote
-from tillage.remote.s3 import S3Remote
+
+# Every test run imports this module (the top conftest registers its fixtures), a pure property
+# test's too: obstore and the S3 remote are imported by the fixtures that use them.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from obstore.store import S3Store
 
 __all__ = ["s3_remote", "s3_remote_env", "s3_server"]
 
@@ -86,6 +89,8 @@ class MotoServer:
 
     def raw_store(self, bucket: str) -> S3Store:
         """A plain obstore store on `bucket`, for the tests' own setup and inspection."""
+        from obstore.store import S3Store
+
         return S3Store(
             bucket,
             endpoint=self.endpoint,
@@ -105,6 +110,8 @@ class MotoServer:
     def remove_bucket(self, bucket: str) -> None:
         """Deletes `bucket` and everything in it, so a session's tests do not pile up in
         moto's memory (a 64 MiB object each)."""
+        import obstore
+
         store = self.raw_store(bucket)
         keys = [meta["path"] for page in obstore.list(store, None) for meta in page]
         for start in range(0, len(keys), 1000):
@@ -191,6 +198,8 @@ def s3_remote(s3_server: MotoServer, s3_remote_env: Mapping[str, str]) -> Iterat
     """A fresh S3Remote: a bucket of its own, names under the key prefix `sync/remote`."""
     bucket = f"tillage-{random_hex(8)}"
     s3_server.create_bucket(bucket)
+    from tillage.remote.s3 import S3Remote
+
     remote = S3Remote.from_url(f"s3://{bucket}/sync/remote", s3_remote_env)
     yield remote
     remote.close()

@@ -58,11 +58,18 @@ def test_seek_is_exact_when_seqs_have_gaps(tmp_path: Path) -> None:
         assert _seqs_after(log, after) == [s for s in every if s > after], after
 
 
+@pytest.fixture(scope="session")
+def large_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 100,000-record log, written once per session (read only by the tests using it)."""
+    path = tmp_path_factory.mktemp("large-log") / "publication.log"
+    _write_log(path, 100_000)
+    return path
+
+
 def test_seek_on_a_large_log_reads_a_few_lines_not_all_of_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    large_log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = PublicationLog(tmp_path / "publication.log")
-    _write_log(log.path, 100_000)
+    log = PublicationLog(large_log)
     parsed = 0
     real = ev.parse_line
 
