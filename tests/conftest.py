@@ -8,6 +8,7 @@ import io
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -45,7 +46,13 @@ load_profile(os.environ)  # before any test module is imported: settings are fix
 def pytest_configure(config: pytest.Config) -> None:
     """One seed for the kill campaigns per run, chosen before any test module is imported and
     handed to the xdist workers through the environment, so they all collect the same tests:
-    0 under CI (the same answer every time), else a random one (shown in the header)."""
+    0 under CI (the same answer every time), else a random one (shown in the header).
+
+    A run started in the background of a shell without job control (`cmd &` in a script,
+    nohup) inherits SIGINT ignored, and so would every process a test starts, where Python
+    then raises no KeyboardInterrupt: the tests of Ctrl-C take the default back."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if not os.environ.get("TILLAGE_KILL_SEED"):
         seed = 0 if os.environ.get("CI") else random.randrange(10**4)
         os.environ["TILLAGE_KILL_SEED"] = str(seed)
