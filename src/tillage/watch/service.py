@@ -250,7 +250,9 @@ class WatchService:
 
         self.seal_attempts += 1
         try:
-            ws = require_workspace(self.home, self.root, self.user_home)
+            # Never the one to put a removed pointer back: this runs on every quiet moment,
+            # also while the folder is being deleted (see find_workspace).
+            ws = require_workspace(self.home, self.root, self.user_home, restore_pointer=False)
         except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
             _log(f"cannot open the workspace: {self.last_error}")

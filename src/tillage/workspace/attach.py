@@ -186,8 +186,9 @@ def _attach_lock(store: Store, root: Path) -> Path:
     return store.locks_dir / f"attach-{digest}.lock"
 
 
-def _find(store: Store, start: Path) -> Workspace | None:
-    """Finds the attached workspace holding `start`: by pointer walking up, else by catalog."""
+def _find(store: Store, start: Path, *, restore_pointer: bool = True) -> Workspace | None:
+    """Finds the attached workspace holding `start`: by pointer walking up, else by catalog
+    (which puts a removed pointer back, unless `restore_pointer` is False)."""
     for folder in (start, *start.parents):
         state = _control_state(folder)
         if state == "unsafe":
@@ -207,8 +208,8 @@ def _find(store: Store, start: Path) -> Workspace | None:
             # fall through to the catalog, which knows the folders really attached.
         row = store.workspace_by_root(str(folder))
         if row is not None:
-            # The pointer was removed (e.g. `git clean -fdx`): put it back.
-            write_pointer(folder, row.id)
+            if restore_pointer:  # the pointer was removed (e.g. `git clean -fdx`): put it back
+                write_pointer(folder, row.id)
             return Workspace(row.id, folder, store)
     return None
 
@@ -217,12 +218,16 @@ def _holds_pointer(root: Path, workspace_id: str) -> bool:
     return root.is_dir() and _read_pointer(root) == workspace_id
 
 
-def find_workspace(home: Path, folder: Path, store: Store | None = None) -> Workspace | None:
+def find_workspace(
+    home: Path, folder: Path, store: Store | None = None, *, restore_pointer: bool = True
+) -> Workspace | None:
     """Returns the attached workspace holding `folder`, or None (opens no store if none exists).
 
     A long-lived door (the MCP server) passes the `store` it keeps open, so a call pays no
     store start-up; it stays open either way. An interrupted rewind of the workspace is
-    finished first (INV-7).
+    finished first (INV-7). A removed pointer is put back unless `restore_pointer` is False:
+    the watcher, which looks on every seal, must not write into a folder being deleted (`rm
+    -rf` of the folder would find `.tillage/` made again and fail, "Directory not empty").
     """
     if not folder.is_dir():
         return None
@@ -233,7 +238,7 @@ def find_workspace(home: Path, folder: Path, store: Store | None = None) -> Work
     else:
         opened = store
     root = folder.resolve()
-    found = _find(opened, root)
+    found = _find(opened, root, restore_pointer=restore_pointer)
     if found is None:
         if store is None:
             opened.close()
@@ -245,12 +250,17 @@ def find_workspace(home: Path, folder: Path, store: Store | None = None) -> Work
 
 
 def require_workspace(
-    home: Path, folder: Path, home_dir: Path | None = None, store: Store | None = None
+    home: Path,
+    folder: Path,
+    home_dir: Path | None = None,
+    store: Store | None = None,
+    *,
+    restore_pointer: bool = True,
 ) -> Workspace:
     """Returns the attached workspace holding `folder`; folder_missing when the folder is gone,
-    workspace.not_attached otherwise. `store`: one the caller keeps open (find_workspace)."""
+    workspace.not_attached otherwise. `store` and `restore_pointer`: see find_workspace."""
     require_folder(folder)
-    found = find_workspace(home, folder, store)
+    found = find_workspace(home, folder, store, restore_pointer=restore_pointer)
     if found is None:
         reason = refusal(folder, home_dir, home)
         if reason is not None:

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
     user_home = _user_home()
     try:
-        ws = require_workspace(home, root, user_home)
+        ws = require_workspace(home, root, user_home, restore_pointer=False)
     except TillageError as err:
         sys.stderr.write(f"till watcher: {err.message} ({err.next})\n")
         return 1
@@ -165,7 +165,7 @@ def _warm_up(home: Path, root: Path, user_home: Path | None) -> None:
     from tillage.workspace.trees import cache_trees
 
     with contextlib.suppress(OSError, TillageError):
-        ws = require_workspace(home, root, user_home)
+        ws = require_workspace(home, root, user_home, restore_pointer=False)
         try:
             head = ws.store.head(ws.id)
             if head is not None:
