@@ -298,7 +298,9 @@ class Contract(Generic[Req, Res]):
 
     def describe(self) -> dict[str, Any]:
         """Returns the contract as the JSON `till contracts` prints."""
-        errors = sorted({*self.errors, *SHARED_ERRORS}, key=lambda e: -e.code)
+        # Codes high to low; errors sharing a code (a shared code and its named cases) by name,
+        # so the listing does not follow the order classes happen to be imported in.
+        errors = sorted({*self.errors, *SHARED_ERRORS}, key=lambda e: (-e.code, e.name))
         return {
             "verb": self.name,
             "since": self.since,
