@@ -52,7 +52,8 @@ REWIND_FAILPOINTS = (
     "rewind.before_intent_removed",
 )
 
-# A gc's durable steps (workspace/gc.py, store/sweep.py): its fact is published before the first.
+# A gc's durable steps (features/lifecycle/gc.py, store/sweep.py): its fact is published
+# before the first.
 GC_FAILPOINTS = (
     "gc.after_publish",
     "gc.after_copy",

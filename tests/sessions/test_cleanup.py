@@ -10,9 +10,9 @@ import pytest
 
 from tests.conftest import Till
 from tests.sessions.conftest import commit_of, log_of, snapshot_count
+from tillage.features.sessions.sessions import create_session_snapshot
 from tillage.platform import clock
 from tillage.workspace.attach import find_workspace
-from tillage.workspace.sessions import create_session_snapshot
 
 DAY_NS = 86_400 * 1_000_000_000
 

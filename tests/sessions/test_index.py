@@ -52,9 +52,9 @@ def test_a_commit_applied_by_another_reader_first_is_counted_once(
 ) -> None:
     """A reader's catch_up may apply a record between its append and the writer's own apply
     (it reads the log without the publish lock): the session's count moves once."""
+    from tillage.features.sessions.sessions import create_session_snapshot
     from tillage.platform import failpoints
     from tillage.workspace.attach import find_workspace
-    from tillage.workspace.sessions import create_session_snapshot
 
     ws = find_workspace(till.home, project)
     assert ws is not None

@@ -1,4 +1,4 @@
-"""The harness seam (workspace/sessions.py): create_session_snapshot, session_log and a
+"""The harness seam (features/sessions/sessions.py): create_session_snapshot, session_log and a
 subscription that yields each new commit as it is created, by this process or another."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Till
+from tillage.features.sessions.errors import BadSessionIdError
+from tillage.features.sessions.sessions import create_session_snapshot, follow_commits, session_log
 from tillage.store.store import SessionCommitRow
 from tillage.workspace.attach import Workspace, find_workspace
-from tillage.workspace.session_errors import BadSessionIdError
-from tillage.workspace.sessions import create_session_snapshot, follow_commits, session_log
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ import pytest
 from tests.conftest import Till
 from tillage.core import codec
 from tillage.crypto import RecoveryKey, name_of, open_object
+from tillage.features.sync.engine import read_ref
 from tillage.remote.directory import DirectoryRemote
 from tillage.store.packs import decode_record
-from tillage.workspace.sync import read_ref
 
 
 def published(tmp_path: Path, till: Till, folder: Path) -> tuple[Path, str, str]:

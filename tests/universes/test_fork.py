@@ -214,7 +214,7 @@ def test_the_first_seal_in_a_fresh_fork_reads_no_unchanged_file(till: Till, proj
 
 
 def test_a_file_that_changed_during_the_copy_gets_no_row(tmp_path: Path) -> None:
-    from tillage.workspace.fork_copy import Seeder
+    from tillage.features.forks.copy import Seeder
     from tillage.workspace.pathindex import PathIndex, stat_facts
 
     f = tmp_path / "f"

@@ -107,10 +107,10 @@ def test_a_fork_that_fails_to_copy_answers_an_error_and_leaves_nothing(
 ) -> None:
     import errno
 
+    from tillage.features.forks.errors import ForkCopyError
+    from tillage.features.forks.fork import create_fork
     from tillage.platform import failpoints
     from tillage.workspace.attach import find_workspace
-    from tillage.workspace.fork import create_fork
-    from tillage.workspace.fork_errors import ForkCopyError
 
     def unreadable() -> None:
         raise PermissionError(errno.EACCES, "Permission denied", str(project / "secret"))

@@ -13,10 +13,10 @@ import pytest
 
 from tillage.core.merge_plan import plan_merge
 from tillage.core.models import EntryKind
+from tillage.features.merge.merge import merge_snapshot, three_way
 from tillage.platform import failpoints
 from tillage.platform.failpoints import FailpointCrashError
 from tillage.workspace.attach import attach
-from tillage.workspace.merge import merge_snapshot, three_way
 from tillage.workspace.recovery import intent_path, recover_if_interrupted
 from tillage.workspace.seal import SealOptions, seal
 from tillage.workspace.trees import flatten

@@ -391,8 +391,8 @@ def test_changed_paths_are_the_non_folder_paths_a_full_diff_finds(old: Any, new:
 def test_a_look_that_dies_before_recording_itself_announces_again_and_loses_nothing(
     till: Till, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from tillage.features.radar import radar
     from tillage.store.store import Store
-    from tillage.workspace import radar
 
     alpha = make_fork(till, project, "alpha")
     beta = make_fork(till, project, "beta")
@@ -424,9 +424,9 @@ def test_a_look_that_dies_before_recording_itself_announces_again_and_loses_noth
 def test_a_look_after_a_change_in_a_fork_announces_for_the_family_and_never_fails(
     till: Till, project: Path
 ) -> None:
+    from tillage.features.radar import radar
     from tillage.platform.locks import file_lock
     from tillage.store.store import Store
-    from tillage.workspace import radar
 
     alpha = make_fork(till, project, "alpha")
     inner = make_fork(till, alpha, "inner")

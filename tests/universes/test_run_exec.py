@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import Till
 from tillage.errors import InvalidArgumentError
+from tillage.platform.commands import run_command
 from tillage.platform.launch import Launch
-from tillage.workspace.commands import run_command
 
 
 def test_one_word_runs_through_the_shell_and_several_are_argv(tmp_path: Path) -> None:

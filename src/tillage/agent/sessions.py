@@ -63,9 +63,9 @@ class Sessions:
         same commit value `create_session_snapshot` returns; from the moment of this call
         (a commit made before the first `next` is not missed), until `stop` (a
         threading.Event) is set. Blocks between commits."""
+        from tillage.features.sessions.sessions import follow_commits
         from tillage.verbs.sessions import commit_info
         from tillage.workspace.attach import require_workspace
-        from tillage.workspace.sessions import follow_commits
 
         s = self._settings
         ws = require_workspace(s.home, s.folder, s.user_home)

@@ -2,7 +2,7 @@
 
 Pure: the payload is text in, attribution out; Claude Code's settings are a parsed document in
 and a merged document out. The file work (locks, atomic writes, symlink refusals) lives in
-tillage.workspace.agent_hooks.
+tillage.features.hooks.hooks.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def _remove_stale_temp_files(store: Store) -> None:
     if store.read_only:
         return
     now = time.time()
-    # `radar/` holds each fork family's last look (workspace/radar.py).
+    # `radar/` holds each fork family's last look (features/radar/radar.py).
     for folder in (store.home, store.intents_dir, store.log.path.parent, store.home / "radar"):
         if not folder.is_dir():
             continue

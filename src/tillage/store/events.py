@@ -38,8 +38,9 @@ UNIVERSE_EVENTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "release": ("released", "workspace", ("id", "pattern", "owner")),
 }
 
-# Facts about agent sessions (workspace/sessions.py): each is the event `session`, its detail's
-# `action` telling which: `start` (a baseline commit), `commit`, `end` or `removed` (cleanup).
+# Facts about agent sessions (features/sessions/sessions.py): each is the event `session`,
+# its detail's `action` telling which: `start` (a baseline commit), `commit`, `end` or
+# `removed` (cleanup).
 SESSION_RECORDS = ("session_commit", "session_ended", "session_removed")
 
 # Every event kind (CONTRACT.md: `till events`); the ones that are not facts are appended.

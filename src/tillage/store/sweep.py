@@ -1,6 +1,6 @@
 """Reclaiming the bytes no kept snapshot needs (INV-14).
 
-The caller names every object that must stay (the mark, `workspace/gc.py`) and holds the
+The caller names every object that must stay (the mark, `features/lifecycle/gc.py`) and holds the
 store's maintenance lock exclusively. A pack with nothing live is deleted; a pack whose garbage
 reaches the threshold is rewritten: its live records are copied verbatim (they verify on their
 own, INV-3) into new packs, the new packs are made durable, the index is moved to them in one

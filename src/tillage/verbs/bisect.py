@@ -5,18 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tillage.errors import BusyError, IntegrityError
-from tillage.platform.errors import DiskFullError
-from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
-from tillage.verbs.invoke import Context
-from tillage.verbs.views import SnapshotInfo, snapshot_info
-from tillage.workspace.bisect_errors import (
+from tillage.features.bisect.errors import (
     BisectAbortedError,
     BisectBadPassesError,
     BisectGoodFailsError,
     BisectRangeError,
     BisectUntestableEndError,
 )
+from tillage.platform.errors import DiskFullError
+from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import SnapshotInfo, snapshot_info
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class BisectResult:
 
 
 def bisect(ctx: Context, req: BisectRequest) -> BisectResult:
-    from tillage.workspace import bisect as bs
+    from tillage.features.bisect import bisect as bs
 
     done = bs.bisect(
         ctx.workspace,

@@ -36,8 +36,8 @@ class EstimateResult:
 
 
 def estimate(ctx: Context, req: EstimateRequest) -> EstimateResult:
-    from tillage.workspace.estimate import estimate as run
-    from tillage.workspace.estimate import process_startup_seconds
+    from tillage.features.lifecycle.estimate import estimate as run
+    from tillage.features.lifecycle.estimate import process_startup_seconds
 
     # A seal runs in a `till` process that starts up first: this one's start-up measures that
     # (a call served by a long-lived process has no start-up of its own to measure).

@@ -6,6 +6,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tillage.errors import BusyError, TillageError
+from tillage.features.forks.errors import (
+    BadDestinationError,
+    DestinationExistsError,
+    ForkCopyError,
+    ForkExistsError,
+    ForkFolderMissingError,
+    ForkHasForksError,
+    ForkNotFoundError,
+    InvalidForkNameError,
+    NotTheForkError,
+)
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
 from tillage.verbs.contract import (
     Audience,
@@ -19,17 +30,6 @@ from tillage.verbs.contract import (
 )
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import SnapshotInfo, snapshot_info
-from tillage.workspace.fork_errors import (
-    BadDestinationError,
-    DestinationExistsError,
-    ForkCopyError,
-    ForkExistsError,
-    ForkFolderMissingError,
-    ForkHasForksError,
-    ForkNotFoundError,
-    InvalidForkNameError,
-    NotTheForkError,
-)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class ForkResult:
 
 
 def _fork_info(ws: Any, ran: Any = None, made: Any = None) -> ForkInfo:
-    from tillage.workspace.fork_ops import PORT_BASE
+    from tillage.features.forks.ops import PORT_BASE
 
     forked = made if made is not None else ran.made
     row = forked.row if forked is not None else ran.row
@@ -92,7 +92,7 @@ def _fork_info(ws: Any, ran: Any = None, made: Any = None) -> ForkInfo:
         head = ran.head.id if ran.head is not None else None
         index = ran.index
     else:
-        from tillage.workspace.fork import fork_index
+        from tillage.features.forks.fork import fork_index
 
         head = forked.head.id
         index = fork_index(ws.store, row)
@@ -153,7 +153,7 @@ class ForkRequest:
 
 
 def fork(ctx: Context, req: ForkRequest) -> ForkResult:
-    from tillage.workspace.fork_errors import ForkExistsError
+    from tillage.features.forks.errors import ForkExistsError
 
     if req.name is not None:
         return _fork_named(ctx, req, req.name)
@@ -187,7 +187,7 @@ def _fork_named(ctx: Context, req: ForkRequest, name: str) -> ForkResult:
     ws = ctx.workspace
     destination = _destination(ctx, req.destination)
     if req.command:
-        from tillage.workspace.fork_ops import run_in_fork
+        from tillage.features.forks.ops import run_in_fork
 
         ran = run_in_fork(
             ws,
@@ -200,7 +200,7 @@ def _fork_named(ctx: Context, req: ForkRequest, name: str) -> ForkResult:
             launch=ctx.settings.launch,
         )
         return ForkResult(_fork_info(ws, ran=ran))
-    from tillage.workspace.fork import create_fork
+    from tillage.features.forks.fork import create_fork
 
     made = create_fork(ws, name, destination=destination, at=req.at, on_progress=ctx.on_progress)
     return ForkResult(_fork_info(ws, made=made))
@@ -242,9 +242,9 @@ class ForksResult:
 
 
 def forks(ctx: Context, req: ForksRequest) -> ForksResult:
+    from tillage.features.forks.listing import list_forks
+    from tillage.features.radar.radar import conflicts_by_fork
     from tillage.platform.clock import rfc3339
-    from tillage.workspace.fork_list import list_forks
-    from tillage.workspace.radar import conflicts_by_fork
 
     ws = ctx.workspace
     listing = list_forks(ws, with_disk=not req.no_disk)
@@ -302,8 +302,8 @@ class ForkRemoveResult:
 
 
 def fork_remove(ctx: Context, req: ForkRemoveRequest) -> ForkRemoveResult:
+    from tillage.features.forks.ops import remove_fork
     from tillage.watch import daemon
-    from tillage.workspace.fork_ops import remove_fork
 
     home = ctx.workspace.store.home
     done = remove_fork(
@@ -330,8 +330,8 @@ def _remove_needs_yes(req: ForkRemoveRequest) -> bool:
 
 def _validate_remove(ctx: Context, req: ForkRemoveRequest) -> None:
     """An unknown or invalid name is answered before asking for --yes."""
-    from tillage.workspace.fork import require_fork
-    from tillage.workspace.fork_ops import check_expected_root
+    from tillage.features.forks.fork import require_fork
+    from tillage.features.forks.ops import check_expected_root
 
     check_expected_root(require_fork(ctx.workspace, req.name), _destination(ctx, req.destination))
 
@@ -359,7 +359,7 @@ class RunRequest:
 
 
 def run(ctx: Context, req: RunRequest) -> ForkResult:
-    from tillage.workspace.fork_ops import run_in_fork
+    from tillage.features.forks.ops import run_in_fork
 
     ran = run_in_fork(
         ctx.workspace,
@@ -429,7 +429,7 @@ class ExecResult:
 
 
 def exec_(ctx: Context, req: ExecRequest) -> ExecResult:
-    from tillage.workspace import fork_ops
+    from tillage.features.forks import ops as fork_ops
 
     ws = ctx.workspace
     if req.plan:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tillage.errors import BusyError, InvalidArgumentError
+from tillage.features.hooks.errors import InvalidAgentSettingsError, UnsafeSettingsDirError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import SnapshotInfo, snapshot_info
 from tillage.workspace.errors import UnsafeControlDirError
-from tillage.workspace.hook_errors import InvalidAgentSettingsError, UnsafeSettingsDirError
 
 # Declared here (not imported from the feature module) so listing contracts stays cheap.
 INSTALL = "install"
@@ -112,7 +112,7 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
         return answer(None, False, None)
 
     from tillage.core.agent_hooks import hook_label
-    from tillage.workspace.agent_hooks import seal_hook, session_turn
+    from tillage.features.hooks.hooks import seal_hook, session_turn
     from tillage.workspace.seal import SealOptions
 
     turn = req.turn if req.turn is not None else session_turn(ws, session, event)
@@ -140,7 +140,7 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
 
 def _install(ctx: Context, req: HookRequest) -> HookResult:
     from tillage.core.agent_hooks import CLAUDE_AGENT, HARNESSES
-    from tillage.workspace.agent_hooks import install_claude_code, install_generic, till_command
+    from tillage.features.hooks.hooks import install_claude_code, install_generic, till_command
     from tillage.workspace.attach import require_workspace
 
     harness = req.agent or CLAUDE_AGENT

@@ -205,7 +205,7 @@ def _invoke(
     if contract.event is not None:
         _announce(contract.event, ctx, request, result)
     if contract.effect is not Effect.READ and ctx.workspace is not None:
-        from tillage.workspace.radar import look_for_collisions
+        from tillage.features.radar.radar import look_for_collisions
 
         look_for_collisions(ctx.workspace.store, ctx.workspace.id)
     return result

@@ -13,8 +13,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from tillage.features.lifecycle.gc import GcOutcome
     from tillage.store.store import Store
-    from tillage.workspace.gc import GcOutcome
 
 
 # -- gc ----------------------------------------------------------------------------------------
@@ -62,8 +62,8 @@ def _nothing(dry_run: bool) -> GcResult:
 
 
 def gc(ctx: Context, req: GcRequest) -> GcResult:
+    from tillage.features.lifecycle.gc import collect
     from tillage.store.store import Store
-    from tillage.workspace.gc import collect
 
     if not Store.exists(ctx.settings.home):
         return _nothing(req.dry_run)  # no store: nothing to collect, and none is created
@@ -124,8 +124,8 @@ class RetentionResult:
 def retention(ctx: Context, req: RetentionRequest) -> RetentionResult:
     from dataclasses import replace as with_fields
 
+    from tillage.features.lifecycle.gc import retention_of
     from tillage.store.store import Store
-    from tillage.workspace.gc import retention_of
 
     given = {
         name: _duration(f"--{name.replace('_', '-')}", text)
@@ -199,7 +199,7 @@ class BudgetResult:
 def budget_document(store: Store, enforced: GcResult | None = None) -> BudgetResult:
     """The budget as `till budget` and `till status` tell it; what holds the bytes is listed
     only when the store is over (it cannot get under without removing what is protected)."""
-    from tillage.workspace.budget import holders, state
+    from tillage.features.lifecycle.budget import holders, state
 
     now = state(store)
     held = (
@@ -219,8 +219,8 @@ def budget_document(store: Store, enforced: GcResult | None = None) -> BudgetRes
 
 
 def budget(ctx: Context, req: BudgetRequest) -> BudgetResult:
+    from tillage.features.lifecycle.budget import enforce, limits_of
     from tillage.store.store import Store
-    from tillage.workspace.budget import enforce, limits_of
 
     given = {
         key: _size(flag, text)
@@ -252,7 +252,7 @@ def budget(ctx: Context, req: BudgetRequest) -> BudgetResult:
 def _budget_without_store(ctx: Context) -> BudgetResult:
     import os
 
-    from tillage.workspace.budget import DEFAULT_MAX, DEFAULT_RESERVE
+    from tillage.features.lifecycle.budget import DEFAULT_MAX, DEFAULT_RESERVE
 
     free = 0
     for folder in (ctx.settings.home, *ctx.settings.home.parents):

@@ -5,22 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tillage.errors import BusyError, IntegrityError
-from tillage.platform.errors import DiskFullError
-from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, ToolSpec, Verb, param
-from tillage.verbs.invoke import Context
-from tillage.verbs.views import ChangeInfo, change_infos
-from tillage.workspace.fork_errors import (
+from tillage.features.forks.errors import (
     ForkFolderMissingError,
     ForkNotFoundError,
     InvalidForkNameError,
     NotTheForkError,
 )
-from tillage.workspace.merge_errors import (
+from tillage.features.merge.errors import (
     MergeRequestError,
     MergeStoppedError,
     NoCommonAncestorError,
 )
+from tillage.platform.errors import DiskFullError
+from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, ToolSpec, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import ChangeInfo, change_infos
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from tillage.core.merge_plan import Conflict
     from tillage.core.models import Entry
-    from tillage.workspace.merge import MergeOutcome
+    from tillage.features.merge.merge import MergeOutcome
 
 # Exit status of a merge that completed but landed nothing (CONTRACT.md: global rules).
 LANDED_NOTHING = 3
@@ -168,7 +168,7 @@ def result_of(outcome: MergeOutcome) -> MergeResult:
 
 
 def merge(ctx: Context, req: MergeRequest) -> MergeResult:
-    from tillage.workspace import merge as mg
+    from tillage.features.merge import merge as mg
 
     mg.check_request(req.name, req.snapshot, req.base)
     launch = ctx.settings.launch
@@ -197,7 +197,7 @@ def merge(ctx: Context, req: MergeRequest) -> MergeResult:
 
 def _validate(_ctx: Context, req: MergeRequest) -> None:
     from tillage.errors import InvalidArgumentError
-    from tillage.workspace.merge import check_request
+    from tillage.features.merge.merge import check_request
 
     check_request(req.name, req.snapshot, req.base)
     if req.check is not None and not req.check.strip():

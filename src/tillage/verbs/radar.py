@@ -5,11 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tillage.errors import AmbiguousError, BusyError, IntegrityError
-from tillage.platform.errors import DiskFullError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
-from tillage.verbs.invoke import Context
-from tillage.verbs.views import SnapshotInfo, snapshot_info
-from tillage.workspace.claim_errors import (
+from tillage.features.radar.claim_errors import (
     BadOwnerError,
     BadPatternError,
     BadTtlError,
@@ -17,6 +13,10 @@ from tillage.workspace.claim_errors import (
     ClaimNotFoundError,
     ClaimNotOwnerError,
 )
+from tillage.platform.errors import DiskFullError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import SnapshotInfo, snapshot_info
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,8 +69,8 @@ class RadarResult:
 
 
 def radar(ctx: Context, req: RadarRequest) -> RadarResult:
-    from tillage.workspace.claims import covering, listing
-    from tillage.workspace.radar import observe_scan
+    from tillage.features.radar.claims import covering, listing
+    from tillage.features.radar.radar import observe_scan
 
     ws = ctx.workspace
     scanned_id, scanned = ws.id, str(ws.root)
@@ -146,7 +146,7 @@ class ClaimResult:
 
 
 def claim(ctx: Context, req: ClaimRequest) -> ClaimResult:
-    from tillage.workspace.claims import take
+    from tillage.features.radar.claims import take
 
     taken = take(ctx.workspace, req.pattern, req.owner, req.ttl_seconds)
     return ClaimResult(claim=_claim_info(taken.claim), renewed=taken.renewed)
@@ -164,7 +164,7 @@ class ClaimsResult:
 
 
 def claims(ctx: Context, req: ClaimsRequest) -> ClaimsResult:
-    from tillage.workspace.claims import listing
+    from tillage.features.radar.claims import listing
 
     return ClaimsResult(claims=tuple(_claim_info(c) for c in listing(ctx.workspace)))
 
@@ -182,7 +182,7 @@ class ReleaseResult:
 
 
 def release(ctx: Context, req: ReleaseRequest) -> ReleaseResult:
-    from tillage.workspace.claims import release as release_claim
+    from tillage.features.radar.claims import release as release_claim
 
     return ReleaseResult(released=_claim_info(release_claim(ctx.workspace, req.claim, req.owner)))
 
@@ -223,7 +223,7 @@ class TryResult:
 
 
 def try_run(ctx: Context, req: TryRequest) -> TryResult:
-    from tillage.workspace.trying import try_command
+    from tillage.features.radar.trying import try_command
 
     tried = try_command(
         ctx.workspace,

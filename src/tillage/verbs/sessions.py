@@ -2,7 +2,7 @@
 
 `till session start | record | end | log | diff | revert | cleanup | changelog` and `till
 sessions`. A commit names the snapshot that holds the session's state then, the commit before
-it, and what changed; the commits are facts in the store's log (workspace/sessions.py).
+it, and what changed; the commits are facts in the store's log (features/sessions/sessions.py).
 """
 
 from __future__ import annotations
@@ -10,12 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tillage.errors import BusyError, IntegrityError
-from tillage.platform.errors import DiskFullError
-from tillage.store.errors import SnapshotNotFoundError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
-from tillage.verbs.invoke import Context
-from tillage.verbs.views import ChangeInfo, change_infos
-from tillage.workspace.session_errors import (
+from tillage.features.sessions.errors import (
     BadCleanupLimitError,
     BadCommitIdError,
     BadDescriptionError,
@@ -23,6 +18,11 @@ from tillage.workspace.session_errors import (
     CommitAmbiguousError,
     CommitNotFoundError,
 )
+from tillage.platform.errors import DiskFullError
+from tillage.store.errors import SnapshotNotFoundError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import ChangeInfo, change_infos
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def _commit_result(done: Any) -> SessionCommitResult:
 
 
 def session_start(ctx: Context, req: SessionCommitRequest) -> SessionCommitResult:
-    from tillage.workspace.sessions import start
+    from tillage.features.sessions.sessions import start
 
     return _commit_result(
         start(ctx.workspace, req.session, req.description, agent=ctx.settings.agent)
@@ -159,7 +159,7 @@ def session_start(ctx: Context, req: SessionCommitRequest) -> SessionCommitResul
 
 
 def session_record(ctx: Context, req: SessionCommitRequest) -> SessionCommitResult:
-    from tillage.workspace.sessions import record
+    from tillage.features.sessions.sessions import record
 
     return _commit_result(
         record(ctx.workspace, req.session, req.description, agent=ctx.settings.agent)
@@ -167,7 +167,7 @@ def session_record(ctx: Context, req: SessionCommitRequest) -> SessionCommitResu
 
 
 def session_end(ctx: Context, req: SessionCommitRequest) -> SessionCommitResult:
-    from tillage.workspace.sessions import record
+    from tillage.features.sessions.sessions import record
 
     done = record(ctx.workspace, req.session, req.description, agent=ctx.settings.agent, end=True)
     return _commit_result(done)
@@ -199,7 +199,7 @@ class SessionLogResult:
 
 
 def session_log(ctx: Context, req: SessionLogRequest) -> SessionLogResult:
-    from tillage.workspace.sessions import session_log as log
+    from tillage.features.sessions.sessions import session_log as log
 
     rows = log(ctx.workspace, req.session)
     return SessionLogResult(session=req.session, commits=tuple(commit_info(r) for r in rows))
@@ -244,8 +244,8 @@ class SessionsResult:
 
 
 def sessions(ctx: Context, req: SessionsRequest) -> SessionsResult:
+    from tillage.features.sessions.sessions import list_sessions
     from tillage.platform.clock import rfc3339
-    from tillage.workspace.sessions import list_sessions
 
     return SessionsResult(
         sessions=tuple(
@@ -296,7 +296,7 @@ class SessionDiffResult:
 
 
 def session_diff(ctx: Context, req: SessionDiffRequest) -> SessionDiffResult:
-    from tillage.workspace.sessions import commit_changes, resolve_commit
+    from tillage.features.sessions.sessions import commit_changes, resolve_commit
 
     ws = ctx.workspace
     commit = resolve_commit(ws, req.commit)
@@ -351,7 +351,7 @@ class SessionChangelogResult:
 
 
 def session_changelog(ctx: Context, req: SessionChangelogRequest) -> SessionChangelogResult:
-    from tillage.workspace.sessions import changelog
+    from tillage.features.sessions.sessions import changelog
 
     ws = ctx.workspace
     entries = []
@@ -432,7 +432,7 @@ class SessionRevertResult:
 
 
 def session_revert(ctx: Context, req: SessionRevertRequest) -> SessionRevertResult:
-    from tillage.workspace.sessions import revert
+    from tillage.features.sessions.sessions import revert
 
     done = revert(
         ctx.workspace,
@@ -459,7 +459,7 @@ def session_revert(ctx: Context, req: SessionRevertRequest) -> SessionRevertResu
 
 def _validate_revert(ctx: Context, req: SessionRevertRequest) -> None:
     """A bad, unknown or ambiguous commit is answered before asking for --yes."""
-    from tillage.workspace.sessions import resolve_commit
+    from tillage.features.sessions.sessions import resolve_commit
 
     resolve_commit(ctx.workspace, req.commit)
 
@@ -498,7 +498,7 @@ class SessionCleanupResult:
 
 
 def session_cleanup(ctx: Context, req: SessionCleanupRequest) -> SessionCleanupResult:
-    from tillage.workspace.sessions import cleanup
+    from tillage.features.sessions.sessions import cleanup
 
     rows = cleanup(
         ctx.workspace,

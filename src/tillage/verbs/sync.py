@@ -10,11 +10,7 @@ from dataclasses import dataclass, field
 
 from tillage.crypto import BadKeyError
 from tillage.errors import BusyError, IntegrityError, InvalidArgumentError
-from tillage.remote.errors import BadRemoteUrlError, RemoteProtocolError, RemoteUnavailableError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
-from tillage.verbs.invoke import Context
-from tillage.verbs.views import SnapshotInfo, snapshot_info
-from tillage.workspace.sync_errors import (
+from tillage.features.sync.errors import (
     LeaseExpiredError,
     LeaseHeldError,
     NotARemoteError,
@@ -23,14 +19,18 @@ from tillage.workspace.sync_errors import (
     RemoteExistsError,
     UnknownRemoteError,
 )
+from tillage.remote.errors import BadRemoteUrlError, RemoteProtocolError, RemoteUnavailableError
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.invoke import Context
+from tillage.verbs.views import SnapshotInfo, snapshot_info
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from tillage.features.sync.engine import PullOutcome
+    from tillage.features.sync.follow import Follower
     from tillage.workspace.attach import Workspace
-    from tillage.workspace.sync import PullOutcome
-    from tillage.workspace.sync_follow import Follower
 
 TRANSPORT_ERRORS = (
     RemoteUnavailableError,
@@ -84,9 +84,9 @@ class RemoteAddResult:
 
 def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
     from tillage.crypto import RecoveryKey
+    from tillage.features.sync import remotes
+    from tillage.features.sync.engine import ensure_config, open_for
     from tillage.remote.url import remote_kind
-    from tillage.workspace import remotes
-    from tillage.workspace.sync import ensure_config, open_for
 
     remote_kind(req.url)  # a bad URL is refused before anything else
     if (
@@ -150,7 +150,7 @@ class RemoteListResult:
 
 
 def remote_list(ctx: Context, req: RemoteListRequest) -> RemoteListResult:
-    from tillage.workspace import remotes
+    from tillage.features.sync import remotes
 
     ws = ctx.workspace
     return RemoteListResult(
@@ -212,8 +212,7 @@ def _check_ref(ref: str) -> None:
 
 
 def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
-    from tillage.workspace import remotes
-    from tillage.workspace import sync as engine
+    from tillage.features.sync import engine, remotes
 
     if req.follow:
         return _follow(ctx, req)
@@ -266,9 +265,9 @@ def _landing(pulled: PullOutcome, ws: Workspace, remote: str, ref: str) -> str:
 
 
 def _follow(ctx: Context, req: SyncRequest) -> Follower:
-    """`sync --follow`: a stream of cycle reports (workspace/sync_follow.py)."""
-    from tillage.workspace import remotes
-    from tillage.workspace.sync_follow import MIN_POLL_SECONDS, Follower
+    """`sync --follow`: a stream of cycle reports (features/sync/follow.py)."""
+    from tillage.features.sync import remotes
+    from tillage.features.sync.follow import MIN_POLL_SECONDS, Follower
 
     if req.push or req.pull or req.bootstrap:
         raise InvalidArgumentError(
@@ -325,9 +324,8 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
     from pathlib import Path
 
     from tillage.crypto import RecoveryKey
+    from tillage.features.sync import engine, remotes
     from tillage.remote.url import remote_kind
-    from tillage.workspace import remotes
-    from tillage.workspace import sync as engine
     from tillage.workspace.attach import attach
     from tillage.workspace.seal import SealOptions, seal
 
@@ -429,10 +427,10 @@ class WorkResult:
 
 def work(ctx: Context, req: WorkRequest) -> WorkResult:
     from tillage.crypto import RecoveryKey
+    from tillage.features.sync import remotes
+    from tillage.features.sync.work import work as run_work
+    from tillage.platform.commands import argv_of
     from tillage.remote.url import remote_kind
-    from tillage.workspace import remotes
-    from tillage.workspace.commands import argv_of
-    from tillage.workspace.sync_work import work as run_work
 
     remote_kind(req.remote)
     _check_ref(req.ref)

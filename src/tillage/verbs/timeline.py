@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tillage.errors import BusyError, InvalidArgumentError, NotFoundError, TillageError
+from tillage.features.lifecycle.errors import BytesDroppedError, SnapshotPartialError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
 from tillage.verbs.contract import (
     Contract,
@@ -25,7 +26,6 @@ from tillage.verbs.views import (
     snapshot_info,
 )
 from tillage.verbs.wire import ByteStream
-from tillage.workspace.gc_errors import BytesDroppedError, SnapshotPartialError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

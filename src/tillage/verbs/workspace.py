@@ -293,7 +293,7 @@ def status(ctx: Context, req: StatusRequest) -> StatusResult:
 
 
 def _budget(store: Any) -> BudgetInfo:
-    from tillage.workspace.budget import holders, state
+    from tillage.features.lifecycle.budget import holders, state
 
     now = state(store, exact=False)  # an index query and a statvfs: status stays cheap
     held = (
@@ -386,7 +386,7 @@ def forget(ctx: Context, req: ForgetRequest) -> ForgetResult:
     if control.is_dir() and not control.is_symlink():
         shutil.rmtree(control, ignore_errors=True)
     if req.purge:
-        from tillage.workspace.remotes import forget_remotes
+        from tillage.features.sync.remotes import forget_remotes
 
         forget_remotes(ws.store, ws.id)  # its remotes' keys go with it
         note = f"dropped this folder's timeline ({count} snapshots) from the store"

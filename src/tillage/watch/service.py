@@ -243,8 +243,8 @@ class WatchService:
         """One seal through the normal path (the workspace lock serialises it with the CLI);
         an unchanged folder publishes nothing."""
         from tillage.errors import BusyError
+        from tillage.features.radar.radar import look_for_collisions
         from tillage.workspace.attach import require_workspace
-        from tillage.workspace.radar import look_for_collisions
         from tillage.workspace.recovery import recover_if_interrupted
         from tillage.workspace.seal import SealOptions, seal
 

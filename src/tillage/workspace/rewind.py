@@ -228,7 +228,7 @@ def finish_interrupted(
     """
     intent = _read_intent(ws)
     if intent is not None and intent.get("op") == "merge":
-        from tillage.workspace.merge_land import finish_merge
+        from tillage.features.merge.land import finish_merge
 
         finish_merge(ws, intent)
         return

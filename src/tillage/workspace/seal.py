@@ -180,7 +180,7 @@ def seal_result(
 def _keep_budget(store: Store) -> None:
     """Enforces the store's budget after a seal; the seal stands whatever happens here (a gc
     another process runs, a full disk): `till status` tells a store that stays over."""
-    from tillage.workspace.budget import check_after_seal
+    from tillage.features.lifecycle.budget import check_after_seal
 
     with contextlib.suppress(TillageError, OSError):
         check_after_seal(store)

@@ -132,7 +132,7 @@ WARM_MODULES = (
     "tillage.verbs.wire",
     "tillage.workspace.seal",
     "tillage.workspace.rewind",
-    "tillage.workspace.agent_hooks",
+    "tillage.features.hooks.hooks",
     "tillage.core.rewind_plan",
     "tillage.core.treediff",
     "tillage.store.events",

@@ -25,19 +25,19 @@ from pathlib import Path
 
 from tillage.core.bisect import Search, Verdict, verdict_of
 from tillage.errors import InvalidArgumentError
-from tillage.platform.folders import remove_tree
-from tillage.platform.launch import Launch
-from tillage.platform.locks import file_lock, is_held
-from tillage.platform.names import random_hex
-from tillage.store.store import SnapshotRow, Store
-from tillage.workspace.attach import Workspace
-from tillage.workspace.bisect_errors import (
+from tillage.features.bisect.errors import (
     BisectAbortedError,
     BisectBadPassesError,
     BisectGoodFailsError,
     BisectRangeError,
     BisectUntestableEndError,
 )
+from tillage.platform.folders import remove_tree
+from tillage.platform.launch import Launch
+from tillage.platform.locks import file_lock, is_held
+from tillage.platform.names import random_hex
+from tillage.store.store import SnapshotRow, Store
+from tillage.workspace.attach import Workspace
 
 AREA_PREFIX = "bisect-"
 LOCK_SUFFIX = ".lock"
@@ -89,7 +89,7 @@ def bisect(
 ) -> Bisected:
     """Finds the first snapshot between `good` (default: the oldest of the line) and `bad`
     (default: the workspace's present, sealed first) where `command` fails."""
-    from tillage.workspace.commands import argv_of
+    from tillage.platform.commands import argv_of
     from tillage.workspace.timeline import resolve
 
     argv_of(command)  # an empty command is invalid_argument, before anything is sealed
@@ -264,8 +264,8 @@ class _Area:
     def run(self, row: SnapshotRow, command: tuple[str, ...], launch: Launch | None) -> Probe:
         """Writes `row` into a fresh folder (named as the workspace), runs the check there,
         sets the folder aside for removal."""
-        from tillage.workspace.commands import run_command
-        from tillage.workspace.fork import materialize
+        from tillage.features.forks.fork import materialize
+        from tillage.platform.commands import run_command
 
         dest = self.path / self.folder_name
         try:

@@ -12,10 +12,10 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from tillage.platform.commands import argv_of, run_command
 from tillage.platform.launch import Launch
 from tillage.store.store import SnapshotRow
 from tillage.workspace.attach import Workspace
-from tillage.workspace.commands import argv_of, run_command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -27,11 +27,11 @@ from tillage.core.agent_hooks import (
     merge_claude_settings,
 )
 from tillage.core.paths import CONTROL_DIR
+from tillage.features.hooks.errors import InvalidAgentSettingsError, UnsafeSettingsDirError
 from tillage.platform.fs import atomic_write_at
 from tillage.store.store import SessionCommitRow, SnapshotRow
 from tillage.workspace.attach import Workspace
 from tillage.workspace.errors import UnsafeControlDirError
-from tillage.workspace.hook_errors import InvalidAgentSettingsError, UnsafeSettingsDirError
 from tillage.workspace.seal import SealOptions, seal_locked, workspace_lock
 
 # How long a hook waits for another tillage process (the watcher sealing, a rewind) to let go of
@@ -55,9 +55,10 @@ class HookSeal:
     commit: SessionCommitRow | None = None
 
 
-# Which hooks extend the session's changelog (workspace/sessions.py), and how: a turn's first
-# hook starts the chain (its baseline is the folder before the agent's first turn), its end
-# records what the turn changed. A tool's hook does not: a turn is the unit of a changelog.
+# Which hooks extend the session's changelog (features/sessions/sessions.py), and how: a
+# turn's first hook starts the chain (its baseline is the folder before the agent's first
+# turn), its end records what the turn changed. A tool's hook does not: a turn is the unit
+# of a changelog.
 SESSION_STEPS = {"pre-turn": "start", "turn-end": "record"}
 
 
@@ -76,7 +77,7 @@ def seal_hook(ws: Workspace, options: SealOptions, *, event: str | None = None) 
         row = seal_locked(ws, options)
         commit = None
         if step is not None and session and session_id_problem(session) is None:
-            from tillage.workspace.sessions import chain_locked
+            from tillage.features.sessions.sessions import chain_locked
 
             prev = ws.store.session_head(ws.id, session)
             done = chain_locked(

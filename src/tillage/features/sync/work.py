@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tillage.errors import TillageError
+from tillage.features.sync.errors import RefMissingError
+from tillage.features.sync.remotes import RemoteConfig
 from tillage.workspace.attach import Workspace
-from tillage.workspace.remotes import RemoteConfig
-from tillage.workspace.sync_errors import RefMissingError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,9 +75,9 @@ def work(
     """Runs `command` on the snapshot `in_ref` names and pushes its result to `out_ref` (see
     the module docstring). The command's failure is its status, not an error; a failure of
     the remote or the push is the error, after the folder is removed (unless `keep`)."""
+    from tillage.features.sync import engine
+    from tillage.platform.commands import argv_of, run_command
     from tillage.store.store import Store
-    from tillage.workspace import sync as engine
-    from tillage.workspace.commands import argv_of, run_command
     from tillage.workspace.seal import SealOptions
 
     argv_of(command)  # an empty command is refused before anything is made
@@ -160,9 +160,9 @@ def _prepare(
     first snapshot (when this store knows it nowhere else), the path index seeded with what was
     written so the seal after the command reads only what the command changed."""
     from tillage.core import codec
+    from tillage.features.forks.fork import materialize
     from tillage.workspace import pathindex
     from tillage.workspace.attach import attach
-    from tillage.workspace.fork import materialize
 
     rows = materialize(store, _row_of(store, input_id), folder)
     ws = attach(home, folder, user_home).workspace

@@ -27,16 +27,16 @@ from tillage.crypto import (
     verify_key_check,
 )
 from tillage.errors import IntegrityError
-from tillage.remote.errors import RemoteMissingError
-from tillage.workspace.attach import Workspace
-from tillage.workspace.remotes import RemoteConfig, machine_id
-from tillage.workspace.sync_errors import (
+from tillage.features.sync.errors import (
     LeaseExpiredError,
     LeaseHeldError,
     NotARemoteError,
     PullFirstError,
     RefMissingError,
 )
+from tillage.features.sync.remotes import RemoteConfig, machine_id
+from tillage.remote.errors import RemoteMissingError
+from tillage.workspace.attach import Workspace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

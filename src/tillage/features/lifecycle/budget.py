@@ -12,8 +12,8 @@ from tillage.platform.locks import SHARED_WAIT, holds_shared
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from tillage.features.lifecycle.gc import GcOutcome
     from tillage.store.store import Store
-    from tillage.workspace.gc import GcOutcome
 
 DEFAULT_MAX = 20 << 30
 AFTER_SEAL_WAIT = 2.0
@@ -80,8 +80,8 @@ def state(store: Store, *, exact: bool = True) -> BudgetState:
 def holders(store: Store) -> list[Holder]:
     """The snapshots a budget may never remove (heads, pins, fork bases, sessions, undo
     points): what holds the bytes when a store cannot get under its budget."""
+    from tillage.features.lifecycle.gc import protected, retention_of
     from tillage.platform import clock
-    from tillage.workspace.gc import protected, retention_of
 
     guard = protected(store, clock.now_ns(), retention_of(store))
     out = []
@@ -101,8 +101,8 @@ def enforce(store: Store, *, wait: float = SHARED_WAIT) -> GcOutcome | None:
     now = state(store)
     if holds_shared() or not now.over_budget:
         return None
+    from tillage.features.lifecycle.gc import collect
     from tillage.store.sweep import REWRITE_THRESHOLD
-    from tillage.workspace.gc import collect
 
     total: GcOutcome | None = None
     for step in _steps(now):

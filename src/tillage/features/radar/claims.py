@@ -19,18 +19,18 @@ from dataclasses import dataclass
 
 from tillage.core import globs
 from tillage.errors import AmbiguousError, echo
-from tillage.platform import clock
-from tillage.platform.locks import file_lock
-from tillage.platform.names import random_hex
-from tillage.store.store import ClaimRow, Store
-from tillage.workspace.attach import Workspace
-from tillage.workspace.claim_errors import (
+from tillage.features.radar.claim_errors import (
     BadOwnerError,
     BadTtlError,
     ClaimHeldError,
     ClaimNotFoundError,
     ClaimNotOwnerError,
 )
+from tillage.platform import clock
+from tillage.platform.locks import file_lock
+from tillage.platform.names import random_hex
+from tillage.store.store import ClaimRow, Store
+from tillage.workspace.attach import Workspace
 from tillage.workspace.family import root_of
 
 # A crashed agent's claim must not block the others for long: an hour unless told otherwise.

@@ -14,19 +14,9 @@ from pathlib import Path
 
 from tillage.core.paths import CONTROL_DIR
 from tillage.errors import InvalidArgumentError, echo
-from tillage.platform import failpoints
-from tillage.platform.clone import plan_tree, probe, rename_noreplace
-from tillage.platform.fs import fsync_dir
-from tillage.platform.launch import Launch
-from tillage.store.store import ForkRow, SnapshotRow
-from tillage.workspace.attach import Workspace
-from tillage.workspace.commands import (
-    CommandOutcome,
-    argv_of,
-    run_command,
-    stop_group,
-)
-from tillage.workspace.fork import (
+from tillage.features.forks.copy import copy_skip
+from tillage.features.forks.errors import ForkExistsError, ForkHasForksError, NotTheForkError
+from tillage.features.forks.fork import (
     Forked,
     _remove_folder,
     check_name,
@@ -41,8 +31,18 @@ from tillage.workspace.fork import (
     require_fork_folder,
     trash_path,
 )
-from tillage.workspace.fork_copy import copy_skip
-from tillage.workspace.fork_errors import ForkExistsError, ForkHasForksError, NotTheForkError
+from tillage.platform import failpoints
+from tillage.platform.clone import plan_tree, probe, rename_noreplace
+from tillage.platform.commands import (
+    CommandOutcome,
+    argv_of,
+    run_command,
+    stop_group,
+)
+from tillage.platform.fs import fsync_dir
+from tillage.platform.launch import Launch
+from tillage.store.store import ForkRow, SnapshotRow
+from tillage.workspace.attach import Workspace
 
 PORT_BASE = 3000
 MAX_UNIVERSES = 64

@@ -31,11 +31,7 @@ from tillage.core.sessions import (
     tree_changes,
 )
 from tillage.errors import echo
-from tillage.platform import clock
-from tillage.store.errors import SnapshotNotFoundError
-from tillage.store.store import SessionCommitRow, SessionRow, SnapshotRow, Store
-from tillage.workspace.attach import Workspace
-from tillage.workspace.session_errors import (
+from tillage.features.sessions.errors import (
     BadCleanupLimitError,
     BadCommitIdError,
     BadDescriptionError,
@@ -43,6 +39,10 @@ from tillage.workspace.session_errors import (
     CommitAmbiguousError,
     CommitNotFoundError,
 )
+from tillage.platform import clock
+from tillage.store.errors import SnapshotNotFoundError
+from tillage.store.store import SessionCommitRow, SessionRow, SnapshotRow, Store
+from tillage.workspace.attach import Workspace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

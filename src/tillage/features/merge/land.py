@@ -27,11 +27,11 @@ from tillage.core.models import ContentKind, Entry, EntryFlag, EntryKind
 from tillage.core.paths import ancestors, fs_decode, join
 from tillage.core.progress import ProgressFn
 from tillage.errors import TillageError
+from tillage.features.merge.errors import MergeStoppedError
 from tillage.platform import clock, failpoints
 from tillage.platform.folders import remove_temp_files
 from tillage.store.store import ObjectWriter, SnapshotRow, Store
 from tillage.workspace.attach import Workspace
-from tillage.workspace.merge_errors import MergeStoppedError
 from tillage.workspace.seal import SealOptions, seal_locked
 from tillage.workspace.trees import flatten
 

@@ -30,18 +30,9 @@ from pathlib import Path
 
 from tillage.core.progress import ProgressFn
 from tillage.errors import BusyError, echo
-from tillage.platform import failpoints
-from tillage.platform.clone import CopyStats, rename_noreplace
-from tillage.platform.errors import DiskFullError
-from tillage.platform.folders import remove_tree, syncfs
-from tillage.platform.fs import atomic_write, fsync_dir, raise_if_disk_full
-from tillage.platform.locks import file_lock, is_held
-from tillage.platform.names import random_hex
-from tillage.store.store import ForkRow, SnapshotRow, Store
-from tillage.workspace import fork_copy, pathindex
-from tillage.workspace.attach import Workspace, write_pointer
-from tillage.workspace.fork_copy import Seeder, copy_live, materialized_stats
-from tillage.workspace.fork_errors import (
+from tillage.features.forks import copy as fork_copy
+from tillage.features.forks.copy import Seeder, copy_live, materialized_stats
+from tillage.features.forks.errors import (
     BadDestinationError,
     DestinationExistsError,
     ForkCopyError,
@@ -51,6 +42,16 @@ from tillage.workspace.fork_errors import (
     InvalidForkNameError,
     NotTheForkError,
 )
+from tillage.platform import failpoints
+from tillage.platform.clone import CopyStats, rename_noreplace
+from tillage.platform.errors import DiskFullError
+from tillage.platform.folders import remove_tree, syncfs
+from tillage.platform.fs import atomic_write, fsync_dir, raise_if_disk_full
+from tillage.platform.locks import file_lock, is_held
+from tillage.platform.names import random_hex
+from tillage.store.store import ForkRow, SnapshotRow, Store
+from tillage.workspace import pathindex
+from tillage.workspace.attach import Workspace, write_pointer
 from tillage.workspace.maintenance import using_store
 from tillage.workspace.pathindex import PathIndex, Row
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tillage.crypto import RecoveryKey
+from tillage.features.sync.errors import RemoteExistsError, UnknownRemoteError
 from tillage.platform.fs import atomic_write
 from tillage.platform.locks import file_lock
 from tillage.platform.names import random_hex
-from tillage.workspace.sync_errors import RemoteExistsError, UnknownRemoteError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -29,14 +29,14 @@ from tillage.core.paths import CONTROL_DIR, fs_decode, join
 from tillage.core.progress import ProgressFn
 from tillage.core.textmerge import MAX_MERGE_BYTES, merge_text
 from tillage.core.treediff import diff_entry
+from tillage.features.merge.errors import MergeRequestError, NoCommonAncestorError
+from tillage.features.merge.land import Tell, drifted, manifests_for, rewrite_tree
 from tillage.platform import clock
 from tillage.platform.launch import Launch
 from tillage.store.errors import SnapshotNotFoundError
 from tillage.store.store import ObjectWriter, SnapshotRow, Store
 from tillage.workspace.attach import Workspace
 from tillage.workspace.maintenance import using_store
-from tillage.workspace.merge_errors import MergeRequestError, NoCommonAncestorError
-from tillage.workspace.merge_land import Tell, drifted, manifests_for, rewrite_tree
 from tillage.workspace.recovery import recover_if_interrupted
 from tillage.workspace.seal import SealOptions, seal, seal_result, workspace_lock
 from tillage.workspace.trees import read_file_bytes
@@ -95,7 +95,7 @@ def merge_fork(
 ) -> MergeOutcome:
     """Merges the live fork `name` of `ws` into it: the fork's base is the ancestor (it moves
     to the state merged, so the next merge counts from there)."""
-    from tillage.workspace.fork import open_fork, require_fork, require_fork_folder
+    from tillage.features.forks.fork import open_fork, require_fork, require_fork_folder
 
     row = require_fork(ws, name)
     base = ws.store.snapshot(row.base)
@@ -391,7 +391,7 @@ def _merge(
         return outcome(ran=ran)
     if not land:
         return outcome(ran=ran)
-    from tillage.workspace import merge_land
+    from tillage.features.merge import land as merge_land
 
     with workspace_lock(ws):
         moved = drifted(ws.root, land, o)
@@ -437,7 +437,7 @@ def run_check(
     folder copied (fast drivers first) beside the workspace, the merge applied there. The copy
     is removed however the check ends."""
     from tillage.platform.clone import copy_tree
-    from tillage.workspace.commands import run_command
+    from tillage.platform.commands import run_command
     from tillage.workspace.rewind import apply_to_copy
 
     holder = _scratch_holder(ws)

@@ -14,10 +14,10 @@ from tillage.core import codec
 from tillage.core.models import EntryKind
 from tillage.core.paths import CONTROL_DIR, fs_decode, join
 from tillage.core.treediff import diff_entry
+from tillage.features.forks.fork import finish_pending, fork_index, holds_pointer
 from tillage.platform.folders import regular_files
 from tillage.store.store import ForkRow, SnapshotRow, Store
 from tillage.workspace.attach import Workspace
-from tillage.workspace.fork import finish_pending, fork_index, holds_pointer
 from tillage.workspace.trees import flatten
 
 _FS_IOC_FIEMAP = 0xC020660B

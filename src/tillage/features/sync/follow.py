@@ -23,16 +23,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tillage.errors import TillageError
+from tillage.features.sync.errors import RefMissingError
+from tillage.features.sync.remotes import RemoteConfig
 from tillage.workspace.attach import Workspace
-from tillage.workspace.remotes import RemoteConfig
-from tillage.workspace.sync_errors import RefMissingError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from tillage.workspace.sync import PullOutcome
+    from tillage.features.sync.engine import PullOutcome
 
 DEFAULT_POLL_SECONDS = 2.0
 MIN_POLL_SECONDS = 0.05
@@ -118,8 +118,8 @@ class Follower:
 
     def cycle(self, number: int) -> dict[str, Any]:
         """One pull, then a push when the folder moved; an error ends the cycle as its report."""
+        from tillage.features.sync import engine
         from tillage.platform import clock
-        from tillage.workspace import sync as engine
 
         report: dict[str, Any] = {
             "cycle": number,

@@ -1,0 +1,1 @@
+"""Bisecting a timeline: probing snapshots with a command in throwaway folders."""

@@ -1,0 +1,1 @@
+"""Universes: making, copying, listing, running in and removing forks."""

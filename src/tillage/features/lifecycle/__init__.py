@@ -1,0 +1,1 @@
+"""The store's lifecycle: gc, retention, the space budget and estimates."""

@@ -1,0 +1,1 @@
+"""Merging a fork back three-way and landing the result."""

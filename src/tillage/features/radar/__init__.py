@@ -1,0 +1,1 @@
+"""Seeing two universes touch the same path: the radar, claims, and `try`."""

@@ -1,0 +1,1 @@
+"""Per-session changelogs: commits, diffs and reverts of an agent session."""

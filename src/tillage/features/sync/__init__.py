@@ -1,0 +1,1 @@
+"""Sync: a workspace's remotes, push, pull, follow and work across machines."""
