@@ -7,8 +7,8 @@ from pathlib import Path
 
 import tillage
 from tests.faults.harness import GC_FAILPOINTS, REWIND_FAILPOINTS, SEAL_FAILPOINTS
-from tests.universes.test_fork_crash import FORK_FAILPOINTS, REMOVE_FAILPOINTS
-from tests.universes.test_merge import MERGE_FAILPOINTS
+from tests.forks.test_fork_crash import FORK_FAILPOINTS, REMOVE_FAILPOINTS
+from tests.merge.test_merge import MERGE_FAILPOINTS
 
 
 def _marked_failpoints() -> set[str]:
@@ -33,7 +33,7 @@ def test_every_failpoint_in_the_code_is_exercised_by_a_fault_test() -> None:
     assert marked, "no failpoints found: has the marking changed?"
     # rewind.after_staging comes before the intent: it has its own test, in which the folder
     # is left as it was rather than finished.
-    # A fork's and a fork removal's are crashed at in tests/universes/test_fork_crash.py, a
+    # A fork's and a fork removal's are crashed at in tests/forks/test_fork_crash.py, a
     # gc's in tests/faults/test_gc_crashes.py.
     covered = set(SEAL_FAILPOINTS) | set(REWIND_FAILPOINTS) | {"rewind.after_staging"}
     covered |= set(GC_FAILPOINTS)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.cli.test_hooks import hook, ok
+from tests.hooks.test_hooks import hook, ok
 from tests.conftest import Till
 from tests.sessions.conftest import commit_of, log_of, snapshot_count
 

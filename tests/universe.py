@@ -1,6 +1,6 @@
-"""Fixtures of the universe tests: an attached project, and a reflink-capable XFS loop file
-system (root and mkfs.xfs needed; skipped, saying why, elsewhere). H4's bench copies the
-recipe in `xfs_loop` below."""
+"""Fixtures of the universe tests (forks, merge, radar, bisect; each folder's conftest takes
+them from here): an attached project, and a reflink-capable XFS loop file system (root and
+mkfs.xfs needed; skipped, saying why, elsewhere). H4's bench copies the recipe in `xfs_loop`."""
 
 from __future__ import annotations
 

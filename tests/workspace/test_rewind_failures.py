@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from tests.conftest import Till
 from tests.helpers import manifest
 
@@ -13,7 +14,7 @@ from tests.helpers import manifest
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through any permission")
 def test_a_folder_made_read_only_after_the_seal_is_rewound(till: Till, folder: Path) -> None:
     # Contract change (issue 6): a rewind lends write permission to the folders it writes into
-    # and puts their modes back; tests/cli/test_fidelity_restore.py tests it as another user
+    # and puts their modes back; tests/workspace/test_fidelity_restore.py tests it as another user
     # when the suite runs as root.
     (folder / "locked").mkdir()
     (folder / "locked" / "f.txt").write_text("v1")

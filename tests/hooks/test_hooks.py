@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tests.conftest import Run, Till
 
 CLAUDE_PAYLOAD = {

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from tests.conftest import Till
 from tests.faults.harness import (
     STATE_A,

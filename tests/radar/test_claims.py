@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Till
-from tests.universes.test_radar import make_fork
+from tests.radar.test_radar import make_fork
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from tests.conftest import Till
 from tests.helpers import DEEP_NAMES, open_deep, read_deep, write_at
-
 from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.ids import blob_id, chunk_id
