@@ -15,7 +15,7 @@ from tillage import api
 from tillage.errors import TillageError
 from tillage.hosts.mcp.server import build_server
 from tillage.verbs.invoke import Settings
-from tillage.verbs.tools import ToolDef, tool_defs
+from tillage.verbs.tool_defs import ToolDef, tool_defs
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ from typing import Any
 from tests.conftest import Till
 from tillage.verbs.contract import Audience, Effect, Scope
 from tillage.verbs.registry import all_verbs
-from tillage.verbs.tools import FIRST_TOOLS, tool_defs
+from tillage.verbs.tool_defs import FIRST_TOOLS, tool_defs
 
 
 def _tools() -> dict[str, Any]:

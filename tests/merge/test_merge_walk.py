@@ -17,7 +17,8 @@ from tillage.features.merge.merge import merge_snapshot, three_way
 from tillage.platform import failpoints
 from tillage.platform.failpoints import FailpointCrashError
 from tillage.workspace.attach import attach
-from tillage.workspace.recovery import intent_path, recover_if_interrupted
+from tillage.workspace.journal.intents import intent_path
+from tillage.workspace.recovery import recover_if_interrupted
 from tillage.workspace.seal import SealOptions, seal
 from tillage.workspace.trees import flatten
 

@@ -1,4 +1,4 @@
-"""Chunking file content (capture.store_content): whole small files, content-defined cuts above.
+"""Chunking file content (content.store_content): whole small files, content-defined cuts above.
 
 The cuts define dedup identity (docs/design/format.md), so a small edit near the start of a large
 file must leave almost every chunk, and so almost every stored byte, shared with the old version.
@@ -22,7 +22,7 @@ from tillage.core.codec import Kind
 from tillage.core.format import CDC_MAX, CDC_MIN, WHOLE_FILE_MAX
 from tillage.core.ids import blob_id, chunk_id
 from tillage.core.models import ChunkRef, ContentKind
-from tillage.workspace.capture import store_content
+from tillage.workspace.content import store_content
 
 MIB = 1024 * 1024
 

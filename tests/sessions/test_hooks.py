@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.hooks.test_hooks import hook, ok
 from tests.conftest import Till
+from tests.hooks.test_hooks import hook, ok
 from tests.sessions.conftest import commit_of, log_of, snapshot_count
 
 SESSION = "0d6c4c39-8d4e-4f57-9f5e-3f6a3b1c2d7e"

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import Till
 from tillage.features.sessions.errors import BadSessionIdError
 from tillage.features.sessions.sessions import create_session_snapshot, follow_commits, session_log
-from tillage.store.store import SessionCommitRow
+from tillage.store.rows import SessionCommitRow
 from tillage.workspace.attach import Workspace, find_workspace
 
 

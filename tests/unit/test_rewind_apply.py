@@ -11,7 +11,8 @@ from tillage import call
 from tillage.core.progress import Progress
 from tillage.workspace import rewind as rw
 from tillage.workspace.attach import find_workspace
-from tillage.workspace.recovery import intent_path
+from tillage.workspace.journal import applier
+from tillage.workspace.journal.intents import intent_path
 
 
 def _wrecked(tmp_path: Path) -> tuple[Path, Path, str]:
@@ -34,13 +35,13 @@ def test_the_folder_is_made_durable_before_the_intent_is_removed(
     ws = find_workspace(home, folder)
     assert ws is not None
     seen: list[bool] = []
-    real = rw.syncfs
+    real = applier.syncfs
 
     def syncfs(fd: int) -> None:
         seen.append(intent_path(ws).exists())
         real(fd)
 
-    monkeypatch.setattr(rw, "syncfs", syncfs)
+    monkeypatch.setattr(applier, "syncfs", syncfs)
     try:
         target = ws.store.snapshot(first)
         assert target is not None
@@ -76,13 +77,13 @@ def test_folders_a_rewind_makes_are_spread_away_from_freshly_freed_inodes(
     home, folder, first = _wrecked(tmp_path)
     shutil.rmtree(folder / "sub")  # the wipe: `sub` must be made again
     marked: list[int] = []
-    real = rw.spread_new_folders
+    real = applier.spread_new_folders
 
     def spread(fd: int) -> object:
         marked.append(os.fstat(fd).st_ino)
         return real(fd)
 
-    monkeypatch.setattr(rw, "spread_new_folders", spread)
+    monkeypatch.setattr(applier, "spread_new_folders", spread)
     ws = find_workspace(home, folder)
     assert ws is not None
     try:

@@ -12,7 +12,6 @@ out; no recovery key ever appears in one.
 from tillage.agent.seam import (
     PRESENCE_TTL,
     Presence,
-    Tool,
     attach,
     forget,
     open_workspace,
@@ -21,6 +20,7 @@ from tillage.agent.seam import (
 )
 from tillage.agent.sessions import Sessions
 from tillage.agent.sync_offer import SyncOffer
+from tillage.agent.tool import Tool
 from tillage.agent.workspace import Workspace
 from tillage.verbs.tools import ToolResult
 

@@ -17,15 +17,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tillage.agent.tool import Tool
 from tillage.agent.workspace import Workspace, settings_for
 from tillage.errors import TillageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from typing import Any
-
-    from tillage.verbs.tools import Toolbelt, ToolDef, ToolResult
+    pass
 
 # How long an answer about one folder is trusted (seconds).
 PRESENCE_TTL = 30.0
@@ -47,31 +45,6 @@ class Presence:
     watching: bool
     reason: str | None
     next: str | None
-
-
-class Tool:
-    """One tool for a model: name, description, JSON schema, and `call(args) -> ToolResult`
-    (`text` for the model, capped; `is_error`; `document`, the machine answer)."""
-
-    def __init__(self, definition: ToolDef, belt: Toolbelt) -> None:
-        self._definition = definition
-        self._belt = belt
-        self.name = definition.name
-        self.description = definition.description
-        self.input_schema: dict[str, Any] = definition.input_schema()
-        self.annotations = definition.annotations()
-
-    @property
-    def schema(self) -> dict[str, Any]:
-        """The JSON schema of the arguments (the same as `input_schema`)."""
-        return self.input_schema
-
-    def call(self, args: Mapping[str, Any] | None = None) -> ToolResult:
-        """Runs the tool; a failure is a result with `is_error`, never an exception."""
-        return self._belt.call(self.name, args or {})
-
-    def __repr__(self) -> str:
-        return f"Tool({self.name!r})"
 
 
 _cache: dict[tuple[str, str], tuple[float, Presence]] = {}

@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any
 
-    from tillage.agent.seam import Tool
     from tillage.agent.sessions import Sessions
     from tillage.agent.sync_offer import SyncOffer
+    from tillage.agent.tool import Tool
     from tillage.verbs.invoke import Settings
 
 
@@ -79,8 +79,8 @@ class Workspace:
 
     def tools(self) -> list[Tool]:
         """This workspace's tools, in the fixed order (see tillage.agent.tools)."""
-        from tillage.agent.seam import Tool
-        from tillage.verbs.tools import tool_defs
+        from tillage.agent.tool import Tool
+        from tillage.verbs.tool_defs import tool_defs
 
         return [Tool(d, self._belt) for d in tool_defs()]
 

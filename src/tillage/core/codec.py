@@ -19,6 +19,7 @@ from tillage.core.models import (
     EntryKind,
     FidelityNote,
     SnapshotRecord,
+    is_hole,
 )
 from tillage.errors import IntegrityError
 
@@ -160,6 +161,42 @@ def tree_refs(data: bytes) -> list[TreeRef]:
         return [(e[0], e[1], e[2], e[6], e[7]) for e in _raw_entries(memoryview(data))]
     except (struct.error, ValueError, IndexError) as exc:
         raise IntegrityError(f"tree object does not decode: {exc}") from exc
+
+
+_DIR, _TREE = int(EntryKind.DIR), int(ContentKind.TREE)
+_CHUNK_CK, _BLOB_CK = int(ContentKind.CHUNK), int(ContentKind.BLOB)
+_ENTRY_KINDS = frozenset(int(k) for k in EntryKind)
+
+
+def children(raw: bytes, kind: int) -> list[tuple[bytes, int]]:
+    """The (ID, kind) of the objects a stored object reaches directly, from its bytes: a
+    snapshot its tree, a tree its folders' trees and its files' chunks and chunk lists, a chunk
+    list its chunks but holes (nothing is stored for them); a chunk reaches nothing. What a
+    copy or a check of a snapshot's closure walks. Raises IntegrityError when the bytes do not
+    decode as `kind`, as decode_snapshot, decode_tree and decode_blob do."""
+    if kind == Kind.SNAPSHOT:
+        return [(bytes.fromhex(decode_snapshot(raw).tree), Kind.TREE)]
+    if kind == Kind.TREE:
+        refs = tree_refs(raw)
+        for ref in refs:
+            if ref[1] not in _ENTRY_KINDS:
+                raise IntegrityError(
+                    f"tree object does not decode: {ref[1]} is not a valid EntryKind"
+                )
+        found: list[tuple[bytes, int]] = []
+        for _name, entry_kind, _flags, content_kind, content in refs:
+            if content_kind == _TREE:
+                if entry_kind == _DIR:
+                    found.append((content, Kind.TREE))
+            elif content_kind == _CHUNK_CK:
+                found.append((content, Kind.CHUNK))
+            elif content_kind == _BLOB_CK:
+                found.append((content, Kind.BLOB))
+        return found
+    if kind == Kind.BLOB:
+        _size, chunks = decode_blob(raw)
+        return [(c.id, Kind.CHUNK) for c in chunks if not is_hole(c)]
+    return []
 
 
 def encode_blob(size: int, chunks: Sequence[ChunkRef]) -> bytes:

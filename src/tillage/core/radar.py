@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tillage.core.models import Entry, EntryKind
-from tillage.core.paths import fs_decode, join
 from tillage.core.treediff import diff_entry
+from tillage.core.treewalk import walk
 
 # Reads a stored tree (by ID) as its entries.
 ReadTree = Callable[[bytes], Sequence[Entry]]
@@ -54,29 +54,12 @@ def changed_paths(read_tree: ReadTree, old: bytes | None, new: bytes | None) -> 
     descending only into subfolders whose tree IDs differ, so two sealed states of a large
     workspace that differ in a few files cost a few tree reads."""
     found: set[str] = set()
-    stack: list[tuple[str, bytes | None, bytes | None]] = [("", old, new)]
-    while stack:
-        folder, a, b = stack.pop()
-        if a == b:
-            continue
-        left = _by_name(read_tree(a)) if a is not None else {}
-        right = _by_name(read_tree(b)) if b is not None else {}
-        for name in left.keys() | right.keys():
-            before, after = left.get(name), right.get(name)
-            path = join(folder, fs_decode(name))
-            sub_before = before.content if before and before.kind is EntryKind.DIR else None
-            sub_after = after.content if after and after.kind is EntryKind.DIR else None
-            if sub_before is not None or sub_after is not None:
-                stack.append((path, sub_before, sub_after))
-            leaf_before = before if before and before.kind is not EntryKind.DIR else None
-            leaf_after = after if after and after.kind is not EntryKind.DIR else None
-            if diff_entry(path, leaf_before, leaf_after) is not None:
-                found.add(path)
+    for path, (before, after) in walk(read_tree, (old, new)):
+        leaf_before = before if before and before.kind is not EntryKind.DIR else None
+        leaf_after = after if after and after.kind is not EntryKind.DIR else None
+        if diff_entry(path, leaf_before, leaf_after) is not None:
+            found.add(path)
     return frozenset(found)
-
-
-def _by_name(entries: Iterable[Entry]) -> dict[bytes, Entry]:
-    return {e.name: e for e in entries}
 
 
 def find_collisions(forks: Sequence[ForkChanges]) -> list[Collision]:

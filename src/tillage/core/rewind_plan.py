@@ -14,7 +14,7 @@ file of the same content in the target; otherwise it is written as a plain file 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from tillage.core.errors import PathNotInSnapshotError
@@ -181,3 +181,68 @@ def plan_actions(
     actions += file_metas
     actions += sorted(dir_metas, key=lambda a: a.path.count("/"), reverse=True)
     return RewindActions(changes=tuple(changes), actions=tuple(actions), unlinked=tuple(unlinked))
+
+
+# -- batching a plan for the writer threads -------------------------------------------------
+
+
+def by_folders(actions: list[Action], folders: int) -> Iterator[list[Action]]:
+    """Splits actions (in plan order) into runs that touch at most `folders` parent folders."""
+    chunk: list[Action] = []
+    seen: set[str] = set()
+    for action in actions:
+        parent = action.path.rpartition("/")[0]
+        if parent not in seen and len(seen) >= folders:
+            yield chunk
+            chunk, seen = [], set()
+        seen.add(parent)
+        chunk.append(action)
+    if chunk:
+        yield chunk
+
+
+def parallel_write(action: Action) -> bool:
+    """Whether an action is a file or symlink write that may run in a worker thread (hard
+    links wait for every plain file: their first name must be in place)."""
+    return (
+        action.op is Op.WRITE
+        and action.entry is not None
+        and not action.entry.flags & EntryFlag.HARDLINK
+    )
+
+
+def batch_kind(action: Action) -> str:
+    if action.op is Op.MAKE_DIR:
+        return "dirs"
+    return "files" if parallel_write(action) else ""
+
+
+def action_size(action: Action) -> int:
+    entry = action.entry
+    return entry.size if entry is not None and entry.kind is EntryKind.FILE else 0
+
+
+class Tally:
+    """Counts files and bytes done in one stage and reports them to a progress sink."""
+
+    def __init__(
+        self,
+        stage: str,
+        files_total: int,
+        bytes_total: int,
+        report: Callable[[str, int, int, int, int], None],
+    ) -> None:
+        self.stage = stage
+        self.files_total = files_total
+        self.bytes_total = bytes_total
+        self.files = 0
+        self.bytes = 0
+        self._report = report
+        report(stage, 0, files_total, 0, bytes_total)
+
+    def add(self, actions: list[Action]) -> None:
+        if not actions:
+            return
+        self.files += len(actions)
+        self.bytes += sum(action_size(a) for a in actions)
+        self._report(self.stage, self.files, self.files_total, self.bytes, self.bytes_total)

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from tillage.core.ids import commit_id
-from tillage.core.models import Change, ChangeKind, Entry, EntryKind
-from tillage.core.paths import fs_decode, join
+from tillage.core.models import Change, ChangeKind, Entry
 from tillage.core.treediff import diff_entry
+from tillage.core.treewalk import walk
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -139,29 +139,12 @@ def tree_changes(read_tree: ReadTree, old: bytes | None, new: bytes | None) -> l
     flattened), sorted by path; only subfolders whose tree IDs differ are read, so two states
     of a large workspace that differ in a few files cost a few tree reads."""
     changes: list[Change] = []
-    stack: list[tuple[str, bytes | None, bytes | None]] = [("", old, new)]
-    while stack:
-        folder, a, b = stack.pop()
-        if a == b:
-            continue
-        left = _by_name(read_tree(a)) if a is not None else {}
-        right = _by_name(read_tree(b)) if b is not None else {}
-        for name in left.keys() | right.keys():
-            before, after = left.get(name), right.get(name)
-            path = join(folder, fs_decode(name))
-            change = diff_entry(path, before, after)
-            if change is not None:
-                changes.append(change)
-            sub_before = before.content if before and before.kind is EntryKind.DIR else None
-            sub_after = after.content if after and after.kind is EntryKind.DIR else None
-            if sub_before != sub_after:
-                stack.append((path, sub_before, sub_after))
+    for path, (before, after) in walk(read_tree, (old, new)):
+        change = diff_entry(path, before, after)
+        if change is not None:
+            changes.append(change)
     changes.sort(key=lambda c: c.path)
     return changes
-
-
-def _by_name(entries: Iterable[Entry]) -> dict[bytes, Entry]:
-    return {e.name: e for e in entries}
 
 
 _NEW_BYTES = frozenset({ChangeKind.ADDED, ChangeKind.MODIFIED, ChangeKind.TYPE_CHANGED})

@@ -14,7 +14,7 @@ from pathlib import Path
 from tillage.core import codec
 from tillage.core.classes import ClassRules, class_of
 from tillage.core.codec import Kind
-from tillage.core.models import ContentKind, EntryKind, is_hole
+from tillage.core.models import ContentKind, EntryKind
 from tillage.errors import IntegrityError
 from tillage.platform.fs import TEMP_MARK, fsync_dir
 from tillage.platform.locks import file_lock
@@ -248,24 +248,12 @@ def _first_missing(store: Store, root: bytes, kind: int, good: set[bytes]) -> st
             continue
         if store.location(oid) is None:
             return oid.hex()
-        if k == Kind.TREE:
+        if k in (Kind.TREE, Kind.BLOB):  # a snapshot's tree is checked on its own
             try:
-                entries = codec.decode_tree(store.read(oid))
+                below = codec.children(store.read(oid), k)
             except IntegrityError:
                 return oid.hex()
-            for e in entries:
-                if e.content_kind is ContentKind.TREE and e.kind is EntryKind.DIR:
-                    stack.append((e.content, Kind.TREE))
-                elif e.content_kind is ContentKind.CHUNK:
-                    stack.append((e.content, Kind.CHUNK))
-                elif e.content_kind is ContentKind.BLOB:
-                    stack.append((e.content, Kind.BLOB))
-        elif k == Kind.BLOB:
-            try:
-                _size, refs = codec.decode_blob(store.read(oid))
-            except IntegrityError:
-                return oid.hex()
-            stack.extend((r.id, Kind.CHUNK) for r in refs if not is_hole(r))  # holes: no object
+            stack.extend(below)
         good.add(oid)
     return None
 

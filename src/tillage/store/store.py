@@ -15,7 +15,6 @@ import sqlite3
 import threading
 import weakref
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 
 from tillage.core.format import FORMAT_VERSION, PACK_TARGET_BYTES
@@ -34,6 +33,21 @@ from tillage.store.packs import (
     scan_pack,
 )
 from tillage.store.publog import GENESIS, LogRecord, PublicationLog
+from tillage.store.replay import apply_record
+from tillage.store.rows import (
+    COMMIT_COLS,
+    SESSION_COLS,
+    SNAP_COLS,
+    ClaimRow,
+    ForkRow,
+    SessionCommitRow,
+    SessionRow,
+    SnapshotRow,
+    SyncRefRow,
+    WorkspaceRow,
+    commit_row,
+    snapshot_row,
+)
 
 # The command line opens a store on most calls: what only the type checker or a seal's
 # compression pool needs is not imported at start-up.
@@ -43,137 +57,6 @@ if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
     from contextlib import AbstractContextManager
     from typing import Any
-
-
-@dataclass(frozen=True)
-class SnapshotRow:
-    """A published snapshot as the index knows it (the log's facts plus its pin)."""
-
-    id: str
-    workspace: str
-    seq: int
-    sealed_at_ns: int
-    trigger: str
-    label: str | None
-    parent: str | None
-    tree: str
-    files: int
-    bytes: int
-    grade: str
-    agent: str | None
-    turn: str | None
-    session: str | None
-    merged_from: str | None
-    pinned: bool
-
-
-@dataclass(frozen=True)
-class WorkspaceRow:
-    id: str
-    root: str
-    attached_at_ns: int
-
-
-@dataclass(frozen=True)
-class ForkRow:
-    """A universe forked from `parent` at snapshot `base`, attached at `root` (its own
-    timeline); `removed_ns` and `last` (its final state, sealed first) once `fork-rm` ran."""
-
-    workspace: str
-    parent: str
-    name: str
-    base: str
-    root: str
-    created_ns: int
-    removed_ns: int | None
-    last: str | None
-
-
-@dataclass(frozen=True)
-class ClaimRow:
-    """An advisory lease on a path glob, shared by a workspace and all its forks (`family`:
-    the ID of the workspace at the root of the fork tree); expires_ns None means no expiry."""
-
-    id: str
-    family: str
-    pattern: str
-    owner: str
-    expires_ns: int | None
-    claimed_ns: int
-
-
-@dataclass(frozen=True)
-class SessionCommitRow:
-    """A commit of an agent session's chain as the index knows it (a `session_commit` fact):
-    the snapshot it names, its parent commit (None for the baseline) and its change counts."""
-
-    id: str
-    workspace: str
-    session: str
-    seq: int
-    parent: str | None
-    snapshot: str
-    description: str
-    created_ns: int
-    file_count: int
-    total_size: int
-    changed_files: int
-    changed_total_size: int
-    baseline: bool
-    agent: str | None
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    """An agent session of a workspace: its commits' count, times and head commit, and when
-    `session end` marked it ended (None while it goes on)."""
-
-    workspace: str
-    id: str
-    created_ns: int
-    updated_ns: int
-    commits: int
-    head: str
-    ended_ns: int | None
-
-
-@dataclass(frozen=True)
-class SyncRefRow:
-    """The last sync of a workspace with one ref of one remote: the remote's snapshot then,
-    and the local snapshot that held the same folder."""
-
-    workspace: str
-    remote: str
-    ref: str
-    snapshot: str
-    local: str
-    synced_ns: int
-
-
-_COMMIT_COLS = (
-    "id, workspace, session, seq, parent, snapshot, description, created_ns, file_count, "
-    "total_size, changed_files, changed_total_size, baseline, agent"
-)
-_SESSION_COLS = "workspace, id, created_ns, updated_ns, commits, head, ended_ns"
-
-
-def _commit_row(row: tuple[Any, ...]) -> SessionCommitRow:
-    # The columns are _COMMIT_COLS in SessionCommitRow's field order; `baseline` is 0 or 1.
-    values = list(row)
-    values[12] = bool(values[12])
-    return SessionCommitRow(*values)
-
-
-_SNAP_COLS = (
-    "id, workspace, seq, sealed_at_ns, trigger, label, parent, tree, files, bytes, grade, "
-    "agent, turn, session, merged_from, "
-    "EXISTS(SELECT 1 FROM pins WHERE pins.snapshot = snapshots.id)"
-)
-
-
-def _snapshot_row(row: tuple[Any, ...]) -> SnapshotRow:
-    # The columns are _SNAP_COLS in SnapshotRow's field order; the last is the pin flag.
-    return SnapshotRow(*(*row[:-1], bool(row[-1])))
 
 
 _OPEN: weakref.WeakSet[Store] = weakref.WeakSet()
@@ -380,7 +263,7 @@ class Store:
         """Applies the log's records after `offset`; a damaged record stops the replay there."""
         try:
             for record in self.log.read_from(offset, last):
-                self._apply(record)
+                apply_record(self.conn, record)
         except IntegrityError as exc:
             if not self.repairing:
                 raise StoreDamagedError(
@@ -388,109 +271,6 @@ class Store:
                     next_step="run `till verify --repair` to salvage the log",
                 ) from exc
             self.log_problem = exc.message
-
-    def _apply(self, r: LogRecord) -> None:
-        b, c = r.body, self.conn
-        if r.kind == "attach":
-            c.execute(
-                "INSERT OR REPLACE INTO workspaces(id, root, attached_at, forgotten) "
-                "VALUES (?,?,?,0)",
-                (b["workspace"], b["root"], r.at_ns),
-            )
-        elif r.kind == "snapshot":
-            c.execute(
-                "INSERT OR REPLACE INTO snapshots VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    b["id"],
-                    b["workspace"],
-                    r.seq,
-                    b["sealed_at_ns"],
-                    b["trigger"],
-                    b["label"],
-                    b["parent"],
-                    b["tree"],
-                    b["files"],
-                    b["bytes"],
-                    b["grade"],
-                    b.get("agent"),
-                    b.get("turn"),
-                    b.get("session"),
-                    b.get("merged_from"),
-                ),
-            )
-        elif r.kind == "fork":
-            # A fork is attached where it was published, and linked to its parent by its base.
-            c.execute(
-                "INSERT OR REPLACE INTO workspaces(id, root, attached_at, forgotten) "
-                "VALUES (?,?,?,0)",
-                (b["workspace"], b["root"], r.at_ns),
-            )
-            c.execute(
-                "INSERT OR REPLACE INTO forks VALUES (?,?,?,?,?,?,NULL,NULL)",
-                (b["workspace"], b["parent"], b["name"], b["base"], b["root"], r.at_ns),
-            )
-        elif r.kind == "fork_removed":
-            # Its timeline stays (forgotten, not purged): its last state is restorable by ID.
-            c.execute("UPDATE workspaces SET forgotten=1 WHERE id=?", (b["workspace"],))
-            c.execute("DELETE FROM pathindex WHERE workspace=?", (b["workspace"],))
-            c.execute(
-                "UPDATE forks SET removed_ns=?, last=? WHERE workspace=?",
-                (r.at_ns, b.get("snapshot"), b["workspace"]),
-            )
-        elif r.kind == "fork_merged":
-            # What landed is now common to both: the next merge (and the radar) counts the
-            # fork's changes from the state that was merged.
-            c.execute("UPDATE forks SET base=? WHERE workspace=?", (b["base"], b["workspace"]))
-        elif r.kind == "claim":
-            c.execute(
-                "INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?,?)",
-                (b["id"], b["family"], b["pattern"], b["owner"], b.get("expires_ns"), r.at_ns),
-            )
-        elif r.kind == "release":
-            c.execute("DELETE FROM claims WHERE id=?", (b["id"],))
-        elif r.kind in ("session_commit", "session_ended", "session_removed"):
-            _apply_session(c, r)
-        elif r.kind == "pin":
-            c.execute("INSERT OR IGNORE INTO pins(snapshot) VALUES (?)", (b["snapshot"],))
-        elif r.kind == "unpin":
-            c.execute("DELETE FROM pins WHERE snapshot=?", (b["snapshot"],))
-        elif r.kind == "settings":
-            # One policy per store: a later line overrides the keys it names.
-            merged = json.loads(ix.get_meta(c, "settings") or "{}")
-            merged.update({k: v for k, v in b.items() if isinstance(v, dict)})
-            ix.set_meta(c, "settings", json.dumps(merged, sort_keys=True))
-        elif r.kind == "gc":
-            _apply_gc(c, b)
-        elif r.kind == "sync_ref":
-            # What this machine last synced with a remote's ref: the remote's snapshot, and the
-            # local one holding the same folder (gc keeps both).
-            c.execute(
-                "INSERT OR REPLACE INTO sync_refs VALUES (?,?,?,?,?,?)",
-                (b["workspace"], b["remote"], b["ref"], b["snapshot"], b["local"], r.at_ns),
-            )
-        elif r.kind == "forget":
-            # 1: forgotten, its timeline kept for a later attach; 2: purged.
-            forgotten = 2 if b.get("purge") else 1
-            c.execute("UPDATE workspaces SET forgotten=? WHERE id=?", (forgotten, b["workspace"]))
-            c.execute("DELETE FROM pathindex WHERE workspace=?", (b["workspace"],))
-            if b.get("purge"):
-                c.execute(
-                    "DELETE FROM pins WHERE snapshot IN "
-                    "(SELECT id FROM snapshots WHERE workspace=?)",
-                    (b["workspace"],),
-                )
-                c.execute("DELETE FROM snapshots WHERE workspace=?", (b["workspace"],))
-                # A purged timeline's sessions name snapshots that are gone: they go too.
-                c.execute("DELETE FROM session_commits WHERE workspace=?", (b["workspace"],))
-                c.execute("DELETE FROM sessions WHERE workspace=?", (b["workspace"],))
-                # And what it pulled (its sync timeline) and its sync refs: nothing keeps them.
-                c.execute("DELETE FROM snapshots WHERE workspace=?", (f"{b['workspace']}.sync",))
-                c.execute("DELETE FROM sync_refs WHERE workspace=?", (b["workspace"],))
-        # Any other kind (an `event`, or one a later version adds) holds no index state: the
-        # index only moves past it (store/events.py reads events from the log itself).
-        ix.set_meta(c, "log_offset", str(r.end_offset))
-        ix.set_meta(c, "log_hash", r.hash)
-        ix.set_meta(c, "log_seq", str(r.seq))
 
     def rebuild_index(self) -> int:
         """Rebuilds the index from the packs and the log; returns the objects found (INV-4)."""
@@ -542,7 +322,7 @@ class Store:
                 # Another process's catch_up may have applied it already (it reads the log
                 # without the publish lock): a record is applied once.
                 if self._log_position()[0] < record.seq:
-                    self._apply(record)
+                    apply_record(self.conn, record)
             return record
 
     # -- objects ---------------------------------------------------------------------------
@@ -649,7 +429,7 @@ class Store:
         before_ns: int | None = None,
     ) -> list[SnapshotRow]:
         """Returns a workspace's snapshots, newest first (sealed at or before `before_ns`)."""
-        sql = f"SELECT {_SNAP_COLS} FROM snapshots WHERE workspace=?"
+        sql = f"SELECT {SNAP_COLS} FROM snapshots WHERE workspace=?"
         args: list[Any] = [workspace_id]
         if before_ns is not None:
             sql += " AND sealed_at_ns <= ?"
@@ -664,7 +444,7 @@ class Store:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        return [_snapshot_row(r) for r in self.conn.execute(sql, args)]
+        return [snapshot_row(r) for r in self.conn.execute(sql, args)]
 
     def snapshot_count(self, workspace_id: str) -> int:
         row = self.conn.execute(
@@ -678,9 +458,9 @@ class Store:
 
     def snapshot(self, snapshot_id: str) -> SnapshotRow | None:
         row = self.conn.execute(
-            f"SELECT {_SNAP_COLS} FROM snapshots WHERE id=?", (snapshot_id,)
+            f"SELECT {SNAP_COLS} FROM snapshots WHERE id=?", (snapshot_id,)
         ).fetchone()
-        return None if row is None else _snapshot_row(row)
+        return None if row is None else snapshot_row(row)
 
     def snapshots_with_prefix(self, workspace_id: str, prefix: str) -> list[str]:
         rows = self.conn.execute(
@@ -738,35 +518,35 @@ class Store:
     def session_commits(self, workspace_id: str, session: str) -> list[SessionCommitRow]:
         """A session's commits, oldest first (an unknown session has none)."""
         rows = self.conn.execute(
-            f"SELECT {_COMMIT_COLS} FROM session_commits WHERE workspace=? AND session=? "
+            f"SELECT {COMMIT_COLS} FROM session_commits WHERE workspace=? AND session=? "
             "ORDER BY seq",
             (workspace_id, session),
         )
-        return [_commit_row(r) for r in rows]
+        return [commit_row(r) for r in rows]
 
     def session_head(self, workspace_id: str, session: str) -> SessionCommitRow | None:
         """A session's newest commit, or None when it has none."""
         row = self.conn.execute(
-            f"SELECT {_COMMIT_COLS} FROM session_commits WHERE workspace=? AND session=? "
+            f"SELECT {COMMIT_COLS} FROM session_commits WHERE workspace=? AND session=? "
             "ORDER BY seq DESC LIMIT 1",
             (workspace_id, session),
         ).fetchone()
-        return None if row is None else _commit_row(row)
+        return None if row is None else commit_row(row)
 
     def session_first(self, workspace_id: str, session: str) -> SessionCommitRow | None:
         """A session's first commit (its baseline), or None when it has none."""
         row = self.conn.execute(
-            f"SELECT {_COMMIT_COLS} FROM session_commits WHERE workspace=? AND session=? "
+            f"SELECT {COMMIT_COLS} FROM session_commits WHERE workspace=? AND session=? "
             "ORDER BY seq LIMIT 1",
             (workspace_id, session),
         ).fetchone()
-        return None if row is None else _commit_row(row)
+        return None if row is None else commit_row(row)
 
     def session_commit(self, commit_id: str) -> SessionCommitRow | None:
         row = self.conn.execute(
-            f"SELECT {_COMMIT_COLS} FROM session_commits WHERE id=?", (commit_id,)
+            f"SELECT {COMMIT_COLS} FROM session_commits WHERE id=?", (commit_id,)
         ).fetchone()
-        return None if row is None else _commit_row(row)
+        return None if row is None else commit_row(row)
 
     def session_commits_with_prefix(self, workspace_id: str, prefix: str) -> list[str]:
         """Up to two commit IDs of the workspace's sessions that start with `prefix`."""
@@ -779,14 +559,14 @@ class Store:
     def sessions(self, workspace_id: str) -> list[SessionRow]:
         """A workspace's sessions, most recently updated first."""
         rows = self.conn.execute(
-            f"SELECT {_SESSION_COLS} FROM sessions WHERE workspace=? ORDER BY updated_ns DESC, id",
+            f"SELECT {SESSION_COLS} FROM sessions WHERE workspace=? ORDER BY updated_ns DESC, id",
             (workspace_id,),
         )
         return [SessionRow(*r) for r in rows]
 
     def session(self, workspace_id: str, session: str) -> SessionRow | None:
         row = self.conn.execute(
-            f"SELECT {_SESSION_COLS} FROM sessions WHERE workspace=? AND id=?",
+            f"SELECT {SESSION_COLS} FROM sessions WHERE workspace=? AND id=?",
             (workspace_id, session),
         ).fetchone()
         return None if row is None else SessionRow(*row)
@@ -853,91 +633,6 @@ class Store:
             with contextlib.suppress(OSError):
                 total += path.stat().st_size
         return total
-
-
-def _apply_session(c: sqlite3.Connection, r: LogRecord) -> None:
-    """Applies a session fact: a commit extends its session's chain (and reopens an ended
-    session), `session_ended` marks it ended, `session_removed` (cleanup) drops its commits
-    up to the head the cleanup saw; snapshots are never touched (they are the timeline's)."""
-    b = r.body
-    workspace, session = b["workspace"], b["session"]
-    if r.kind == "session_commit":
-        if c.execute("SELECT 1 FROM session_commits WHERE id=?", (b["id"],)).fetchone():
-            return  # applied already: the session's counts must not move twice
-        c.execute(
-            f"INSERT OR REPLACE INTO session_commits({_COMMIT_COLS}) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                b["id"],
-                workspace,
-                session,
-                r.seq,
-                b.get("parent"),
-                b["snapshot"],
-                b.get("description") or "",
-                b["created_ns"],
-                b["file_count"],
-                b["total_size"],
-                b["changed_files"],
-                b["changed_total_size"],
-                1 if b.get("baseline") else 0,
-                b.get("agent"),
-            ),
-        )
-        c.execute(
-            f"INSERT INTO sessions({_SESSION_COLS}) VALUES (?,?,?,?,1,?,NULL) "
-            "ON CONFLICT(workspace, id) DO UPDATE SET "
-            "updated_ns=MAX(updated_ns, excluded.updated_ns), commits=commits+1, "
-            "head=excluded.head, ended_ns=NULL",
-            (workspace, session, b["created_ns"], b["created_ns"], b["id"]),
-        )
-    elif r.kind == "session_ended":
-        c.execute(
-            "UPDATE sessions SET ended_ns=?, updated_ns=MAX(updated_ns, ?) "
-            "WHERE workspace=? AND id=?",
-            (r.at_ns, r.at_ns, workspace, session),
-        )
-    else:
-        head = c.execute("SELECT seq FROM session_commits WHERE id=?", (b.get("head"),)).fetchone()
-        upto = head[0] if head is not None else r.seq
-        c.execute(
-            "DELETE FROM session_commits WHERE workspace=? AND session=? AND seq<=?",
-            (workspace, session, upto),
-        )
-        left = c.execute(
-            "SELECT COUNT(*), MIN(created_ns), MAX(created_ns) FROM session_commits "
-            "WHERE workspace=? AND session=?",
-            (workspace, session),
-        ).fetchone()
-        if not left[0]:
-            c.execute("DELETE FROM sessions WHERE workspace=? AND id=?", (workspace, session))
-        else:  # commits made after the cleanup looked (never under the lock it holds)
-            c.execute(
-                "UPDATE sessions SET commits=?, created_ns=?, updated_ns=? "
-                "WHERE workspace=? AND id=?",
-                (left[0], left[1], left[2], workspace, session),
-            )
-
-
-def _apply_gc(c: sqlite3.Connection, body: dict[str, Any]) -> None:
-    """Applies a gc's decision: removed snapshots are gone (not_found; remembered in `dropped`
-    so a repair never publishes their records again), thinned ones are graded `partial` and
-    remember which classes of bytes they lost."""
-    for snapshot in body.get("removed", ()):
-        c.execute("DELETE FROM snapshots WHERE id=?", (snapshot,))
-        c.execute("DELETE FROM pins WHERE snapshot=?", (snapshot,))
-        c.execute("DELETE FROM thinned WHERE snapshot=?", (snapshot,))
-        c.execute("INSERT OR IGNORE INTO dropped(snapshot) VALUES (?)", (snapshot,))
-    for item in body.get("thinned", ()):
-        snapshot = item["snapshot"]
-        row = c.execute("SELECT classes FROM thinned WHERE snapshot=?", (snapshot,)).fetchone()
-        classes = set(json.loads(row[0])) if row else set()
-        classes.update(item.get("classes", ()))
-        c.execute(
-            "INSERT OR REPLACE INTO thinned(snapshot, classes) VALUES (?,?)",
-            (snapshot, json.dumps(sorted(classes))),
-        )
-        c.execute("UPDATE snapshots SET grade='partial' WHERE id=?", (snapshot,))
 
 
 def _is_read_only_failure(exc: BaseException) -> bool:

@@ -90,7 +90,7 @@ and says what it left out; `structuredContent` carries the whole result document
 
 
 def _tools_section() -> list[str]:
-    from tillage.verbs.tools import tool_defs
+    from tillage.verbs.tool_defs import tool_defs
 
     lines = ["## Tools (MCP and tillage.agent)", "", TOOLS_INTRO]
     lines += ["| tool | verb | arguments | annotations |", "|---|---|---|---|"]

@@ -105,11 +105,14 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
         )
 
     from tillage.workspace.attach import find_workspace
+    from tillage.workspace.recovery import recover_if_interrupted
 
     ws = find_workspace(ctx.settings.home, ctx.settings.folder)
     if ws is None:
         notes.insert(0, f"{ctx.settings.folder} is not attached to tillage; nothing was sealed")
         return answer(None, False, None)
+    recover_if_interrupted(ws)  # INV-7: a hook never seals a half-rewound folder
+    ctx.workspace = ws  # the invocation's after-write step follows it
 
     from tillage.core.agent_hooks import hook_label
     from tillage.features.hooks.hooks import seal_hook, session_turn

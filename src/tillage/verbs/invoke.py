@@ -58,13 +58,14 @@ class Context:
 
 
 def resolve_context(verb: Verb[Any, Any], settings: Settings, store: Any = None) -> Context:
-    """Resolves the verb's scope: an attached workspace, a folder, or nothing. `store`: an
-    open store a long-lived door keeps (None: open one)."""
+    """Resolves the verb's scope: an attached workspace (opened: a landing a crash interrupted
+    is finished first), a folder, or nothing. `store`: an open store a long-lived door keeps
+    (None: open one)."""
     ctx = Context(settings=settings)
     if verb.contract.scope is Scope.WORKSPACE:
-        from tillage.workspace.attach import require_workspace
+        from tillage.workspace.recovery import open_workspace
 
-        ctx.workspace = require_workspace(settings.home, settings.folder, settings.user_home, store)
+        ctx.workspace = open_workspace(settings.home, settings.folder, settings.user_home, store)
     return ctx
 
 
@@ -202,26 +203,24 @@ def _invoke(
             raise ConfirmationRequiredError(f"{contract.cli} was not confirmed; nothing changed")
         request = contract.confirmed(request) if contract.confirmed else request
     result = verb.handler(ctx, request)
-    if contract.event is not None:
-        _announce(contract.event, ctx, request, result)
-    if contract.effect is not Effect.READ and ctx.workspace is not None:
-        from tillage.features.radar.radar import look_for_collisions
+    if ctx.workspace is not None and contract.effect is not Effect.READ:
+        from tillage.features.after_write import after_write
 
-        look_for_collisions(ctx.workspace.store, ctx.workspace.id)
+        event = _event(contract.event, request, result)
+        after_write(ctx.workspace.store, ctx.workspace.id, event=event)
     return result
 
 
-def _announce(kind: str, ctx: Context, request: Any, result: Any) -> None:
-    """Appends to the log the event a verb's success is, when that is no fact already there
-    (a rewind; a seal or a pin is its own record, store/events.py). The result says what
-    happened with `event_detail(request)`, or None when nothing did (a dry run)."""
+def _event(kind: str | None, request: Any, result: Any) -> tuple[str, Any] | None:
+    """The event a verb's success appends to the log, when that is no fact already there (a
+    rewind; a seal or a pin is its own record, store/events.py). The result says what happened
+    with `event_detail(request)`, or None when nothing did (a dry run)."""
     detail_of = getattr(result, "event_detail", None)
-    if ctx.workspace is None or not callable(detail_of):
-        return
-    detail = detail_of(request)
-    if detail is None:
-        return
-    from tillage.store.events import APPENDED_KINDS, announce
+    if kind is None or not callable(detail_of):
+        return None
+    from tillage.store.events import APPENDED_KINDS
 
-    if kind in APPENDED_KINDS:
-        announce(ctx.workspace.store, ctx.workspace.id, kind, detail)
+    if kind not in APPENDED_KINDS:
+        return None
+    detail = detail_of(request)
+    return None if detail is None else (kind, detail)

@@ -11,16 +11,13 @@ from tillage.features.forks.errors import (
     InvalidForkNameError,
     NotTheForkError,
 )
-from tillage.features.merge.errors import (
-    MergeRequestError,
-    MergeStoppedError,
-    NoCommonAncestorError,
-)
+from tillage.features.merge.errors import MergeRequestError, NoCommonAncestorError
 from tillage.platform.errors import DiskFullError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, ToolSpec, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import ChangeInfo, change_infos
+from tillage.workspace.errors import MergeStoppedError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

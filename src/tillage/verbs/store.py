@@ -91,7 +91,8 @@ def _finish_interrupted_rewinds(store: Any) -> tuple[list[str], list[tuple[str, 
 
     from tillage.errors import TillageError
     from tillage.workspace.attach import Workspace
-    from tillage.workspace.recovery import INTENT_PREFIX, recover_if_interrupted
+    from tillage.workspace.journal.intents import INTENT_PREFIX
+    from tillage.workspace.recovery import recover_if_interrupted
 
     finished: list[str] = []
     stuck: list[tuple[str, str]] = []

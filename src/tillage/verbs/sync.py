@@ -266,6 +266,7 @@ def _landing(pulled: PullOutcome, ws: Workspace, remote: str, ref: str) -> str:
 
 def _follow(ctx: Context, req: SyncRequest) -> Follower:
     """`sync --follow`: a stream of cycle reports (features/sync/follow.py)."""
+    from tillage.features.after_write import after_write
     from tillage.features.sync import remotes
     from tillage.features.sync.follow import MIN_POLL_SECONDS, Follower
 
@@ -291,6 +292,7 @@ def _follow(ctx: Context, req: SyncRequest) -> Follower:
         req.ref,
         poll_seconds=seconds,
         takeover=req.takeover,
+        after_write=after_write,
     )
 
 

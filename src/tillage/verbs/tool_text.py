@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from tillage.errors import TillageError
-    from tillage.verbs.tools import ToolDef
+    from tillage.verbs.tool_defs import ToolDef
 
 # About this many bytes of text go back to a model per call.
 TEXT_LIMIT = 4000
@@ -37,7 +37,7 @@ def name_tools(text: str) -> str:
     the tools may have no shell."""
     import re
 
-    from tillage.verbs.tools import tool_for_command
+    from tillage.verbs.tool_defs import tool_for_command
 
     def named(match: re.Match[str]) -> str:
         tool = tool_for_command(match.group(2))

@@ -74,7 +74,7 @@ def watch(ctx: Context, req: WatchRequest) -> WatchResult:
             next_step="run `till watch --foreground` in a terminal, or `till watch`",
         )
     found = attach(ctx.settings.home, ctx.settings.folder, ctx.settings.user_home)
-    ws = found.workspace
+    ws = ctx.workspace = found.workspace  # the invocation's after-write step follows it
     if req.foreground:
         _refuse_second_watcher(ws)
     if not found.new:

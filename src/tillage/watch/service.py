@@ -243,7 +243,7 @@ class WatchService:
         """One seal through the normal path (the workspace lock serialises it with the CLI);
         an unchanged folder publishes nothing."""
         from tillage.errors import BusyError
-        from tillage.features.radar.radar import look_for_collisions
+        from tillage.features.after_write import after_write
         from tillage.workspace.attach import require_workspace
         from tillage.workspace.recovery import recover_if_interrupted
         from tillage.workspace.seal import SealOptions, seal
@@ -263,7 +263,7 @@ class WatchService:
             row = seal(ws, SealOptions(trigger="watch", skip_unchanged=True))
             if head is None or row.id != head.id:
                 self.seals += 1
-                look_for_collisions(ws.store, ws.id)
+                after_write(ws.store, ws.id)
             self.last_error = None
         except BusyError:
             with self._cond:

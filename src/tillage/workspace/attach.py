@@ -200,7 +200,7 @@ def _find(store: Store, start: Path, *, restore_pointer: bool = True) -> Workspa
             row = store.workspace(workspace_id)
             if row is not None and row.root == str(folder):
                 return Workspace(workspace_id, folder, store)
-            if row is not None and not _holds_pointer(Path(row.root), workspace_id):
+            if row is not None and not holds_pointer(Path(row.root), workspace_id):
                 # The folder was moved (its old root no longer holds this pointer): follow it.
                 store.publish("attach", {"workspace": workspace_id, "root": str(folder)})
                 return Workspace(workspace_id, folder, store)
@@ -214,7 +214,9 @@ def _find(store: Store, start: Path, *, restore_pointer: bool = True) -> Workspa
     return None
 
 
-def _holds_pointer(root: Path, workspace_id: str) -> bool:
+def holds_pointer(root: Path, workspace_id: str) -> bool:
+    """Tells whether the folder `root` is the workspace `workspace_id` (its own `.tillage`
+    pointer names it; a `.tillage` that is a symlink never counts)."""
     return root.is_dir() and _read_pointer(root) == workspace_id
 
 
@@ -224,8 +226,9 @@ def find_workspace(
     """Returns the attached workspace holding `folder`, or None (opens no store if none exists).
 
     A long-lived door (the MCP server) passes the `store` it keeps open, so a call pays no
-    store start-up; it stays open either way. An interrupted rewind of the workspace is
-    finished first (INV-7). A removed pointer is put back unless `restore_pointer` is False:
+    store start-up; it stays open either way. A lookup finishes nothing: a command that works
+    in the workspace opens it through recovery.open_workspace, which finishes an interrupted
+    landing first (INV-7). A removed pointer is put back unless `restore_pointer` is False:
     the watcher, which looks on every seal, must not write into a folder being deleted (`rm
     -rf` of the folder would find `.tillage/` made again and fail, "Directory not empty").
     """
@@ -243,9 +246,6 @@ def find_workspace(
         if store is None:
             opened.close()
         return None
-    from tillage.workspace.recovery import recover_if_interrupted
-
-    recover_if_interrupted(found)
     return found
 
 

@@ -1,4 +1,6 @@
-"""Public errors of the workspace module (codes -32080 to -32109; see tillage.errors)."""
+"""Public errors of the engine: the workspace module's (codes -32080 to -32109; see
+tillage.errors), and merge.stopped, which the journal raises when a merge's landing stops part-way
+(its code stays in merge's range: the wire identity is the error's, not the module's)."""
 
 from __future__ import annotations
 
@@ -58,3 +60,13 @@ class CopiedWorkspaceError(InvalidArgumentError):
         "this folder is a copy of another workspace: remove its `.tillage/` folder and run "
         "`till watch` to give it a timeline of its own"
     )
+
+
+class MergeStoppedError(TillageError):
+    """Landing failed part-way (a full disk, a permission): the workspace's `pre_merge`
+    snapshot (`undo`) holds the state before it."""
+
+    code = -32190
+    name = "merge.stopped"
+    module = "merge"
+    next_step = "fix the cause and merge again; `till rewind UNDO --yes` puts the folder back"

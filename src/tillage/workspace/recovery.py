@@ -1,53 +1,60 @@
-"""Finishing a change the last process did not: the first thing any workspace command does.
+"""Finishing what the last process did not: the one place pending work is finished.
 
-An intent record in the store names an interrupted rewind; it is rolled forward under the
-workspace lock, so a rewind still running in another process is waited for, never raced (INV-7).
+An intent record in the store names an interrupted landing (a rewind, a merge, a pull or a
+revert, which land as rewinds); it is rolled forward by the journal under the workspace lock,
+so a landing still running in another process is waited for, never raced (INV-7).
+`open_workspace` is what a command that works in a workspace calls: the lookup (attach.py,
+which finishes nothing) and then the finish.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
-from tillage.errors import BusyError, IntegrityError
-from tillage.workspace.attach import Workspace
+from tillage.errors import BusyError
+from tillage.store.store import Store
+from tillage.workspace.attach import Workspace, require_workspace
+from tillage.workspace.journal.intents import intent_path, read_intent, remove_intent
+from tillage.workspace.journal.landing import finish
+from tillage.workspace.locks import workspace_lock
 
-INTENT_PREFIX = "rewind-"
 
-
-def intent_path(ws: Workspace) -> Path:
-    """Where a rewind in progress keeps its intent record (in the store, not the folder)."""
-    return ws.store.intents_dir / f"{INTENT_PREFIX}{ws.id}.json"
+def open_workspace(
+    home: Path,
+    folder: Path,
+    home_dir: Path | None = None,
+    store: Store | None = None,
+    *,
+    restore_pointer: bool = True,
+) -> Workspace:
+    """The attached workspace holding `folder` (attach.require_workspace: its errors, its
+    `store` and `restore_pointer`), with any landing a crash interrupted finished first."""
+    ws = require_workspace(home, folder, home_dir, store, restore_pointer=restore_pointer)
+    recover_if_interrupted(ws)
+    return ws
 
 
 def recover_if_interrupted(ws: Workspace) -> bool:
-    """Rolls an interrupted rewind forward; returns whether there was one.
+    """Rolls an interrupted landing forward; returns whether there was one.
 
-    A rewind still running in another process holds the workspace lock: it is left to finish
+    A landing still running in another process holds the workspace lock: it is left to finish
     its own work (a command that changes the folder waits for the lock itself), so a `status`
     during a long rewind answers at once.
     """
     path = intent_path(ws)
     if not path.exists():
         return False
-    from tillage.workspace.rewind import finish_interrupted
-    from tillage.workspace.seal import workspace_lock
-
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(workspace_lock(ws, timeout=0))
         except BusyError:
             return False
         if not path.exists():
-            return False  # the rewinding process finished just now
-        try:
-            intent = json.loads(path.read_bytes())
-        except ValueError:
-            path.unlink()  # a torn intent: it was never acted on (written atomically)
+            return False  # the landing process finished just now
+        intent = read_intent(ws)
+        if intent is None:
+            remove_intent(ws)  # a torn intent: it was never acted on (written atomically)
             return False
-        target = ws.store.snapshot(intent["target"])
-        if target is None:
-            raise IntegrityError(f"an interrupted rewind names unknown snapshot {intent['target']}")
-        finish_interrupted(ws, target, intent.get("scopes"), str(intent.get("undo", "")))
+        finish(ws, intent)
     return True

@@ -11,10 +11,8 @@ interval, or none, means the full walk. The walk's result is the same either way
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,11 +24,12 @@ from tillage.core.models import Entry, FidelityNote, SnapshotRecord
 from tillage.core.progress import ProgressFn
 from tillage.errors import TillageError
 from tillage.platform import clock, failpoints
-from tillage.platform.locks import file_lock
-from tillage.store.store import ObjectWriter, SnapshotRow, Store
+from tillage.store.rows import SnapshotRow
+from tillage.store.store import ObjectWriter, Store
 from tillage.workspace import pathindex, watchstate
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import Capture, Walker
+from tillage.workspace.locks import workspace_lock
 from tillage.workspace.policy import POLICY_FILE, Policy
 
 
@@ -56,13 +55,6 @@ class Sealed:
     row: SnapshotRow
     added: bool
     capture: Capture
-
-
-def workspace_lock(ws: Workspace, *, timeout: float = 30.0) -> AbstractContextManager[None]:
-    """The lock that serialises changes to one workspace's folder and timeline."""
-    return file_lock(
-        ws.store.locks_dir / f"ws-{ws.id}.lock", timeout=timeout, what="this workspace"
-    )
 
 
 def _store_dirs(ws: Workspace) -> frozenset[str]:
@@ -168,22 +160,10 @@ def seal_result(
     on_progress: ProgressFn | None = None,
     manifest_out: dict[str, Entry] | None = None,
 ) -> Sealed:
-    """seal(), telling whether a snapshot was added; then the budget check every seal makes
-    (a gc only when the store is over its budget)."""
+    """seal(), telling whether a snapshot was added (the caller's after-write step checks the
+    budget once for the whole write: features/after_write.py)."""
     with workspace_lock(ws):
-        sealed = seal_result_locked(ws, options, on_progress=on_progress, manifest_out=manifest_out)
-    if sealed.added:
-        _keep_budget(ws.store)
-    return sealed
-
-
-def _keep_budget(store: Store) -> None:
-    """Enforces the store's budget after a seal; the seal stands whatever happens here (a gc
-    another process runs, a full disk): `till status` tells a store that stays over."""
-    from tillage.features.lifecycle.budget import check_after_seal
-
-    with contextlib.suppress(TillageError, OSError):
-        check_after_seal(store)
+        return seal_result_locked(ws, options, on_progress=on_progress, manifest_out=manifest_out)
 
 
 def seal_locked(
@@ -230,7 +210,7 @@ def seal_result_locked(
             writer.commit()  # trees the head lacked (none, unless it was sealed otherwise)
             sealed = Sealed(head, False, capture)
         else:
-            row = _publish(store, ws.id, writer, capture, options, head.id if head else None)
+            row = publish_capture(store, ws.id, writer, capture, options, head.id if head else None)
             sealed = Sealed(row, True, capture)
         if manifest_out is not None and capture.manifest is not None:
             manifest_out.update(capture.manifest)
@@ -253,10 +233,10 @@ def publish_tree(
     """Publishes a snapshot of an already-written tree (used by rewind's rescue)."""
     capture = Capture(root=root, files=files, total_bytes=size, notes=notes)
     head = store.head(workspace_id)
-    return _publish(store, workspace_id, writer, capture, options, head.id if head else None)
+    return publish_capture(store, workspace_id, writer, capture, options, head.id if head else None)
 
 
-def _publish(
+def publish_capture(
     store: Store,
     workspace_id: str,
     writer: ObjectWriter,
@@ -264,6 +244,9 @@ def _publish(
     options: SealOptions,
     parent: str | None,
 ) -> SnapshotRow:
+    """Publishes a capture as the workspace's next snapshot after `parent` (INV-2: the
+    writer's objects are made durable first); a fork's first snapshot and `work`'s result
+    publish through this too."""
     record = SnapshotRecord(
         workspace=workspace_id,
         tree=capture.root.hex(),

@@ -6,7 +6,7 @@ import string
 
 from tillage.errors import echo
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
-from tillage.store.store import SnapshotRow
+from tillage.store.rows import SnapshotRow
 from tillage.workspace.attach import Workspace
 
 MIN_PREFIX = 6

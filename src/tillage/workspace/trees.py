@@ -1,4 +1,5 @@
-"""Reading trees back into flat manifests, file contents back as bytes, and writing trees."""
+"""Reading trees back into flat manifests, file contents back as bytes, and writing trees; the
+process-wide cache of decoded trees a seal reuses."""
 
 from __future__ import annotations
 
@@ -12,9 +13,45 @@ from tillage.core.models import ChunkRef, ContentKind, Entry, EntryKind, is_hole
 from tillage.core.paths import covers, fs_decode, join
 from tillage.store.store import ObjectWriter, Store
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from tillage.workspace.capture import TreeCache
+
+class TreeCache:
+    """Decoded trees by ID, for a process that seals the same workspace again and again (the
+    watcher): a seal told which names changed takes a folder's other entries from the tree the
+    last seal made, and a tree ID names its content, so a cached tree is never stale. Bounded
+    by the entries it holds; the oldest trees go first."""
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        import threading
+        from collections import OrderedDict
+
+        self.max_entries = max_entries
+        self._trees: OrderedDict[bytes, tuple[Entry, ...]] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+        self.enabled = False  # only a long-lived process turns it on
+
+    def get(self, tid: bytes) -> tuple[Entry, ...] | None:
+        with self._lock:
+            entries = self._trees.get(tid)
+            if entries is not None:
+                self._trees.move_to_end(tid)
+            return entries
+
+    def put(self, tid: bytes, entries: Sequence[Entry]) -> None:
+        if not self.enabled or len(entries) > self.max_entries // 4:
+            return
+        with self._lock:
+            if tid in self._trees:
+                self._trees.move_to_end(tid)
+                return
+            self._trees[tid] = tuple(entries)
+            self._held += len(entries)
+            while self._held > self.max_entries:
+                _old, dropped = self._trees.popitem(last=False)
+                self._held -= len(dropped)
+
+
+TREES = TreeCache()
 
 
 def flatten(

@@ -36,7 +36,8 @@ from tillage.platform.folders import remove_tree
 from tillage.platform.launch import Launch
 from tillage.platform.locks import file_lock, is_held
 from tillage.platform.names import random_hex
-from tillage.store.store import SnapshotRow, Store
+from tillage.store.rows import SnapshotRow
+from tillage.store.store import Store
 from tillage.workspace.attach import Workspace
 
 AREA_PREFIX = "bisect-"
@@ -264,8 +265,8 @@ class _Area:
     def run(self, row: SnapshotRow, command: tuple[str, ...], launch: Launch | None) -> Probe:
         """Writes `row` into a fresh folder (named as the workspace), runs the check there,
         sets the folder aside for removal."""
-        from tillage.features.forks.fork import materialize
         from tillage.platform.commands import run_command
+        from tillage.workspace.materialize import materialize
 
         dest = self.path / self.folder_name
         try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from tillage.core.paths import CONTROL_DIR
 from tillage.platform import clock
 from tillage.platform.clone import CopyStats, copy_tree, probe
-from tillage.store.store import SnapshotRow, Store
+from tillage.store.rows import SnapshotRow
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import is_racy
 from tillage.workspace.pathindex import FACTS, PathIndex, Row, stat_facts
@@ -70,27 +70,6 @@ class Seeder:
 def _content(row: Row) -> tuple[int, bytes, int, int, tuple[tuple[bytes, bytes], ...]]:
     """What reading the file produced, from a path-index row (after its FACTS)."""
     return row[7], row[8], row[9], row[10], row[11]
-
-
-def materialize(store: Store, snapshot: SnapshotRow, dest: Path) -> dict[str, Row]:
-    """Writes the stored snapshot into the new folder `dest` (its parent must exist), byte-
-    exact, every object verified before a byte is written; returns the path-index rows of
-    what it wrote (racily-clean ones marked so that they are read again)."""
-    from tillage.core.rewind_plan import plan_actions
-    from tillage.workspace.rewind import Applier
-    from tillage.workspace.trees import flatten
-
-    os.mkdir(dest, 0o755)
-    want = flatten(store, bytes.fromhex(snapshot.tree))
-    planned = plan_actions({}, want, None)
-    applier = Applier(Workspace("materialize", dest, store), {})
-    applier.stage(planned.actions)
-    applier.run(planned.actions)
-    now = clock.files_now_ns()
-    return {
-        path: (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
-        for path, row in applier.written.items()
-    }
 
 
 def copy_live(ws: Workspace, staging: Path, seeder: Seeder) -> CopyStats:

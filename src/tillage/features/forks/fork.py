@@ -30,7 +30,6 @@ from pathlib import Path
 
 from tillage.core.progress import ProgressFn
 from tillage.errors import BusyError, echo
-from tillage.features.forks import copy as fork_copy
 from tillage.features.forks.copy import Seeder, copy_live, materialized_stats
 from tillage.features.forks.errors import (
     BadDestinationError,
@@ -49,10 +48,12 @@ from tillage.platform.folders import remove_tree, syncfs
 from tillage.platform.fs import atomic_write, fsync_dir, raise_if_disk_full
 from tillage.platform.locks import file_lock, is_held
 from tillage.platform.names import random_hex
-from tillage.store.store import ForkRow, SnapshotRow, Store
+from tillage.store.rows import ForkRow, SnapshotRow
+from tillage.store.store import Store
 from tillage.workspace import pathindex
-from tillage.workspace.attach import Workspace, write_pointer
-from tillage.workspace.maintenance import using_store
+from tillage.workspace.attach import Workspace, holds_pointer, write_pointer
+from tillage.workspace.locks import using_store
+from tillage.workspace.materialize import materialize
 from tillage.workspace.pathindex import PathIndex, Row
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
@@ -177,14 +178,6 @@ def open_fork(ws: Workspace, row: ForkRow) -> Workspace:
     return Workspace(row.workspace, Path(row.root), ws.store)
 
 
-def holds_pointer(root: Path, workspace_id: str) -> bool:
-    """Tells whether the folder `root` is the workspace `workspace_id` (its own `.tillage`
-    pointer names it; a `.tillage` that is a symlink never counts)."""
-    from tillage.workspace.attach import _holds_pointer
-
-    return _holds_pointer(root, workspace_id)
-
-
 def require_fork_folder(row: ForkRow) -> Path:
     """The fork's folder, checked to be that fork: folder_missing when it is gone,
     not_the_fork when the folder there is something else."""
@@ -278,13 +271,6 @@ def _finish_intent(store: Store, intent: Path, fork_id: str) -> None:
     elif os.path.lexists(staging) and STAGING_MARK in staging.name:
         _remove_folder(staging)
     intent.unlink(missing_ok=True)
-
-
-def materialize(store: Store, snapshot: SnapshotRow, dest: Path) -> dict[str, Row]:
-    """Writes the stored snapshot into the new folder `dest` (for `fork --at`, a merge's
-    check scratch, bisect's probes); returns the path-index rows of what it wrote."""
-    with store.sharing():  # INV-14: no gc removes what it is reading
-        return fork_copy.materialize(store, snapshot, dest)
 
 
 @using_store
@@ -432,7 +418,7 @@ def _default_parent(ws: Workspace, name: str) -> Path:
 def _publish_first(store: Store, fork_id: str, base: SnapshotRow, name: str) -> SnapshotRow:
     """The fork's first snapshot: the base's tree and fidelity, parent = base (no objects)."""
     from tillage.workspace.capture import Capture
-    from tillage.workspace.seal import SealOptions, _publish, snapshot_record
+    from tillage.workspace.seal import SealOptions, publish_capture, snapshot_record
 
     record = snapshot_record(store, base.id)
     capture = Capture(
@@ -443,7 +429,7 @@ def _publish_first(store: Store, fork_id: str, base: SnapshotRow, name: str) -> 
     )
     options = SealOptions(trigger="fork", label=f"fork {name} of {base.id[:12]}")
     with store.writer() as writer:
-        return _publish(store, fork_id, writer, capture, options, base.id)
+        return publish_capture(store, fork_id, writer, capture, options, base.id)
 
 
 def fork_index(store: Store, row: ForkRow) -> int:

@@ -11,14 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tillage.core import codec
-from tillage.core.models import EntryKind
-from tillage.core.paths import CONTROL_DIR, fs_decode, join
+from tillage.core.models import Entry
+from tillage.core.paths import CONTROL_DIR
 from tillage.core.treediff import diff_entry
-from tillage.features.forks.fork import finish_pending, fork_index, holds_pointer
+from tillage.core.treewalk import walk
+from tillage.features.forks.fork import finish_pending, fork_index
 from tillage.platform.folders import regular_files
-from tillage.store.store import ForkRow, SnapshotRow, Store
-from tillage.workspace.attach import Workspace
-from tillage.workspace.trees import flatten
+from tillage.store.rows import ForkRow, SnapshotRow
+from tillage.store.store import Store
+from tillage.workspace.attach import Workspace, holds_pointer
 
 _FS_IOC_FIEMAP = 0xC020660B
 _FIEMAP_HEADER = struct.Struct("=QQIIII")  # fm_start, fm_length, flags, mapped, count, reserved
@@ -110,25 +111,13 @@ def _file_cost(dir_fd: int, name: str, st: os.stat_result) -> int:
 def changed_paths(store: Store, old: bytes, new: bytes, prefix: str = "") -> int:
     """How many paths differ from the tree `old` to the tree `new`, counted as `till diff`
     lists them; subtrees with equal IDs are not read."""
-    if old == new:
-        return 0
-    before = {e.name: e for e in codec.decode_tree(store.read(old))}
-    after = {e.name: e for e in codec.decode_tree(store.read(new))}
-    count = 0
-    for name in before.keys() | after.keys():
-        a, b = before.get(name), after.get(name)
-        path = join(prefix, fs_decode(name))
-        if a is not None and b is not None and a.kind is b.kind is EntryKind.DIR:
-            count += diff_entry(path, a, b) is not None  # its own mode
-            count += changed_paths(store, a.content, b.content, path)
-            continue
-        if diff_entry(path, a, b) is None:
-            continue
-        count += 1
-        for side in (a, b):
-            if side is not None and side.kind is EntryKind.DIR:
-                count += len(flatten(store, side.content, prefix=path))
-    return count
+
+    def read(tid: bytes) -> list[Entry]:
+        return codec.decode_tree(store.read(tid))
+
+    return sum(
+        diff_entry(path, a, b) is not None for path, (a, b) in walk(read, (old, new), prefix=prefix)
+    )
 
 
 def list_forks(ws: Workspace, *, with_disk: bool = True) -> list[ForkListing]:

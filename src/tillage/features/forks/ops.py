@@ -25,7 +25,6 @@ from tillage.features.forks.fork import (
     finish_pending,
     fork_index,
     forks_lock,
-    holds_pointer,
     open_fork,
     require_fork,
     require_fork_folder,
@@ -41,8 +40,8 @@ from tillage.platform.commands import (
 )
 from tillage.platform.fs import fsync_dir
 from tillage.platform.launch import Launch
-from tillage.store.store import ForkRow, SnapshotRow
-from tillage.workspace.attach import Workspace
+from tillage.store.rows import ForkRow, SnapshotRow
+from tillage.workspace.attach import Workspace, holds_pointer
 
 PORT_BASE = 3000
 MAX_UNIVERSES = 64
@@ -319,7 +318,8 @@ def remove_fork(
     `stop_watcher(fork_id)` stops the fork's watcher first (the watch layer's business);
     `expected_root`, when given, must be the fork's recorded folder (see check_expected_root).
     """
-    from tillage.workspace.seal import SealOptions, seal_result_locked, workspace_lock
+    from tillage.workspace.locks import workspace_lock
+    from tillage.workspace.seal import SealOptions, seal_result_locked
 
     finish_pending(ws)
     store = ws.store

@@ -29,10 +29,11 @@ from tillage.core.agent_hooks import (
 from tillage.core.paths import CONTROL_DIR
 from tillage.features.hooks.errors import InvalidAgentSettingsError, UnsafeSettingsDirError
 from tillage.platform.fs import atomic_write_at
-from tillage.store.store import SessionCommitRow, SnapshotRow
+from tillage.store.rows import SessionCommitRow, SnapshotRow
 from tillage.workspace.attach import Workspace
 from tillage.workspace.errors import UnsafeControlDirError
-from tillage.workspace.seal import SealOptions, seal_locked, workspace_lock
+from tillage.workspace.locks import workspace_lock
+from tillage.workspace.seal import SealOptions, seal_locked
 
 # How long a hook waits for another tillage process (the watcher sealing, a rewind) to let go of
 # the workspace before it answers `busy`: long enough for a seal of an ordinary workspace, short

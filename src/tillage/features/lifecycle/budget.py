@@ -1,6 +1,7 @@
 """The store's space budget: at most `max_bytes` on disk, and at least `reserve_free_bytes` left
-free on its file system. Checked after every seal; when over, gc runs with thinning tightened
-step by step (the oldest go first; the protected set never) until the store is under.
+free on its file system. Checked once after every write (a verb, a watcher's seal: see
+features/after_write.py); when over, gc runs with thinning tightened step by step (the oldest
+go first; the protected set never) until the store is under.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from tillage.store.store import Store
 
 DEFAULT_MAX = 20 << 30
-AFTER_SEAL_WAIT = 2.0
+AFTER_WRITE_WAIT = 2.0
 FLOOR_KEY = "budget_floor"  # index meta: the size an enforcement could not get under
 DEFAULT_RESERVE = 512 << 20
 # Each step halves every window (the schedule's and the byte windows); twelve halvings take 90
@@ -158,8 +159,8 @@ def _grew_past_floor(store: Store, now: BudgetState) -> bool:
     return now.store_bytes > base + max(64 << 20, base // 10)
 
 
-def check_after_seal(store: Store) -> GcOutcome | None:
-    """The cheap check every seal makes: an index query and a statvfs; gc only when over, and
+def check_after_write(store: Store) -> GcOutcome | None:
+    """The cheap check after every write: an index query and a statvfs; gc only when over, and
     not again and again for a store that cannot get under until it has grown, nor for a disk
     something else filled (`till status` says so either way)."""
     if holds_shared() or store.read_only:
@@ -167,6 +168,6 @@ def check_after_seal(store: Store) -> GcOutcome | None:
     quick = state(store, exact=False)
     if not quick.over_budget or _hopeless(quick) or not _grew_past_floor(store, quick):
         return None
-    # A seal's caller (an agent, a hook) must not wait behind a long rewind elsewhere: the
+    # A write's caller (an agent, a hook) must not wait behind a long rewind elsewhere: the
     # next seal tries again.
-    return enforce(store, wait=AFTER_SEAL_WAIT)
+    return enforce(store, wait=AFTER_WRITE_WAIT)

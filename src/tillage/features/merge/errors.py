@@ -6,7 +6,7 @@ the merge machinery (listing contracts stays cheap).
 
 from __future__ import annotations
 
-from tillage.errors import InvalidArgumentError, TillageError
+from tillage.errors import InvalidArgumentError
 
 
 class MergeRequestError(InvalidArgumentError):
@@ -23,13 +23,3 @@ class NoCommonAncestorError(InvalidArgumentError):
     name = "merge.no_common_ancestor"
     module = "merge"
     next_step = "name the common ancestor with --base ID"
-
-
-class MergeStoppedError(TillageError):
-    """Landing failed part-way (a full disk, a permission): the workspace's `pre_merge`
-    snapshot (`undo`) holds the state before it."""
-
-    code = -32190
-    name = "merge.stopped"
-    module = "merge"
-    next_step = "fix the cause and merge again; `till rewind UNDO --yes` puts the folder back"

@@ -3,11 +3,11 @@
 The merged result is first written to the store as a tree (the workspace's `pre_merge` tree
 with the landing paths replaced), so an intent can name it. Under the workspace lock, the paths
 to land are checked against the `pre_merge` seal (one that changed since is refused, never
-clobbered); then rewind's own machinery stages every object, writes the intent, replaces each
-path atomically (a temporary sibling renamed over it) and syncs once. The `merge` seal and the
-merge's fact or event are made before the intent is removed, so a merge killed at any step is
-rolled forward by the next command (finish_merge, reached through rewind's recovery), and
-touches nothing but its own paths.
+clobbered); then the engine's journal stages every object, writes the intent, replaces each path
+atomically (a temporary sibling renamed over it) and syncs once. The `merge` seal and the
+merge's fact or event (the intent's completion) are made before the intent is removed, so a
+merge killed at any step is rolled forward by the next command (the journal's `finish`, from
+the intent alone), and touches nothing but its own paths.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import stat
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,14 +26,13 @@ from tillage.core.ids import tree_id
 from tillage.core.models import ContentKind, Entry, EntryFlag, EntryKind
 from tillage.core.paths import ancestors, fs_decode, join
 from tillage.core.progress import ProgressFn
+from tillage.core.rewind_plan import plan_actions
 from tillage.errors import TillageError
-from tillage.features.merge.errors import MergeStoppedError
-from tillage.platform import clock, failpoints
-from tillage.platform.folders import remove_temp_files
-from tillage.store.store import ObjectWriter, SnapshotRow, Store
+from tillage.platform import clock
+from tillage.store.rows import SnapshotRow
+from tillage.store.store import ObjectWriter, Store
 from tillage.workspace.attach import Workspace
-from tillage.workspace.seal import SealOptions, seal_locked
-from tillage.workspace.trees import flatten
+from tillage.workspace.journal import landing as journal
 
 Land = Mapping[str, Entry | None]
 
@@ -45,6 +44,10 @@ class Tell:
 
     how: str  # "fact" or "event"
     body: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return "fork_merged" if self.how == "fact" else "merged"
 
 
 def rewrite_tree(store: Store, writer: ObjectWriter, root: bytes, land: Land) -> bytes:
@@ -87,21 +90,13 @@ def rewrite_tree(store: Store, writer: ObjectWriter, root: bytes, land: Land) ->
     return build("", root)
 
 
-def _with_folders(paths: Iterable[str]) -> set[str]:
-    keys: set[str] = set()
-    for path in paths:
-        keys.add(path)
-        keys.update(ancestors(path))
-    return keys
-
-
 def manifests_for(
     current: Mapping[str, Entry], land: Land
 ) -> tuple[dict[str, Entry], dict[str, Entry]]:
     """The two manifests rewind's planner needs to land `land` over `current`: the landed
     paths and the folders above them, as they are and as they will be (folders above a landed
     path are kept as they are; only a missing one is made)."""
-    keys = _with_folders(land)
+    keys = journal.with_folders(set(land))
     now = {k: current[k] for k in keys if k in current}
     want = dict(now)
     for path, entry in land.items():
@@ -173,152 +168,32 @@ def land(
 ) -> SnapshotRow:
     """Lands `land_paths` (the merged result, whose whole tree is `tree`) over the workspace
     sealed as `pre` (`ours`: its entries along those paths), and seals it as trigger `merge`.
-    The caller holds the workspace lock and has checked that nothing drifted."""
-    from tillage.workspace.rewind import land_planned
-
+    The caller holds the workspace lock and has checked that nothing drifted. The intent says
+    everything the journal needs to finish it after a crash: the result tree, the exact
+    paths, the seal to end with and the record that tells the log."""
     now, want = manifests_for(ours, land_paths)
     intent: dict[str, Any] = {
         "op": "merge",
         "workspace": ws.id,
-        "target": pre.id,  # recovery looks it up: the state before the merge
+        "target": pre.id,  # the state before the merge
         "undo": pre.id,
         "tree": tree,
         "paths": sorted(land_paths),
         "label": label,
         "merged_from": merged_from,
-        "tell": None if tell is None else {"how": tell.how, "body": tell.body},
+        "seal": {"trigger": "merge", "label": label, "merged_from": merged_from},
+        "tell": None if tell is None else {"how": tell.how, "kind": tell.kind, "body": tell.body},
         "started_ns": clock.now_ns(),
         "pid": os.getpid(),
     }
-    sealed: list[SnapshotRow] = []
     try:
-        land_planned(
-            ws,
-            now,
-            want,
-            intent,
-            on_progress=on_progress,
-            before_done=lambda: sealed.append(_seal_and_tell(ws, intent)),
+        landed = journal.land(
+            ws, now, plan_actions(now, want).actions, intent, on_progress=on_progress
         )
     except (OSError, TillageError) as exc:
-        raise _stopped(exc, pre.id) from exc
-    return sealed[0]
-
-
-def _seal_and_tell(ws: Workspace, intent: Mapping[str, Any]) -> SnapshotRow:
-    """Seals the landed folder (trigger `merge`) and tells the log what merged."""
-    row = seal_locked(
-        ws,
-        SealOptions(
-            trigger="merge", label=str(intent["label"]), merged_from=intent.get("merged_from")
-        ),
-    )
-    failpoints.hit("merge.after_seal")
-    _tell(ws, intent, row)
-    return row
-
-
-def _told(ws: Workspace, row: SnapshotRow) -> bool:
-    """Whether the fact or event telling merge `row` reached the log after its seal (a merge
-    killed between the two is told by the next command)."""
-    from tillage.store.events import EVENT_RECORD, LogFollower
-
-    for record in LogFollower(ws.store.log, row.seq).records():
-        body = record.body
-        if record.kind == "fork_merged" and body.get("result") == row.id:
-            return True
-        detail = body.get("detail")
-        if (
-            record.kind == EVENT_RECORD
-            and body.get("kind") == "merged"
-            and isinstance(detail, dict)
-            and detail.get("result") == row.id
-        ):
-            return True
-    return False
-
-
-def _tell(ws: Workspace, intent: Mapping[str, Any], row: SnapshotRow) -> None:
-    tell = intent.get("tell")
-    if isinstance(tell, dict):
-        body = {**tell["body"], "result": row.id}
-        if tell["how"] == "fact":
-            ws.store.publish("fork_merged", body)
-        else:
-            from tillage.store.events import announce
-
-            announce(ws.store, ws.id, "merged", body)
-
-
-def _stopped(exc: OSError | TillageError, undo: str) -> TillageError:
-    if isinstance(exc, TillageError) and exc.code == MergeStoppedError.code:
-        return exc
-    what = exc.message if isinstance(exc, TillageError) else f"{exc.strerror}: {exc.filename}"
-    return MergeStoppedError(
-        f"the merge stopped part-way: {what}",
-        next_step=(
-            "fix the cause and merge again; to put the folder back as it was before the "
-            f"merge, run `till rewind {undo} --yes`"
-        ),
-        details={"undo": undo},
-    )
-
-
-def _sealed_already(ws: Workspace, intent: Mapping[str, Any]) -> SnapshotRow | None:
-    """The interrupted merge's own `merge` snapshot, when it was published (it comes after the
-    folder is landed and right before its fact or event)."""
-    started = int(intent.get("started_ns") or 0)
-    for row in ws.store.snapshots(ws.id, limit=RECENT):
-        if row.sealed_at_ns < started:
-            return None
-        if row.trigger == "merge" and row.label == intent.get("label"):
-            return row
-    return None
-
-
-# Snapshots looked through for an interrupted merge's own seal (a watcher may have sealed
-# after it before the next command came).
-RECENT = 50
-
-
-def finish_merge(ws: Workspace, intent: Mapping[str, Any]) -> None:
-    """Rolls an interrupted merge forward (the caller holds the workspace lock): the folder is
-    sealed first (whatever was written into it after the crash is kept), then the merge's
-    paths are made what its result tree says, and the merge is sealed and told."""
-    paths = [str(p) for p in intent.get("paths") or []]
-    undo = str(intent.get("undo", ""))
-    remove_temp_files(ws.root)
-    sealed = _sealed_already(ws, intent)
-    if sealed is not None:
-        # Killed after its seal: what it tells the log (the fork's base moving, the `merged`
-        # event) is told now if it was not yet, and the intent goes.
-        from tillage.workspace.recovery import intent_path
-
-        if not _told(ws, sealed):
-            _tell(ws, intent, sealed)
-        intent_path(ws).unlink()
-        return
-    live: dict[str, Entry] = {}
-    seal_locked(
-        ws,
-        SealOptions(trigger="pre_merge", label=f"before finishing a merge (undo {undo[:12]})"),
-        manifest_out=live,
-        manifest_scopes=paths,
-    )
-    result = flatten(ws.store, bytes.fromhex(str(intent["tree"])), paths)
-    keys = _with_folders(paths)
-    now = {k: live[k] for k in keys if k in live}
-    want: dict[str, Entry] = {}
-    wanted = set(paths)
-    for key in keys:
-        kept = now.get(key)
-        if key not in wanted and kept is not None and kept.kind is EntryKind.DIR:
-            want[key] = kept  # a folder on the way: left as it is
-        elif key in result:
-            want[key] = result[key]
-    from tillage.workspace.rewind import land_planned
-
-    try:
-        land_planned(ws, now, want, dict(intent), before_done=lambda: _seal_and_tell(ws, intent))
-    except (OSError, TillageError) as exc:
-        raise _stopped(exc, undo) from exc
+        err = journal.stopped("merge", exc, pre.id)  # staging and the seal too: merge.stopped
+        if err is exc:
+            raise
+        raise err from exc
+    assert landed.completed is not None  # the intent asks for a seal
+    return landed.completed

@@ -24,21 +24,23 @@ from tillage.core import codec
 from tillage.core.format import WHOLE_FILE_MAX
 from tillage.core.ids import chunk_id
 from tillage.core.merge_plan import Conflict, ConflictKind, TextJob, plan_merge
-from tillage.core.models import Change, ContentKind, Entry, EntryFlag, EntryKind
-from tillage.core.paths import CONTROL_DIR, fs_decode, join
+from tillage.core.models import Change, ContentKind, Entry, EntryFlag
+from tillage.core.paths import CONTROL_DIR
 from tillage.core.progress import ProgressFn
 from tillage.core.textmerge import MAX_MERGE_BYTES, merge_text
 from tillage.core.treediff import diff_entry
+from tillage.core.treewalk import walk
 from tillage.features.merge.errors import MergeRequestError, NoCommonAncestorError
 from tillage.features.merge.land import Tell, drifted, manifests_for, rewrite_tree
 from tillage.platform import clock
 from tillage.platform.launch import Launch
 from tillage.store.errors import SnapshotNotFoundError
-from tillage.store.store import ObjectWriter, SnapshotRow, Store
+from tillage.store.rows import SnapshotRow
+from tillage.store.store import ObjectWriter, Store
 from tillage.workspace.attach import Workspace
-from tillage.workspace.maintenance import using_store
+from tillage.workspace.locks import using_store, workspace_lock
 from tillage.workspace.recovery import recover_if_interrupted
-from tillage.workspace.seal import SealOptions, seal, seal_result, workspace_lock
+from tillage.workspace.seal import SealOptions, seal, seal_result
 from tillage.workspace.trees import read_file_bytes
 
 Manifest = dict[str, Entry]
@@ -253,30 +255,22 @@ def three_way(
     when theirs changed it and ours is not already the same as theirs (and never a `.git`
     both sides changed: that is one conflict). Everything the plan needs is there, and a merge
     of 100 files in a 5,000-file workspace reads a few dozen trees."""
+
+    def read(tid: bytes) -> list[Entry]:
+        return codec.decode_tree(store.read(tid))
+
+    def enter(path: str, subtrees: tuple[bytes | None, ...]) -> bool:
+        b, o, t = subtrees
+        if t in (o, b):
+            return False  # theirs did not change it, or ours holds their change already
+        git = path.rpartition("/")[2] == ".git"
+        return not (git and b is not None and o is not None and t is not None and b != o)
+
     out: tuple[Manifest, Manifest, Manifest] = ({}, {}, {})
-    stack: list[tuple[str, tuple[bytes | None, bytes | None, bytes | None]]] = [
-        ("", (base, ours, theirs))
-    ]
-    while stack:
-        folder, tids = stack.pop()
-        listed: list[dict[str, Entry]] = []
-        for tid in tids:
-            entries = codec.decode_tree(store.read(tid)) if tid is not None else []
-            listed.append({fs_decode(e.name): e for e in entries})
-        for name in sorted(listed[0].keys() | listed[1].keys() | listed[2].keys()):
-            path = join(folder, name)
-            sides = tuple(side.get(name) for side in listed)
-            for manifest, entry in zip(out, sides, strict=True):
-                if entry is not None:
-                    manifest[path] = entry
-            b, o, t = (
-                e.content if e is not None and e.kind is EntryKind.DIR else None for e in sides
-            )
-            if t in (o, b):
-                continue
-            if name == ".git" and b is not None and o is not None and t is not None and b != o:
-                continue
-            stack.append((path, (b, o, t)))
+    for path, sides in walk(read, (base, ours, theirs), enter=enter):
+        for manifest, entry in zip(out, sides, strict=True):
+            if entry is not None:
+                manifest[path] = entry
     return out
 
 
@@ -303,7 +297,7 @@ def _merged_entry(writer: ObjectWriter | None, job: TextJob, data: bytes) -> Ent
             writer.put(codec.Kind.CHUNK, cid, data)
         kind, content = ContentKind.CHUNK, bytes(cid)
     else:
-        from tillage.workspace.capture import store_content
+        from tillage.workspace.content import store_content
 
         fd = os.memfd_create("tillage-merge")
         try:
@@ -438,7 +432,7 @@ def run_check(
     is removed however the check ends."""
     from tillage.platform.clone import copy_tree
     from tillage.platform.commands import run_command
-    from tillage.workspace.rewind import apply_to_copy
+    from tillage.workspace.materialize import apply_to_copy
 
     holder = _scratch_holder(ws)
     try:

@@ -29,7 +29,8 @@ from tillage.features.radar.claim_errors import (
 from tillage.platform import clock
 from tillage.platform.locks import file_lock
 from tillage.platform.names import random_hex
-from tillage.store.store import ClaimRow, Store
+from tillage.store.rows import ClaimRow
+from tillage.store.store import Store
 from tillage.workspace.attach import Workspace
 from tillage.workspace.family import root_of
 

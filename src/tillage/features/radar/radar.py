@@ -33,7 +33,8 @@ from tillage.core.radar import (
 )
 from tillage.platform.fs import atomic_write
 from tillage.platform.locks import file_lock
-from tillage.store.store import ForkRow, SnapshotRow, Store
+from tillage.store.rows import ForkRow, SnapshotRow
+from tillage.store.store import Store
 from tillage.workspace.attach import Workspace
 
 __all__ = [

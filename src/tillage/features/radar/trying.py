@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tillage.platform.commands import argv_of, run_command
 from tillage.platform.launch import Launch
-from tillage.store.store import SnapshotRow
+from tillage.store.rows import SnapshotRow
 from tillage.workspace.attach import Workspace
 
 TYPE_CHECKING = False

@@ -41,7 +41,8 @@ from tillage.features.sessions.errors import (
 )
 from tillage.platform import clock
 from tillage.store.errors import SnapshotNotFoundError
-from tillage.store.store import SessionCommitRow, SessionRow, SnapshotRow, Store
+from tillage.store.rows import SessionCommitRow, SessionRow, SnapshotRow
+from tillage.store.store import Store
 from tillage.workspace.attach import Workspace
 
 TYPE_CHECKING = False
@@ -116,7 +117,8 @@ def start(
 ) -> Recorded:
     """Begins a session: seals the folder (trigger `session`) and records the baseline, a
     commit with no change set. A session that has commits answers its baseline, unchanged."""
-    from tillage.workspace.seal import seal_result_locked, workspace_lock
+    from tillage.workspace.locks import workspace_lock
+    from tillage.workspace.seal import seal_result_locked
 
     check_session_id(session)
     check_description(description)
@@ -141,7 +143,8 @@ def record(
     chain with a commit of what changed since its newest commit; when nothing did, answers that
     commit unchanged. A session without commits is started (this commit is its baseline).
     `end` also marks the session ended (once: ending an ended session changes nothing)."""
-    from tillage.workspace.seal import seal_result_locked, workspace_lock
+    from tillage.workspace.locks import workspace_lock
+    from tillage.workspace.seal import seal_result_locked
 
     check_session_id(session)
     check_description(description)
@@ -448,7 +451,7 @@ def cleanup(
     first. Only the sessions' commit records go (a `session_removed` fact each): their
     snapshots stay in the timeline, so no byte another session or the timeline needs is
     touched. `dry_run` removes nothing."""
-    from tillage.workspace.seal import workspace_lock
+    from tillage.workspace.locks import workspace_lock
 
     for name, value in (("--max-age-days", max_age_days), ("--max-sessions", max_sessions)):
         if value is not None and value < 0:

@@ -10,12 +10,11 @@ fast-forwards or diverged and whether a push would replace someone's newer work.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tillage.core import codec
 from tillage.core.codec import Kind
-from tillage.core.models import ContentKind, EntryKind, is_hole
 from tillage.crypto import (
     RecoveryKey,
     key_check,
@@ -43,7 +42,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from tillage.remote.base import Remote
-    from tillage.store.store import SnapshotRow, Store, SyncRefRow
+    from tillage.store.rows import SnapshotRow, SyncRefRow
+    from tillage.store.store import Store
 
 DEFAULT_REF = "main"
 CONFIG = "config"
@@ -180,10 +180,10 @@ class Lease:
 
 
 def _children(store: Store, object_id: bytes, kind: int) -> list[tuple[bytes, int]]:
-    """The objects a stored object reaches directly (see _children_of_raw)."""
+    """The objects a stored object reaches directly (codec.children; a chunk is not read)."""
     if kind == Kind.CHUNK:
         return []
-    return list(_children_of_raw(store.read(object_id), kind))
+    return codec.children(store.read(object_id), kind)
 
 
 @dataclass(frozen=True)
@@ -317,33 +317,13 @@ def download(store: Store, remote: Remote, key: RecoveryKey, snapshot_id: str) -
                     fetched += 1
                     size += len(data)
                     if kind in (Kind.SNAPSHOT, Kind.TREE, Kind.BLOB):
-                        nxt.extend(_children_of_raw(raw, kind))
+                        nxt.extend(codec.children(raw, kind))
                     continue
                 if kind in (Kind.SNAPSHOT, Kind.TREE, Kind.BLOB):
                     nxt.extend(_children(store, oid, kind))
             level = nxt
         writer.commit()  # INV-2: durable before anything names it
     return fetched, size
-
-
-def _children_of_raw(raw: bytes, kind: int) -> Iterator[tuple[bytes, int]]:
-    """The objects an object's bytes reach directly: a snapshot its tree, a tree its entries'
-    content, a chunk list its chunks."""
-    if kind == Kind.SNAPSHOT:
-        yield bytes.fromhex(codec.decode_snapshot(raw).tree), int(Kind.TREE)
-    elif kind == Kind.TREE:
-        for e in codec.decode_tree(raw):
-            if e.kind is EntryKind.DIR and e.content_kind is ContentKind.TREE:
-                yield e.content, int(Kind.TREE)
-            elif e.content_kind is ContentKind.CHUNK:
-                yield e.content, int(Kind.CHUNK)
-            elif e.content_kind is ContentKind.BLOB:
-                yield e.content, int(Kind.BLOB)
-    elif kind == Kind.BLOB:
-        _size, refs = codec.decode_blob(raw)
-        for r in refs:
-            if not is_hole(r):
-                yield r.id, int(Kind.CHUNK)
 
 
 # -- push and pull ------------------------------------------------------------------------------
@@ -529,7 +509,8 @@ def _twin(ws: Workspace, target: SnapshotRow, label: str) -> SnapshotRow:
     """The local snapshot holding exactly what a pull landed: the target's own tree, not a new
     walk of the folder (an edit made while the pull applied is the next seal's change, never
     recorded as synced)."""
-    from tillage.workspace.seal import SealOptions, publish_tree, snapshot_record, workspace_lock
+    from tillage.workspace.locks import workspace_lock
+    from tillage.workspace.seal import SealOptions, publish_tree, snapshot_record
 
     notes = list(snapshot_record(ws.store, target.id).fidelity)
     options = SealOptions(trigger="sync", label=label, merged_from=target.id)

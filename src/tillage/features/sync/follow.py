@@ -17,8 +17,9 @@ pull look diverged) nor a pushed ref this machine does not know it pushed.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -33,6 +34,10 @@ if TYPE_CHECKING:
     from typing import Any
 
     from tillage.features.sync.engine import PullOutcome
+    from tillage.store.store import Store
+
+# The after-write step a cycle ends with (store, workspace ID).
+AfterWrite = Callable[["Store", str], None]
 
 DEFAULT_POLL_SECONDS = 2.0
 MIN_POLL_SECONDS = 0.05
@@ -91,10 +96,14 @@ class Follower:
         *,
         poll_seconds: float = DEFAULT_POLL_SECONDS,
         takeover: bool = False,
+        after_write: AfterWrite | None = None,
     ) -> None:
         self.ws, self.config, self.env, self.cwd, self.ref = ws, config, env, cwd, ref
         self.poll_seconds = poll_seconds
         self.takeover = takeover
+        # What follows a cycle that changed the folder or the store, as it follows a verb
+        # (features/after_write.py, handed down by the verb: sync imports no other feature).
+        self.after_write = after_write
 
     def __iter__(self) -> Iterator[FollowCycle]:
         for item in self.stream():
@@ -172,6 +181,14 @@ class Follower:
                     report["uploaded_bytes"] = pushed.pushed.uploaded_bytes
         except TillageError as err:
             report["error"] = err.envelope()
+        wrote = report["pushed"] is not None or report["pulled"] not in (
+            None,
+            "up_to_date",
+            "missing",
+        )
+        if wrote and self.after_write is not None:
+            with contextlib.suppress(TillageError, OSError):
+                self.after_write(self.ws.store, self.ws.id)
         return report
 
     def _landing(self, incoming: str) -> str:

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from tillage.platform.launch import Launch
-    from tillage.store.store import SnapshotRow, Store
+    from tillage.store.rows import SnapshotRow
+    from tillage.store.store import Store
     from tillage.workspace.seal import SealOptions
 
 # The command must not see the key it could push with (it may be an agent): it gets it empty.
@@ -160,9 +161,9 @@ def _prepare(
     first snapshot (when this store knows it nowhere else), the path index seeded with what was
     written so the seal after the command reads only what the command changed."""
     from tillage.core import codec
-    from tillage.features.forks.fork import materialize
     from tillage.workspace import pathindex
     from tillage.workspace.attach import attach
+    from tillage.workspace.materialize import materialize
 
     rows = materialize(store, _row_of(store, input_id), folder)
     ws = attach(home, folder, user_home).workspace
@@ -179,7 +180,7 @@ def _row_of(store: Store, snapshot_id: str) -> SnapshotRow:
     """The snapshot as the index knows it, or, for one fetched but not yet published, as its
     own record says (what materialize reads of it: its tree)."""
     from tillage.core import codec
-    from tillage.store.store import SnapshotRow
+    from tillage.store.rows import SnapshotRow
 
     row = store.snapshot(snapshot_id)
     if row is not None:
@@ -209,7 +210,8 @@ def _seal_on(ws: Workspace, input_id: str, options: SealOptions) -> SnapshotRow:
     """Seals the folder as a child of the input snapshot: a plain seal when the input is the
     workspace's head, else that seal published once more with the input as its parent."""
     from tillage.workspace.capture import Capture
-    from tillage.workspace.seal import _publish, seal, snapshot_record, workspace_lock
+    from tillage.workspace.locks import workspace_lock
+    from tillage.workspace.seal import publish_capture, seal, snapshot_record
 
     sealed = seal(ws, options)
     if sealed.parent == input_id:
@@ -222,7 +224,7 @@ def _seal_on(ws: Workspace, input_id: str, options: SealOptions) -> SnapshotRow:
         notes=list(record.fidelity),
     )
     with workspace_lock(ws), ws.store.sharing(), ws.store.writer() as writer:
-        return _publish(ws.store, ws.id, writer, capture, options, input_id)
+        return publish_capture(ws.store, ws.id, writer, capture, options, input_id)
 
 
 def _remove(ws: Workspace | None, parent: Path | None) -> None:

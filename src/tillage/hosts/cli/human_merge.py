@@ -5,14 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tillage.hosts.cli import units
-from tillage.hosts.cli.human import (
-    REWIND_LINES,
-    Cell,
-    Page,
-    change_rows,
-    change_summary,
-    table,
-)
+from tillage.hosts.cli.human import REWIND_LINES
+from tillage.hosts.cli.page import Cell, Page, change_rows, change_summary, table
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

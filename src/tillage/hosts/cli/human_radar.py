@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tillage.hosts.cli import units
-from tillage.hosts.cli.human import Cell, Page, table
+from tillage.hosts.cli.page import Cell, Page, table
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Callable
 
 from tillage.hosts.cli import units
-from tillage.hosts.cli.human import Page
+from tillage.hosts.cli.page import Page
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

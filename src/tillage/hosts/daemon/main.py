@@ -161,8 +161,7 @@ def _warm_up(home: Path, root: Path, user_home: Path | None) -> None:
             importlib.import_module(name)
     from tillage.errors import TillageError
     from tillage.workspace.attach import require_workspace
-    from tillage.workspace.capture import TREES
-    from tillage.workspace.trees import cache_trees
+    from tillage.workspace.trees import TREES, cache_trees
 
     with contextlib.suppress(OSError, TillageError):
         ws = require_workspace(home, root, user_home, restore_pointer=False)
@@ -227,7 +226,7 @@ def _serve(
     )
     server.start()
     write_info()
-    from tillage.workspace.capture import TREES
+    from tillage.workspace.trees import TREES
 
     TREES.enabled = True  # this process seals this workspace again and again
     threading.Thread(
