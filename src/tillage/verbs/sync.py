@@ -323,13 +323,9 @@ class CloneResult:
 
 
 def clone(ctx: Context, req: CloneRequest) -> CloneResult:
-    from pathlib import Path
-
     from tillage.crypto import RecoveryKey
-    from tillage.features.sync import engine, remotes
+    from tillage.features.sync.clone import clone as clone_remote
     from tillage.remote.url import remote_kind
-    from tillage.workspace.attach import attach
-    from tillage.workspace.seal import SealOptions, seal
 
     remote_kind(req.url)
     _check_ref(req.ref)
@@ -339,34 +335,20 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
             "a clone needs the remote's recovery key",
             next_step="give --key HEX (or set TILLAGE_RECOVERY_KEY)",
         )
-    key = RecoveryKey.from_hex(text)
-    name = req.dest or req.url.rstrip("/").rsplit("/", 1)[-1] or "clone"
-    dest = Path(name) if Path(name).is_absolute() else ctx.settings.folder / name
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise InvalidArgumentError(
-            f"{dest} exists and is not empty", next_step="give an empty or new DEST"
-        )
-    config = remotes.RemoteConfig("origin", req.url, key, req.remote_till)
-    remote = engine.open_for(config, ctx.settings.env, str(ctx.settings.folder))
-    try:  # the key, the ref and every object are checked before anything is made here
-        engine.ensure_config(remote, key, create=False)
-        current = engine.read_ref(remote, key, req.ref)
-        if current is None:
-            raise RefMissingError(f"nothing was pushed to ref {req.ref!r} of {req.url}")
-        from tillage.store.store import Store
-
-        with Store.open(ctx.settings.home) as store, store.sharing():
-            engine.download(store, remote, key, current.snapshot)
-    finally:
-        remote.close()
-    dest.mkdir(parents=True, exist_ok=True)
-    found = attach(ctx.settings.home, dest, ctx.settings.user_home)
-    ws = found.workspace
-    seal(ws, SealOptions(trigger="initial"))
-    remotes.add(ws.store, ws.id, config)
-    pulled = engine.pull(ws, config, ctx.settings.env, str(dest), req.ref, bootstrap=True)
-    assert pulled.local is not None
-    return CloneResult(str(ws.root), snapshot_info(pulled.local), req.url, req.ref)
+    s = ctx.settings
+    ws, head = clone_remote(
+        home=s.home,
+        user_home=s.user_home,
+        folder=s.folder,
+        env=s.env,
+        url=req.url,
+        key=RecoveryKey.from_hex(text),
+        ref=req.ref,
+        dest=req.dest,
+        remote_till=req.remote_till,
+    )
+    ctx.workspace = ws  # the invocation's after-write step follows it
+    return CloneResult(str(ws.root), snapshot_info(head), req.url, req.ref)
 
 
 # -- work ---------------------------------------------------------------------------------------
