@@ -16,7 +16,6 @@ from tillage.errors import BusyError
 from tillage.store.store import Store
 from tillage.workspace.attach import Workspace, require_workspace
 from tillage.workspace.journal.intents import intent_path, read_intent, remove_intent
-from tillage.workspace.journal.landing import finish
 from tillage.workspace.locks import workspace_lock
 
 
@@ -52,6 +51,10 @@ def recover_if_interrupted(ws: Workspace) -> bool:
             return False
         if not path.exists():
             return False  # the landing process finished just now
+        # Only now: the journal's landing imports the seal, the capture and the applier, which
+        # a command that finds nothing to finish (almost every call) never needs.
+        from tillage.workspace.journal.landing import finish
+
         intent = read_intent(ws)
         if intent is None:
             remove_intent(ws)  # a torn intent: it was never acted on (written atomically)
