@@ -35,20 +35,29 @@ def _materialize(store: Store, snapshot: SnapshotRow, dest: Path) -> dict[str, R
     applier = Applier(Workspace("materialize", dest, store), {})
     applier.stage(planned.actions)
     applier.run(planned.actions)
+    return settled(applier.written)
+
+
+def settled(written: dict[str, Row]) -> dict[str, Row]:
+    """Path-index rows of files just written, racily-clean ones marked so that the next seal
+    reads them again (INV-8)."""
     now = clock.files_now_ns()
     return {
         path: (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
-        for path, row in applier.written.items()
+        for path, row in written.items()
     }
 
 
 @using_store
 def apply_to_copy(
     ws: Workspace, root: Path, current: dict[str, Entry], want: dict[str, Entry]
-) -> None:
-    """Turns `current` into `want` in a disposable copy of the workspace at `root`, reading
-    objects from the workspace's store: no intent, no seal, no sync."""
+) -> dict[str, Row]:
+    """Turns `current` into `want` in a copy of the workspace at `root` that nothing needs to
+    survive a crash in (a merge check's scratch folder, a fork's staging folder), reading
+    objects from the workspace's store: no intent, no seal, no sync. Returns the path-index
+    rows of what it wrote (settled)."""
     planned = plan_actions(current, want)
     applier = Applier(Workspace(ws.id, root, ws.store), current)
     applier.stage(planned.actions)
     applier.run(planned.actions, durable=False)
+    return settled(applier.written)

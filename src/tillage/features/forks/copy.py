@@ -18,9 +18,14 @@ from tillage.core.paths import CONTROL_DIR
 from tillage.platform import clock
 from tillage.platform.clone import CopyStats, copy_tree, probe
 from tillage.store.rows import SnapshotRow
+from tillage.store.store import Store
+from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import is_racy
+from tillage.workspace.materialize import apply_to_copy
 from tillage.workspace.pathindex import FACTS, PathIndex, Row, stat_facts
+from tillage.workspace.seal import scan_live
+from tillage.workspace.trees import flatten
 
 
 def _store_rel(ws: Workspace) -> str | None:
@@ -89,3 +94,27 @@ def copy_live(ws: Workspace, staging: Path, seeder: Seeder) -> CopyStats:
 def materialized_stats(snapshot: SnapshotRow) -> CopyStats:
     """What writing a stored snapshot out copies (its files and bytes, a plain copy)."""
     return CopyStats("copy", snapshot.files, 0, snapshot.bytes)
+
+
+def match_base(
+    store: Store, fork_id: str, staging: Path, base: SnapshotRow, rows: dict[str, Row]
+) -> tuple[dict[str, Row], int]:
+    """Makes the copy in `staging` exactly its base (issue 21: the fork's record describes its
+    own folder). The live copy and the base sealed beside it may see a parent file at
+    different moments (an edit landing while the fork is made); left so, merging the untouched
+    fork would put the copy's version back over the parent's. The copy is walked with its
+    seeded rows (a file whose facts match is not read) and every path that differs from the
+    base is written from the store. Returns the fork's path-index rows and how many paths were
+    put right."""
+    ws = Workspace(fork_id, staging, store)
+    pathindex.save(store, fork_id, PathIndex(files=rows))
+    copied = scan_live(ws)
+    if copied.root == bytes.fromhex(base.tree) or copied.manifest is None:
+        return rows, 0
+    want = flatten(store, bytes.fromhex(base.tree))
+    current = copied.manifest
+    differ = {p for p in current.keys() | want.keys() if current.get(p) != want.get(p)}
+    written = apply_to_copy(ws, staging, current, want)
+    fixed = {p: r for p, r in rows.items() if p not in differ}
+    fixed.update(written)
+    return fixed, len(differ)

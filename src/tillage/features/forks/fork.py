@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tillage.core.progress import ProgressFn
 from tillage.errors import BusyError, echo
-from tillage.features.forks.copy import Seeder, copy_live, materialized_stats
+from tillage.features.forks.copy import Seeder, copy_live, match_base, materialized_stats
 from tillage.features.forks.errors import (
     BadDestinationError,
     DestinationExistsError,
@@ -324,6 +324,8 @@ def create_fork(
                     base, stats, rows = _copy_with_base(ws, name, staging, base, on_progress)
                 failpoints.hit("fork.after_copy")
                 write_pointer(staging, fork_id)
+                if at is None:  # a live copy; a materialized snapshot is its base already
+                    rows, _fixed = match_base(store, fork_id, staging, base, rows)
                 _make_durable(staging)  # durable before referenced: the record names it
                 pathindex.save(store, fork_id, PathIndex(files=rows))
                 head = _publish_first(store, fork_id, base, name)
