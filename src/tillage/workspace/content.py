@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 from tillage.core import codec
 from tillage.core.codec import Kind
@@ -202,3 +203,32 @@ def read_up_to(fd: int, limit: int, size_hint: int) -> bytes:
         parts.append(piece)
         done += len(piece)
     return b"".join(parts)
+
+
+def sqlite_image_id(db_path: Path, tmp_dir: Path) -> tuple[bytes, int] | None:
+    """The content ID and size a seal would give the live SQLite database at `db_path` (its
+    consistent image, database and journal together), stored nowhere; None when it cannot be
+    read as one (busy, unreadable, gone): a caller comparing it must treat that as changed."""
+    from tillage.workspace.sqlite_image import SqliteBusy, SqliteUnreadable, consistent_image
+
+    try:
+        # One descriptor, opened before the read transaction and closed after it: closing any
+        # descriptor of the database drops SQLite's POSIX locks (see consistent_image).
+        fd = os.open(db_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with consistent_image(db_path, tmp_dir) as image:
+            if image.byte_exact:
+                _kind, content, size = store_content(fd, None)
+            else:
+                img_fd = os.open(image.path, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    _kind, content, size = store_content(img_fd, None)
+                finally:
+                    os.close(img_fd)
+    except (SqliteBusy, SqliteUnreadable, OSError):
+        return None
+    finally:
+        os.close(fd)
+    return content, size

@@ -32,6 +32,7 @@ from tillage.platform import clock
 from tillage.store.rows import SnapshotRow
 from tillage.store.store import ObjectWriter, Store
 from tillage.workspace.attach import Workspace
+from tillage.workspace.content import sqlite_image_id
 from tillage.workspace.journal import landing as journal
 
 Land = Mapping[str, Entry | None]
@@ -107,22 +108,30 @@ def manifests_for(
     return now, want
 
 
-def drifted(root: Path, land: Land, ours: Mapping[str, Entry]) -> list[str]:
+def drifted(root: Path, land: Land, ours: Mapping[str, Entry], tmp_dir: Path) -> list[str]:
     """The landed paths that changed in the folder since `ours` was sealed (a file's size or
-    mtime, a link's target, a kind; a folder to delete that gained or lost a name)."""
+    mtime, a link's target, a kind; a folder to delete that gained or lost a name; a SQLite
+    database whose consistent image is not the one sealed, imaged again in `tmp_dir`)."""
     children: dict[str, set[str]] = defaultdict(set)
     for path in ours:
         parent, _, name = path.rpartition("/")
         children[parent].add(name)
     found: list[str] = []
     for path in sorted(land):
-        if not _as_sealed(root, path, ours.get(path), children, delete=land[path] is None):
+        entry = ours.get(path)
+        if not _as_sealed(root, path, entry, children, tmp_dir, delete=land[path] is None):
             found.append(path)
     return found
 
 
 def _as_sealed(
-    root: Path, path: str, entry: Entry | None, children: Mapping[str, set[str]], *, delete: bool
+    root: Path,
+    path: str,
+    entry: Entry | None,
+    children: Mapping[str, set[str]],
+    tmp_dir: Path,
+    *,
+    delete: bool,
 ) -> bool:
     where = os.path.join(root, path)
     try:
@@ -134,9 +143,12 @@ def _as_sealed(
     if entry is None:
         return False
     if entry.kind is EntryKind.FILE and entry.flags & EntryFlag.SQLITE_IMAGE:
-        # Sealed as a consistent image (database and journal together), whose size and
-        # mtime are not the file's: as in a rewind's guard, the image sealed moments ago holds.
-        return stat.S_ISREG(st.st_mode)
+        # Sealed as a consistent image (database and journal together), whose size and mtime
+        # are not the file's: image it again and compare (a row written during a merge's check
+        # must refuse the landing like any edit, never be overwritten unsealed).
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        return sqlite_image_id(Path(where), tmp_dir) == (entry.content, entry.size)
     if entry.kind is EntryKind.FILE:
         return (
             stat.S_ISREG(st.st_mode)

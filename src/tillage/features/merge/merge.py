@@ -39,6 +39,7 @@ from tillage.store.rows import SnapshotRow
 from tillage.store.store import ObjectWriter, Store
 from tillage.workspace.attach import Workspace
 from tillage.workspace.locks import using_store, workspace_lock
+from tillage.workspace.policy import outside_policy, snapshot_policy
 from tillage.workspace.recovery import recover_if_interrupted
 from tillage.workspace.seal import SealOptions, seal, seal_result
 from tillage.workspace.trees import read_file_bytes
@@ -274,6 +275,24 @@ def three_way(
     return out
 
 
+def captured_by_both(
+    store: Store, sides: tuple[Manifest, Manifest, Manifest]
+) -> tuple[Manifest, Manifest, Manifest]:
+    """The three manifests without the paths ours' or theirs' own policy excludes (INV-11, as
+    for a rewind): a side that does not capture a folder knows nothing of it, so a fork that
+    stops capturing `data/` does not delete it from the parent, and a folder the parent leaves
+    out is not written over from a fork that captures it."""
+    _base, ours, theirs = sides
+    policies = [snapshot_policy(store, ours), snapshot_policy(store, theirs)]
+
+    def kept(manifest: Manifest) -> Manifest:
+        for policy in policies:
+            manifest = outside_policy(manifest, policy)
+        return manifest
+
+    return kept(sides[0]), kept(ours), kept(theirs)
+
+
 def _merge_job(store: Store, job: TextJob) -> bytes | str | None:
     """The merged bytes of a file both sides changed, why it is a conflict, or None when the
     merge is what ours already holds (theirs' change is in it already)."""
@@ -333,8 +352,11 @@ def _merge(
     tell: Tell,
 ) -> MergeOutcome:
     store = ws.store
-    b, o, t = three_way(
-        store, bytes.fromhex(base.tree), bytes.fromhex(ours.tree), bytes.fromhex(theirs.tree)
+    b, o, t = captured_by_both(
+        store,
+        three_way(
+            store, bytes.fromhex(base.tree), bytes.fromhex(ours.tree), bytes.fromhex(theirs.tree)
+        ),
     )
     plan = plan_merge(b, o, t)
     conflicts = list(plan.conflicts)
@@ -388,7 +410,7 @@ def _merge(
     from tillage.features.merge import land as merge_land
 
     with workspace_lock(ws):
-        moved = drifted(ws.root, land, o)
+        moved = drifted(ws.root, land, o, ws.store.tmp_dir)
         if moved:
             conflicts.extend(
                 Conflict(

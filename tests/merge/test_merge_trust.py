@@ -1,0 +1,95 @@
+"""A merge never loses the parent's work (issue 21, data loss 2 and 3): a database written in
+the parent while a merge's check runs refuses the landing like any edit, and a path either
+side's policy leaves out is never merged."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Till
+
+
+def _rows(db: Path) -> list[int]:
+    with sqlite3.connect(db) as conn:
+        return [r[0] for r in conn.execute("SELECT n FROM t ORDER BY n")]
+
+
+def _insert(db: Path, n: int) -> None:
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("INSERT INTO t VALUES (?)", (n,))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _fork_root(folder: Path, name: str) -> Path:
+    return folder.parent / f"{folder.name}.forks" / name
+
+
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_a_database_written_in_the_parent_during_the_check_is_not_clobbered(
+    till: Till, folder: Path, journal: str
+) -> None:
+    db = folder / "app.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"PRAGMA journal_mode={journal}")
+        conn.execute("CREATE TABLE t (n INTEGER)")
+        conn.execute("INSERT INTO t VALUES (0)")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    _insert(_fork_root(folder, "k") / "app.db", 1)  # the fork's change
+    # The check itself writes the parent's database: an edit landing while the check runs.
+    writer = (
+        f"import sqlite3; c = sqlite3.connect({str(db)!r}); "
+        "c.execute('INSERT INTO t VALUES (2)'); c.commit()"
+    )
+    check = f"{shlex.quote(sys.executable)} -c {shlex.quote(writer)}"
+    run = till("--json", "merge", "k", "--check", check)
+    assert run.code == 3, run.stdout + run.stderr  # landed nothing: it changed meanwhile
+    assert json.loads(run.stdout)["conflicts"][0]["path"] == "app.db"
+    assert _rows(db) == [0, 2]  # the parent's row is still there, the fork's did not land
+    # Merged again, both sides changed the database: a conflict, the parent's row kept.
+    again = till("--json", "merge", "k")
+    assert again.code == 3 and _rows(db) == [0, 2]
+
+
+def test_a_folder_the_fork_stops_capturing_is_not_deleted_from_the_parent(
+    till: Till, folder: Path
+) -> None:
+    (folder / "data").mkdir()
+    (folder / "data" / "c.csv").write_text("secret\n")
+    (folder / "keep.txt").write_text("keep\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    fork = _fork_root(folder, "k")
+    (fork / ".tillagepolicy").write_text("data/\n")
+    (fork / "new.txt").write_text("from the fork\n")
+    merged = till.json("merge", "k")
+    assert (folder / "data" / "c.csv").read_text() == "secret\n"
+    assert (folder / "new.txt").read_text() == "from the fork\n"  # the rest still merges
+    assert merged["landed"] is True
+
+
+def test_a_folder_the_parent_leaves_out_is_not_merged_in_from_the_fork(
+    till: Till, folder: Path
+) -> None:
+    (folder / ".tillagepolicy").write_text("scratch/\n")
+    (folder / "keep.txt").write_text("keep\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    fork = _fork_root(folder, "k")
+    (fork / ".tillagepolicy").write_text("")  # the fork captures scratch/ ...
+    (fork / "scratch").mkdir()
+    (fork / "scratch" / "big.bin").write_text("fork's scratch\n")
+    (folder / "scratch").mkdir()
+    (folder / "scratch" / "big.bin").write_text("parent's scratch\n")
+    till.json("merge", "k")
+    # ... but the parent never did: its own scratch/ is left as it is.
+    assert (folder / "scratch" / "big.bin").read_text() == "parent's scratch\n"
