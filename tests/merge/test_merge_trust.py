@@ -5,9 +5,13 @@ side's policy leaves out is never merged."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
 import sqlite3
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +97,39 @@ def test_a_folder_the_parent_leaves_out_is_not_merged_in_from_the_fork(
     till.json("merge", "k")
     # ... but the parent never did: its own scratch/ is left as it is.
     assert (folder / "scratch" / "big.bin").read_text() == "parent's scratch\n"
+
+
+@pytest.mark.process
+def test_a_merge_killed_during_its_check_leaves_no_copy_of_the_workspace(
+    till: Till, folder: Path
+) -> None:
+    """(issue 21, item 4) The check's scratch copy holds the whole folder, `.env` included: a
+    merge killed while its check runs must not leave it behind; the next command sweeps it."""
+    (folder / ".env").write_text("SECRET=1\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    (_fork_root(folder, "k") / "new.txt").write_text("new\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tillage", "--json", "merge", "k", "--check", "sleep 30"],
+        cwd=folder,
+        env=till.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        scratch: list[Path] = []
+        deadline = time.monotonic() + 30
+        while not scratch and time.monotonic() < deadline:
+            scratch = [p for p in folder.parent.glob(f".{folder.name}.merge-check-*")]
+            time.sleep(0.05)
+        assert scratch, "the check never started"
+        while not list(scratch[0].rglob(".env")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the merge and its check
+        proc.wait()
+    assert scratch[0].exists()  # killed: nothing removed it
+    till.json("status")  # the next command of any kind
+    assert not scratch[0].exists()
+    assert not (folder / "new.txt").exists()  # and the merge landed nothing

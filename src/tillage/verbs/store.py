@@ -77,9 +77,12 @@ def _checked(store: Any, repair: bool) -> tuple[list[str], list[tuple[str, str]]
     rewrites packs, so it runs alone, as a gc does (INV-14); a check only reads, beside seals,
     but never in the middle of a gc."""
     from tillage.store.check import check_store
+    from tillage.workspace.scratch import sweep_scratch
 
     with store.maintaining() if repair else store.sharing():
         finished, stuck = _finish_interrupted_rewinds(store)
+        if not store.read_only:
+            sweep_scratch(store)
         return finished, stuck, check_store(store, repair=repair)
 
 

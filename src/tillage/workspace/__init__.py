@@ -21,6 +21,7 @@ __all__ = [
     "policy",  # `.tillagepolicy`
     "recovery",  # open_workspace: find, then finish what a crash left
     "rewind",  # the rewind verb's logic
+    "scratch",  # disposable folders beside a workspace, swept when their process died
     "seal",  # a snapshot of the folder, durable before it is published
     "thinned",  # paths whose bytes a gc dropped
     "timeline",  # snapshot IDs and prefixes

@@ -17,6 +17,7 @@ from tillage.store.store import Store
 from tillage.workspace.attach import Workspace, require_workspace
 from tillage.workspace.journal.intents import intent_path, read_intent, remove_intent
 from tillage.workspace.locks import workspace_lock
+from tillage.workspace.scratch import sweep_scratch
 
 
 def open_workspace(
@@ -31,6 +32,7 @@ def open_workspace(
     `store` and `restore_pointer`), with any landing a crash interrupted finished first."""
     ws = require_workspace(home, folder, home_dir, store, restore_pointer=restore_pointer)
     recover_if_interrupted(ws)
+    sweep_scratch(ws.store)  # a killed merge's check copy (the folder, `.env` included)
     return ws
 
 

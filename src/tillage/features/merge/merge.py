@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -455,9 +454,9 @@ def run_check(
     from tillage.platform.clone import copy_tree
     from tillage.platform.commands import run_command
     from tillage.workspace.materialize import apply_to_copy
+    from tillage.workspace.scratch import scratch_folder
 
-    holder = _scratch_holder(ws)
-    try:
+    with scratch_folder(ws.store, _scratch_parent(ws), f".{ws.root.name}.merge-check-") as holder:
         copy = holder / ws.root.name
         copy_tree(ws.root, copy, skip=_left_out(ws))
         if land:
@@ -465,8 +464,6 @@ def run_check(
             apply_to_copy(ws, copy, now, want)
         done = run_command((command,), copy, env=CHECK_ENV, launch=launch)
         return CheckRun(done.exit_code, done.output)
-    finally:
-        _remove_folder(holder)
 
 
 def _left_out(ws: Workspace) -> Callable[[str], bool]:
@@ -479,23 +476,10 @@ def _left_out(ws: Workspace) -> Callable[[str], bool]:
     return skipped.__contains__
 
 
-def _scratch_holder(ws: Workspace) -> Path:
-    """A new folder beside the workspace (same file system: the copy can share extents), or
-    in the store's temporary folder when the workspace's parent is not writable."""
-    prefix = f".{ws.root.name}.merge-check-"
-    try:
-        return Path(tempfile.mkdtemp(prefix=prefix, dir=ws.root.parent))
-    except OSError:
-        ws.store.tmp_dir.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=prefix, dir=ws.store.tmp_dir))
-
-
-def _remove_folder(folder: Path) -> None:
-    from tillage.platform.folders import remove_tree
-
-    parent = os.open(folder.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            remove_tree(parent, folder.name)
-    finally:
-        os.close(parent)
+def _scratch_parent(ws: Workspace) -> Path:
+    """Where the check's copy goes: beside the workspace (same file system: the copy can share
+    extents), or the store's temporary folder when the workspace's parent is not writable."""
+    if os.access(ws.root.parent, os.W_OK | os.X_OK):
+        return ws.root.parent
+    ws.store.tmp_dir.mkdir(parents=True, exist_ok=True)
+    return ws.store.tmp_dir
