@@ -42,6 +42,23 @@ def remove_tree(parent_fd: int, name: str) -> None:
     os.rmdir(name, dir_fd=parent_fd)
 
 
+def remove_folder(path: Path, *, durable: bool = False) -> None:
+    """Removes the folder `path` (one tillage made: a fork's staging or trash, a scratch
+    copy) by descriptor, as remove_tree does; gone already is fine. `durable`: the removal is
+    made durable in its parent folder before returning."""
+    try:
+        parent_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            remove_tree(parent_fd, path.name)
+        if durable:
+            os.fsync(parent_fd)
+    finally:
+        os.close(parent_fd)
+
+
 def regular_files(
     top: int, skip: Callable[[str], bool] | None = None
 ) -> Iterator[tuple[int, str, str, os.stat_result]]:

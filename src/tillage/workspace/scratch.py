@@ -70,14 +70,6 @@ def sweep_scratch(store: Store) -> int:
 
 
 def _remove(path: Path) -> None:
-    from tillage.platform.folders import remove_tree  # only when there is something to remove
+    from tillage.platform.folders import remove_folder  # only when there is something to remove
 
-    try:
-        parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    except FileNotFoundError:
-        return
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            remove_tree(parent, path.name)
-    finally:
-        os.close(parent)
+    remove_folder(path)

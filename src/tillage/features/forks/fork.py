@@ -44,7 +44,7 @@ from tillage.features.forks.errors import (
 from tillage.platform import failpoints
 from tillage.platform.clone import CopyStats, rename_noreplace
 from tillage.platform.errors import DiskFullError
-from tillage.platform.folders import remove_tree, syncfs
+from tillage.platform.folders import remove_folder, syncfs
 from tillage.platform.fs import atomic_write, fsync_dir, raise_if_disk_full
 from tillage.platform.locks import file_lock, is_held
 from tillage.platform.names import random_hex
@@ -213,17 +213,8 @@ def _maker_lock(store: Store, fork_id: str) -> Path:
 
 
 def _remove_folder(path: Path) -> None:
-    """Removes a folder tillage made (staging or trash), by descriptor."""
-    try:
-        parent_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            remove_tree(parent_fd, path.name)
-        os.fsync(parent_fd)
-    finally:
-        os.close(parent_fd)
+    """Removes a folder tillage made (staging or trash), durably."""
+    remove_folder(path, durable=True)
 
 
 def finish_pending(ws: Workspace) -> None:
