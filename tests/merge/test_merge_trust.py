@@ -133,3 +133,31 @@ def test_a_merge_killed_during_its_check_leaves_no_copy_of_the_workspace(
     till.json("status")  # the next command of any kind
     assert not scratch[0].exists()
     assert not (folder / "new.txt").exists()  # and the merge landed nothing
+
+
+def test_an_undone_merge_can_be_merged_again(till: Till, folder: Path) -> None:
+    """(issue 21, item 5) Rewinding the parent to the merge's undo puts the fork's base back:
+    the fork's work is its own change again, `forks` counts it, and merging lands it."""
+    (folder / "a.txt").write_text("a\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "f")
+    (_fork_root(folder, "f") / "work.txt").write_text("the fork's work\n")
+    merged = till.json("merge", "f")
+    assert merged["landed"] and (folder / "work.txt").exists()
+    till.json("rewind", merged["undo"], "--yes")
+    assert not (folder / "work.txt").exists()
+    listed = till.json("forks")
+    assert [f["changed_paths"] for f in listed["forks"]] == [1]
+    again = till.json("merge", "f")
+    assert again["landed"] and again["changes"] == 1
+    assert (folder / "work.txt").read_text() == "the fork's work\n"
+
+
+def test_a_rewind_of_some_paths_leaves_the_fork_base_alone(till: Till, folder: Path) -> None:
+    (folder / "a.txt").write_text("a\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "f")
+    (_fork_root(folder, "f") / "work.txt").write_text("work\n")
+    merged = till.json("merge", "f")
+    till.json("rewind", merged["undo"], "--paths", "a.txt", "--yes")
+    assert [f["changed_paths"] for f in till.json("forks")["forks"]] == [0]

@@ -65,9 +65,10 @@ def apply_record(c: sqlite3.Connection, r: LogRecord) -> None:
             "UPDATE forks SET removed_ns=?, last=? WHERE workspace=?",
             (r.at_ns, b.get("snapshot"), b["workspace"]),
         )
-    elif r.kind == "fork_merged":
+    elif r.kind in ("fork_merged", "fork_base"):
         # What landed is now common to both: the next merge (and the radar) counts the
-        # fork's changes from the state that was merged.
+        # fork's changes from the state that was merged. A `fork_base` puts it back when the
+        # parent was rewound to before the merge (its changes are no longer common).
         c.execute("UPDATE forks SET base=? WHERE workspace=?", (b["base"], b["workspace"]))
     elif r.kind == "claim":
         c.execute(

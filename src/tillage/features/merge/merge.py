@@ -127,7 +127,13 @@ def merge_fork(
         merged_from=None,
         tell=Tell(
             "fact",
-            {"workspace": row.workspace, "parent": ws.id, "name": name, "base": theirs.id},
+            {
+                "workspace": row.workspace,
+                "parent": ws.id,
+                "name": name,
+                "base": theirs.id,
+                "previous": row.base,  # what a rewind to before this merge puts back
+            },
         ),
     )
 
