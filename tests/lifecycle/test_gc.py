@@ -3,6 +3,7 @@ removes, what a thinned snapshot can still restore, and that nothing else change
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from pathlib import Path
@@ -372,3 +373,21 @@ def test_a_budget_never_takes_a_recent_undo_point(till: Till, folder: Path) -> N
     till.json("snap", env=at(T0 + 3 * HOUR))
     till.json("budget", "--max", "10k", env=at(T0 + 3 * HOUR))
     assert undo in {s["id"] for s in timeline(till)}  # younger than the keep-all window
+
+
+def test_a_fork_of_a_thinned_snapshot_is_refused_naming_what_it_lacks(
+    till: Till, folder: Path
+) -> None:
+    """(issue 21, item 13) Not `store.damaged` (verify says the store is fine): the snapshot
+    is partial, and a fork without its dropped files would merge back as their deletion."""
+    old, _new, _old_dep = _thinned_workspace(till, folder)
+    run = till("--json", "fork", "old", "--at", old)
+    assert run.code != 0
+    error = json.loads(run.stdout)["error"]
+    assert error["name"] == "fork.snapshot_partial"
+    assert error["details"]["missing"] == [
+        {"path": "node_modules/lib/index.js", "class": "dependency"}
+    ]
+    assert not (folder.parent / f"{folder.name}.forks" / "old").exists()
+    assert till.json("forks")["forks"] == []
+    assert till.json("verify")["ok"] is True

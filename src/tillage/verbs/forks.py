@@ -16,6 +16,7 @@ from tillage.features.forks.errors import (
     ForkNotFoundError,
     InvalidForkNameError,
     NotTheForkError,
+    SnapshotPartialError,
 )
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
 from tillage.verbs.contract import (
@@ -46,6 +47,7 @@ MAKE_ERRORS = (
     DestinationExistsError,
     BadDestinationError,
     ForkCopyError,
+    SnapshotPartialError,
     BusyError,
     *AT_ERRORS,
 )

@@ -100,3 +100,17 @@ class ForkCopyError(TillageError):
     name = "fork.copy_failed"
     module = "forks"
     next_step = "fix the permission or the path the message names, then fork again"
+
+
+class SnapshotPartialError(TillageError):
+    """`fork --at` (or `exec --at`) of a snapshot a gc thinned: some of its files' bytes are
+    gone (their class outlived its byte window). A fork without them would merge back as their
+    deletion, so none is made; `details.missing` lists what the snapshot lacks."""
+
+    code = -32163
+    name = "fork.snapshot_partial"
+    module = "forks"
+    next_step = (
+        "fork the live folder, or a snapshot that is whole (`till show ID` lists what one "
+        "lacks; `till timeline` marks partial ones)"
+    )

@@ -40,6 +40,7 @@ from tillage.features.forks.errors import (
     ForkNotFoundError,
     InvalidForkNameError,
     NotTheForkError,
+    SnapshotPartialError,
 )
 from tillage.platform import failpoints
 from tillage.platform.clone import CopyStats, rename_noreplace
@@ -55,6 +56,7 @@ from tillage.workspace.attach import Workspace, holds_pointer, write_pointer
 from tillage.workspace.locks import using_store
 from tillage.workspace.materialize import materialize
 from tillage.workspace.pathindex import PathIndex, Row
+from tillage.workspace.trees import flatten
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 MAX_NAME = 40
@@ -289,6 +291,7 @@ def create_fork(
             raise ForkExistsError.named(name)
         if at is not None:
             base = resolve(ws, at)
+            _refuse_partial(store, base)
         dest = check_destination(ws, destination or _default_parent(ws, name))
         fork_id = random_hex(16)
         staging = staging_path(dest, fork_id)
@@ -389,6 +392,26 @@ def _copy_with_base(
         stats = copy_live(ws, staging, seeder)  # a failure waits for the seal, then raises
         sealed = sealing.result().row
     return sealed, stats, seeder.rows
+
+
+def _refuse_partial(store: Store, snapshot: SnapshotRow) -> None:
+    """A thinned snapshot cannot be a fork: its missing files would merge back as deletions."""
+    if not store.thinned_classes(snapshot.id):
+        return
+    from tillage.workspace.thinned import missing_paths
+
+    missing = missing_paths(store, snapshot.id, flatten(store, bytes.fromhex(snapshot.tree)))
+    if missing:
+        shown = ", ".join(m.path for m in missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise SnapshotPartialError(
+            f"snapshot {snapshot.id[:12]} is partial: a gc dropped the bytes of "
+            f"{len(missing)} of its files ({shown})",
+            details={
+                "snapshot": snapshot.id,
+                "missing": [{"path": m.path, "class": m.cls} for m in missing[:100]],
+                "missing_count": len(missing),
+            },
+        )
 
 
 def _make_durable(folder: Path) -> None:
