@@ -26,12 +26,11 @@ def after_write(
     workspace_id: str | None,
     *,
     event: tuple[str, Mapping[str, Any]] | None = None,
-    added: bool = True,
 ) -> None:
     """Announces `event` (an appended event's kind and detail), looks for collisions with the
-    workspace's family, and enforces the store's budget when the write `added` bytes. The
-    write stands whatever happens in the budget step (another process's gc, a full disk):
-    `till status` tells a store that stays over."""
+    workspace's family, and enforces the store's budget. The write stands whatever happens in
+    the budget step (another process's gc, a full disk): `till status` tells a store that
+    stays over."""
     if workspace_id is not None and event is not None:
         from tillage.store.events import announce
 
@@ -40,8 +39,7 @@ def after_write(
         from tillage.features.radar.radar import look_for_collisions
 
         look_for_collisions(store, workspace_id)
-    if added:
-        keep_budget(store)
+    keep_budget(store)
 
 
 def keep_budget(store: Store) -> None:

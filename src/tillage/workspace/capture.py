@@ -36,8 +36,14 @@ from tillage.core.models import (
 from tillage.core.paths import CONTROL_DIR, fs_decode, fs_encode, join
 from tillage.core.progress import Progress, ProgressFn
 from tillage.errors import TillageError
+from tillage.platform import clock
 from tillage.store.store import ObjectWriter, Store
-from tillage.workspace.content import maybe_sparse, read_up_to, store_content
+from tillage.workspace.content import (
+    maybe_sparse,
+    read_up_to,
+    store_content,
+    store_sqlite_image,
+)
 from tillage.workspace.pathindex import (
     FACTS,
     FOLDER_FACTS,
@@ -51,7 +57,6 @@ from tillage.workspace.sqlite_image import (
     SIDECAR_SUFFIXES,
     SqliteBusy,
     SqliteUnreadable,
-    consistent_image,
     is_sqlite_header,
     sidecar_base,
 )
@@ -711,18 +716,8 @@ class Walker:
         # than a path can name is reached through its folder's descriptor instead.
         where = abs_path if len(abs_path) < _PATH_MAX else f"/proc/self/fd/{dir_fd}/{name}"
         try:
-            with consistent_image(Path(where), self.tmp_dir) as image:
-                if image.byte_exact:
-                    # Read through the descriptor already open: closing another one on the
-                    # database would drop the locks SQLite holds for the read (POSIX locks).
-                    kind, content, size = store_content(fd, self.writer)
-                else:
-                    img_fd = os.open(image.path, os.O_RDONLY | os.O_CLOEXEC)
-                    try:
-                        kind, content, size = store_content(img_fd, self.writer)
-                    finally:
-                        os.close(img_fd)
-                return kind, content, size, int(EntryFlag.SQLITE_IMAGE)
+            kind, content, size = store_sqlite_image(fd, Path(where), self.tmp_dir, self.writer)
+            return kind, content, size, int(EntryFlag.SQLITE_IMAGE)
         except (SqliteBusy, SqliteUnreadable, OSError) as exc:
             if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -740,6 +735,17 @@ def is_racy(mtime_ns: int, ctime_ns: int, now_ns: int) -> bool:
     whole_seconds = mtime_ns % 1_000_000_000 == 0 and ctime_ns % 1_000_000_000 == 0
     window = RACY_WINDOW_WHOLE_SECONDS_NS if whole_seconds else RACY_WINDOW_NS
     return max(mtime_ns, ctime_ns) >= now_ns - window
+
+
+def settled(written: Mapping[str, Row]) -> dict[str, Row]:
+    """Path-index rows of files just written (a rewind, a merge, a materialized snapshot),
+    racily-clean ones marked with facts that never match (INV-8), so that the next seal skips
+    reading the rest and reads those again."""
+    now = clock.files_now_ns()
+    return {
+        path: (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
+        for path, row in written.items()
+    }
 
 
 def _user_xattrs(target: str | int) -> tuple[tuple[bytes, bytes], ...]:

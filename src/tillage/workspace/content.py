@@ -205,28 +205,39 @@ def read_up_to(fd: int, limit: int, size_hint: int) -> bytes:
     return b"".join(parts)
 
 
+def store_sqlite_image(
+    fd: int, db_path: Path, tmp_dir: Path, writer: ObjectWriter | None
+) -> tuple[int, bytes, int]:
+    """Stores (or, with no writer, only hashes) the consistent image of the live SQLite
+    database at `db_path`, whose file `fd` is open: a byte-exact image is read through `fd`,
+    already open, because closing another descriptor of the database would drop the locks
+    SQLite holds for the read (POSIX locks); a copied image from its temporary file. Raises
+    SqliteBusy, SqliteUnreadable or OSError as consistent_image does."""
+    from tillage.workspace.sqlite_image import consistent_image
+
+    with consistent_image(db_path, tmp_dir) as image:
+        if image.byte_exact:
+            return store_content(fd, writer)
+        img_fd = os.open(image.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return store_content(img_fd, writer)
+        finally:
+            os.close(img_fd)
+
+
 def sqlite_image_id(db_path: Path, tmp_dir: Path) -> tuple[bytes, int] | None:
     """The content ID and size a seal would give the live SQLite database at `db_path` (its
     consistent image, database and journal together), stored nowhere; None when it cannot be
     read as one (busy, unreadable, gone): a caller comparing it must treat that as changed."""
-    from tillage.workspace.sqlite_image import SqliteBusy, SqliteUnreadable, consistent_image
+    from tillage.workspace.sqlite_image import SqliteBusy, SqliteUnreadable
 
     try:
-        # One descriptor, opened before the read transaction and closed after it: closing any
-        # descriptor of the database drops SQLite's POSIX locks (see consistent_image).
+        # One descriptor, opened before the read transaction and closed after it.
         fd = os.open(db_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        with consistent_image(db_path, tmp_dir) as image:
-            if image.byte_exact:
-                _kind, content, size = store_content(fd, None)
-            else:
-                img_fd = os.open(image.path, os.O_RDONLY | os.O_CLOEXEC)
-                try:
-                    _kind, content, size = store_content(img_fd, None)
-                finally:
-                    os.close(img_fd)
+        _kind, content, size = store_sqlite_image(fd, db_path, tmp_dir, None)
     except (SqliteBusy, SqliteUnreadable, OSError):
         return None
     finally:

@@ -9,11 +9,10 @@ from pathlib import Path
 
 from tillage.core.models import Entry
 from tillage.core.rewind_plan import plan_actions
-from tillage.platform import clock
 from tillage.store.rows import SnapshotRow
 from tillage.store.store import Store
 from tillage.workspace.attach import Workspace
-from tillage.workspace.capture import is_racy
+from tillage.workspace.capture import settled
 from tillage.workspace.journal.applier import Applier
 from tillage.workspace.locks import using_store
 from tillage.workspace.pathindex import Row
@@ -36,16 +35,6 @@ def _materialize(store: Store, snapshot: SnapshotRow, dest: Path) -> dict[str, R
     applier.stage(planned.actions)
     applier.run(planned.actions)
     return settled(applier.written)
-
-
-def settled(written: dict[str, Row]) -> dict[str, Row]:
-    """Path-index rows of files just written, racily-clean ones marked so that the next seal
-    reads them again (INV-8)."""
-    now = clock.files_now_ns()
-    return {
-        path: (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
-        for path, row in written.items()
-    }
 
 
 @using_store

@@ -98,23 +98,23 @@ def materialized_stats(snapshot: SnapshotRow) -> CopyStats:
 
 def match_base(
     store: Store, fork_id: str, staging: Path, base: SnapshotRow, rows: dict[str, Row]
-) -> tuple[dict[str, Row], int]:
+) -> dict[str, Row]:
     """Makes the copy in `staging` exactly its base (issue 21: the fork's record describes its
     own folder). The live copy and the base sealed beside it may see a parent file at
     different moments (an edit landing while the fork is made); left so, merging the untouched
     fork would put the copy's version back over the parent's. The copy is walked with its
     seeded rows (a file whose facts match is not read) and every path that differs from the
-    base is written from the store. Returns the fork's path-index rows and how many paths were
-    put right."""
+    base is written from the store. Saves the fork's path index, and returns its rows."""
     ws = Workspace(fork_id, staging, store)
     pathindex.save(store, fork_id, PathIndex(files=rows))
     copied = scan_live(ws)
     if copied.root == bytes.fromhex(base.tree) or copied.manifest is None:
-        return rows, 0
+        return rows  # the common case: the rows saved are the fork's
     want = flatten(store, bytes.fromhex(base.tree))
     current = copied.manifest
     differ = {p for p in current.keys() | want.keys() if current.get(p) != want.get(p)}
     written = apply_to_copy(ws, staging, current, want)
     fixed = {p: r for p, r in rows.items() if p not in differ}
     fixed.update(written)
-    return fixed, len(differ)
+    pathindex.save(store, fork_id, PathIndex(files=fixed))
+    return fixed

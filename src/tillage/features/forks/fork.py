@@ -318,10 +318,11 @@ def create_fork(
                     base, stats, rows = _copy_with_base(ws, name, staging, base, on_progress)
                 failpoints.hit("fork.after_copy")
                 write_pointer(staging, fork_id)
-                if at is None:  # a live copy; a materialized snapshot is its base already
-                    rows, _fixed = match_base(store, fork_id, staging, base, rows)
+                if at is None:  # a live copy, made exactly its base (saves the index)
+                    rows = match_base(store, fork_id, staging, base, rows)
+                else:  # a materialized snapshot is its base already
+                    pathindex.save(store, fork_id, PathIndex(files=rows))
                 _make_durable(staging)  # durable before referenced: the record names it
-                pathindex.save(store, fork_id, PathIndex(files=rows))
                 head = _publish_first(store, fork_id, base, name)
                 failpoints.hit("fork.after_snapshot")
                 store.publish(

@@ -22,12 +22,12 @@ from tillage.core.paths import CONTROL_DIR, ancestors
 from tillage.core.progress import ProgressFn
 from tillage.core.rewind_plan import Action, plan_actions
 from tillage.errors import IntegrityError, TillageError
-from tillage.platform import clock, failpoints
+from tillage.platform import failpoints
 from tillage.platform.folders import remove_temp_files
 from tillage.store.rows import SnapshotRow
 from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace
-from tillage.workspace.capture import is_racy
+from tillage.workspace.capture import settled
 from tillage.workspace.errors import MergeStoppedError, RewindStoppedError
 from tillage.workspace.journal.applier import Applier
 from tillage.workspace.journal.intents import pre_trigger, remove_intent, write_intent
@@ -100,9 +100,7 @@ def remember_written(ws: Workspace, written: dict[str, Row]) -> None:
     if not written:
         return
     index = pathindex.load(ws.store, ws.id)
-    now = clock.files_now_ns()
-    for path, row in written.items():
-        index.files[path] = (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
+    index.files.update(settled(written))
     pathindex.save(ws.store, ws.id, index)
 
 
