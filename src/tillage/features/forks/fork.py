@@ -52,7 +52,7 @@ from tillage.platform.names import random_hex
 from tillage.store.rows import ForkRow, SnapshotRow
 from tillage.store.store import Store
 from tillage.workspace import pathindex
-from tillage.workspace.attach import Workspace, holds_pointer, write_pointer
+from tillage.workspace.attach import Workspace, holds_or_reclaims, holds_pointer, write_pointer
 from tillage.workspace.locks import using_store
 from tillage.workspace.materialize import materialize
 from tillage.workspace.pathindex import PathIndex, Row
@@ -180,13 +180,25 @@ def open_fork(ws: Workspace, row: ForkRow) -> Workspace:
     return Workspace(row.workspace, Path(row.root), ws.store)
 
 
-def require_fork_folder(row: ForkRow) -> Path:
+def is_fork_folder(store: Store, row: ForkRow, *, restore: bool = True) -> bool:
+    """Tells whether the folder at the fork's recorded path is that fork: its pointer names it,
+    or its pointer was removed (`git clean -fdx` in the fork) and it is the folder the fork's
+    last seal walked (then the pointer is put back, unless `restore` is False)."""
+    root = Path(row.root)
+    if holds_pointer(root, row.workspace):
+        return True
+    known = pathindex.load(store, row.workspace).folders.get("")
+    identity = (int(known[-2]), int(known[-1])) if known is not None else None
+    return holds_or_reclaims(root, row.workspace, identity, restore=restore)
+
+
+def require_fork_folder(store: Store, row: ForkRow) -> Path:
     """The fork's folder, checked to be that fork: folder_missing when it is gone,
     not_the_fork when the folder there is something else."""
     root = Path(row.root)
     if not os.path.lexists(root):
         raise ForkFolderMissingError(f"the folder of fork {row.name!r} ({root}) is gone")
-    if not holds_pointer(root, row.workspace):
+    if not is_fork_folder(store, row):
         raise NotTheForkError(
             f"{root} is not fork {row.name!r} any more: its `.tillage` pointer names another "
             "workspace, or none",

@@ -15,11 +15,11 @@ from tillage.core.models import Entry
 from tillage.core.paths import CONTROL_DIR
 from tillage.core.treediff import diff_entry
 from tillage.core.treewalk import walk
-from tillage.features.forks.fork import finish_pending, fork_index
+from tillage.features.forks.fork import finish_pending, fork_index, is_fork_folder
 from tillage.platform.folders import regular_files
 from tillage.store.rows import ForkRow, SnapshotRow
 from tillage.store.store import Store
-from tillage.workspace.attach import Workspace, holds_pointer
+from tillage.workspace.attach import Workspace
 
 _FS_IOC_FIEMAP = 0xC020660B
 _FIEMAP_HEADER = struct.Struct("=QQIIII")  # fm_start, fm_length, flags, mapped, count, reserved
@@ -129,7 +129,7 @@ def list_forks(ws: Workspace, *, with_disk: bool = True) -> list[ForkListing]:
         head = store.head(row.workspace)
         base = store.snapshot(row.base)
         root = Path(row.root)
-        missing = not holds_pointer(root, row.workspace)
+        missing = not is_fork_folder(store, row, restore=False)
         changed = 0
         if head is not None and base is not None:
             changed = changed_paths(store, bytes.fromhex(base.tree), bytes.fromhex(head.tree))

@@ -25,6 +25,7 @@ from tillage.features.forks.fork import (
     finish_pending,
     fork_index,
     forks_lock,
+    is_fork_folder,
     open_fork,
     require_fork,
     require_fork_folder,
@@ -41,7 +42,7 @@ from tillage.platform.commands import (
 from tillage.platform.fs import fsync_dir
 from tillage.platform.launch import Launch
 from tillage.store.rows import ForkRow, SnapshotRow
-from tillage.workspace.attach import Workspace, holds_pointer
+from tillage.workspace.attach import Workspace
 
 PORT_BASE = 3000
 MAX_UNIVERSES = 64
@@ -151,7 +152,7 @@ def run_in_fork(
         row = made.row
         fork_ws = made.workspace
     else:
-        require_fork_folder(row)
+        require_fork_folder(ws.store, row)
         fork_ws = open_fork(ws, row)
     index = fork_index(ws.store, row)
     outcome = run_command(
@@ -328,7 +329,7 @@ def remove_fork(
         check_expected_root(row, expected_root)
         root = Path(row.root)
         present = os.path.lexists(root)
-        is_fork = present and holds_pointer(root, row.workspace)
+        is_fork = present and is_fork_folder(store, row)
         if present and not is_fork and not keep_files:
             raise NotTheForkError(
                 f"{root} is not fork {name!r} any more (its `.tillage` pointer names another "

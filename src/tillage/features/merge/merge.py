@@ -103,7 +103,7 @@ def merge_fork(
     base = ws.store.snapshot(row.base)
     if base is None:
         raise SnapshotNotFoundError(f"the fork's base {row.base[:12]} is not in the store")
-    require_fork_folder(row)
+    require_fork_folder(ws.store, row)
     fork_ws = open_fork(ws, row)
     recover_if_interrupted(fork_ws)  # a rewind or merge of the fork killed half-way
     ours = _seal_ours(ws, f"before merge {name}", dry_run)

@@ -1,0 +1,176 @@
+"""A merge a user is not stuck with (issue 21, items 6, 7, 11 and 12, and the preview digest):
+a fork whose pointer `git clean -fdx` removed is still the fork, one path is one conflict, a
+dry run writes nothing, and `--expect` lands only the plan that was previewed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from tests.conftest import Till
+
+
+def _fork_root(folder: Path, name: str) -> Path:
+    return folder.parent / f"{folder.name}.forks" / name
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(cwd),
+    }
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def _snapshots(till: Till, cwd: Path | None = None) -> int:
+    return len(till.json("timeline", "-n", "1000", cwd=cwd)["snapshots"])
+
+
+# -- item 7: a fork whose pointer was removed -------------------------------------------------
+
+
+def test_a_fork_cleaned_with_git_clean_is_still_merged_from_the_parent(
+    till: Till, folder: Path
+) -> None:
+    (folder / "a.txt").write_text("a\n")
+    _git(folder, "init", "-q")
+    _git(folder, "add", "a.txt")
+    _git(folder, "commit", "-q", "-m", "a")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    fork = _fork_root(folder, "k")
+    _git(fork, "clean", "-fdxq")
+    assert not (fork / ".tillage").exists()
+    (fork / "a.txt").write_text("a from the fork\n")
+
+    assert till.json("forks")["forks"][0]["path"] == str(fork)
+    merged = till.json("merge", "k")
+
+    assert merged["landed"] and merged["changes"] == 1
+    assert (folder / "a.txt").read_text() == "a from the fork\n"
+    assert (fork / ".tillage").is_dir()  # the pointer is back
+
+
+def test_a_folder_made_anew_at_the_forks_path_is_not_taken_for_the_fork(
+    till: Till, folder: Path
+) -> None:
+    """A folder replaced at the fork's path would read as every file deleted: refused."""
+    (folder / "a.txt").write_text("a\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    fork = _fork_root(folder, "k")
+    shutil.rmtree(fork)
+    fork.mkdir()
+
+    run = till("--json", "merge", "k")
+
+    assert run.code == 1 and run.error["name"] == "fork.not_the_fork"
+    assert (folder / "a.txt").read_text() == "a\n"
+
+
+# -- item 11: one path, one conflict ----------------------------------------------------------
+
+
+def test_a_folder_made_a_file_while_the_other_side_edits_inside_it_names_both(
+    till: Till, folder: Path
+) -> None:
+    (folder / "d").mkdir()
+    (folder / "d" / "f.txt").write_text("f\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    fork = _fork_root(folder, "k")
+    shutil.rmtree(fork / "d")
+    (fork / "d").write_text("now a file\n")
+    (folder / "d" / "f.txt").write_text("f edited here\n")
+
+    run = till("--json", "merge", "k")
+
+    assert run.code == 3
+    paths = [c["path"] for c in run.doc["conflicts"]]
+    assert sorted(paths) == ["d", "d/f.txt"]
+    by_path = {c["path"]: c["kind"] for c in run.doc["conflicts"]}
+    assert by_path == {"d": "type_change", "d/f.txt": "modify_delete"}
+
+
+# -- item 12 and the preview digest ------------------------------------------------------------
+
+
+def test_a_dry_run_merge_seals_nothing_on_either_side(till: Till, folder: Path) -> None:
+    (folder / "a.txt").write_text("a\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    fork = _fork_root(folder, "k")
+    (fork / "b.txt").write_text("the fork's\n")
+    (folder / "c.txt").write_text("the parent's\n")
+    before = (_snapshots(till), _snapshots(till, cwd=fork))
+    events = till("--json", "events").stdout
+
+    preview = till.json("merge", "k", "--dry-run")
+
+    assert preview["dry_run"] and not preview["landed"]
+    assert [c["path"] for c in preview["changed"]] == ["b.txt"]
+    assert (_snapshots(till), _snapshots(till, cwd=fork)) == before
+    assert till("--json", "events").stdout == events
+    assert not (folder / "b.txt").exists()
+
+
+def test_a_dry_run_merges_text_from_the_live_files(till: Till, folder: Path) -> None:
+    (folder / "t.txt").write_text("1\n2\n3\n4\n5\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    (_fork_root(folder, "k") / "t.txt").write_text("1\n2\n3\n4\nfive\n")
+    (folder / "t.txt").write_text("one\n2\n3\n4\n5\n")
+
+    preview = till.json("merge", "k", "--dry-run")
+
+    assert preview["merged"] == ["t.txt"] and preview["conflicts"] == []
+    landed = till.json("merge", "k", "--expect", preview["preview_digest"])
+    assert landed["landed"]
+    assert (folder / "t.txt").read_text() == "one\n2\n3\n4\nfive\n"
+
+
+def test_a_merge_lands_the_previewed_plan_when_nothing_changed(till: Till, folder: Path) -> None:
+    (folder / "a.txt").write_text("a\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    (_fork_root(folder, "k") / "b.txt").write_text("b\n")
+    preview = till.json("merge", "k", "--dry-run")
+    (folder / "unrelated.txt").write_text("the parent goes on working\n")
+
+    landed = till.json("merge", "k", "--expect", preview["preview_digest"])
+
+    assert landed["landed"] and landed["preview_digest"] == preview["preview_digest"]
+    assert (folder / "b.txt").read_text() == "b\n"
+
+
+def test_a_merge_whose_plan_changed_since_the_preview_is_refused(
+    till: Till, folder: Path
+) -> None:
+    (folder / "a.txt").write_text("a\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    fork = _fork_root(folder, "k")
+    (fork / "b.txt").write_text("b\n")
+    preview = till.json("merge", "k", "--dry-run")
+    (fork / "b.txt").write_text("b, changed after the preview\n")
+
+    run = till("--json", "merge", "k", "--expect", preview["preview_digest"])
+
+    assert run.code == 1 and run.error["name"] == "merge.stale_preview"
+    assert not (folder / "b.txt").exists()
+
+
+def test_a_preview_digest_that_is_not_one_is_a_usage_error(till: Till, folder: Path) -> None:
+    (folder / "a.txt").write_text("a\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    run = till("--json", "merge", "k", "--expect", "not-a-digest")
+    assert run.code == 1 and run.error["name"] == "invalid_argument"
