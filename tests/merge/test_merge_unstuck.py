@@ -151,9 +151,7 @@ def test_a_merge_lands_the_previewed_plan_when_nothing_changed(till: Till, folde
     assert (folder / "b.txt").read_text() == "b\n"
 
 
-def test_a_merge_whose_plan_changed_since_the_preview_is_refused(
-    till: Till, folder: Path
-) -> None:
+def test_a_merge_whose_plan_changed_since_the_preview_is_refused(till: Till, folder: Path) -> None:
     (folder / "a.txt").write_text("a\n")
     till.json("watch", "--no-daemon")
     till.json("fork", "k")
@@ -174,3 +172,37 @@ def test_a_preview_digest_that_is_not_one_is_a_usage_error(till: Till, folder: P
     till.json("fork", "k")
     run = till("--json", "merge", "k", "--expect", "not-a-digest")
     assert run.code == 1 and run.error["name"] == "invalid_argument"
+
+
+# -- item 14: what a failed merge tells a person ------------------------------------------------
+
+
+def test_a_failed_checks_retry_keeps_the_check_and_its_output_is_printed_once(
+    till: Till, folder: Path
+) -> None:
+    (folder / "a.txt").write_text("a\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    (_fork_root(folder, "k") / "b.txt").write_text("b\n")
+
+    doc = till("--json", "merge", "k", "--check", "echo the-check-said-so; exit 4")
+    human = till("merge", "k", "--check", "echo the-check-said-so; exit 4")
+
+    assert (
+        doc.code == 3 and doc.doc["next"] == "till merge k --check 'echo the-check-said-so; exit 4'"
+    )
+    assert human.code == 3
+    assert human.stdout.splitlines().count("the-check-said-so") == 1  # live, not again
+    assert "till merge k --check 'echo the-check-said-so; exit 4'" in human.stdout + human.stderr
+
+
+def test_a_conflicts_retry_keeps_the_check(till: Till, folder: Path) -> None:
+    (folder / "a.txt").write_text("a\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    (_fork_root(folder, "k") / "a.txt").write_text("theirs\n")
+    (folder / "a.txt").write_text("ours\n")
+
+    run = till("--json", "merge", "k", "--check", "true")
+
+    assert run.code == 3 and run.doc["next"] == "till merge k --check true"

@@ -255,24 +255,41 @@ def test_adding_inside_a_folder_the_other_side_deleted_is_a_conflict() -> None:
     plan = plan_merge(base, {**base, "d/new": file("d/new")}, {})
     assert kinds(plan) == {"d/new": "modify_delete"}
     plan = plan_merge(base, {"d": file("d")}, {**base, "d/new": file("d/new")})
-    assert kinds(plan) == {"d/new": "type_change"}
+    assert kinds(plan) == {"d": "type_change", "d/new": "type_change"}
     # Deleting a folder the other side left alone lands, children and all.
     plan = plan_merge(base, base, {})
     assert plan.land == {"d": None, "d/x": None} and not plan.conflicts
 
 
-def test_a_path_below_a_folder_the_other_side_replaced_is_one_conflict() -> None:
+def test_a_path_below_a_folder_the_other_side_replaced_is_one_conflict_and_the_folder_another() -> (
+    None
+):
+    """(issue 21, item 11) Each path is named once, and the folder made a file is named too:
+    it is what a user settles."""
     # Ours made d/y a folder; theirs made d a symlink (so deleted d/x and d/y).
     base = {"d": folder("d"), "d/x": file("d/x"), "d/y": file("d/y")}
     ours = {"d": folder("d"), "d/x": file("d/x"), "d/y": folder("d/y")}
     theirs = {"d": link("d", b"t1")}
     one, other = plan_merge(base, ours, theirs), plan_merge(base, theirs, ours)
-    assert [(c.path, c.kind) for c in one.conflicts] == [("d/y", ConflictKind.MODIFY_DELETE)]
-    assert [(c.path, c.kind) for c in other.conflicts] == [("d/y", ConflictKind.DELETE_MODIFY)]
+    assert [(c.path, c.kind) for c in one.conflicts] == [
+        ("d", ConflictKind.TYPE_CHANGE),
+        ("d/y", ConflictKind.MODIFY_DELETE),
+    ]
+    assert [(c.path, c.kind) for c in other.conflicts] == [
+        ("d", ConflictKind.TYPE_CHANGE),
+        ("d/y", ConflictKind.DELETE_MODIFY),
+    ]
     # Ours edited d/f.txt; theirs made d a file.
     base = {"d": folder("d"), "d/f.txt": file("d/f.txt")}
     ours = {"d": folder("d"), "d/f.txt": file("d/f.txt", CONTENTS[1])}
     theirs = {"d": file("d")}
     one, other = plan_merge(base, ours, theirs), plan_merge(base, theirs, ours)
-    assert [(c.path, c.kind) for c in one.conflicts] == [("d/f.txt", ConflictKind.MODIFY_DELETE)]
-    assert [(c.path, c.kind) for c in other.conflicts] == [("d/f.txt", ConflictKind.DELETE_MODIFY)]
+    assert [(c.path, c.kind) for c in one.conflicts] == [
+        ("d", ConflictKind.TYPE_CHANGE),
+        ("d/f.txt", ConflictKind.MODIFY_DELETE),
+    ]
+    assert [(c.path, c.kind) for c in other.conflicts] == [
+        ("d", ConflictKind.TYPE_CHANGE),
+        ("d/f.txt", ConflictKind.DELETE_MODIFY),
+    ]
+    assert "d" not in one.land and "d" not in other.land

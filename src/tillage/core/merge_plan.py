@@ -28,7 +28,8 @@ an edit on the other both land.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from tillage.core.models import Entry, EntryFlag, EntryKind
@@ -222,7 +223,41 @@ def plan_merge(base: Manifest, ours: Manifest, theirs: Manifest) -> MergePlan:
             land[path] = decided
     stopped = {c.path for c in conflicts}
     conflicts += _orphans(base, ours, theirs, land, {j.path for j in jobs}, stopped)
+    conflicts += _folders_made_files(base, ours, theirs, land, conflicts)
     return MergePlan(land, tuple(jobs), tuple(sorted(conflicts, key=lambda c: c.path)))
+
+
+def _folders_made_files(
+    base: Manifest,
+    ours: Manifest,
+    theirs: Manifest,
+    land: dict[str, Entry | None],
+    conflicts: list[Conflict],
+) -> list[Conflict]:
+    """A folder one side made a file (or a link) while the other changed what is inside: the
+    path inside is its own conflict, and so is the folder, named once (else it would land as
+    a file over a conflict, and nothing would say what to settle). Its landing is withdrawn."""
+    named = {c.path for c in conflicts}
+    found: list[Conflict] = []
+    for folder in sorted({a for c in conflicts for a in ancestors(c.path)} - named):
+        result = land[folder] if folder in land else ours.get(folder)
+        if result is None or result.kind is EntryKind.DIR:
+            continue
+        sides = (ours.get(folder), theirs.get(folder))
+        if not any(e is not None and e.kind is EntryKind.DIR for e in sides):
+            continue
+        land.pop(folder, None)
+        found.append(
+            Conflict(
+                folder,
+                ConflictKind.TYPE_CHANGE,
+                base.get(folder),
+                sides[0],
+                sides[1],
+                "a file on one side, a folder with changes inside on the other",
+            )
+        )
+    return found
 
 
 def _orphans(
@@ -263,3 +298,41 @@ def _orphans(
             kind, why = ConflictKind.TYPE_CHANGE, "its folder is no longer a folder"
         found.append(Conflict(path, kind, base.get(path), ours.get(path), theirs.get(path), why))
     return found
+
+
+def _identity(entry: Entry | None) -> list[object] | None:
+    """What a digest holds of an entry: all a merge lands but its modification time (and a
+    folder's tree, whose contents are planned path by path)."""
+    if entry is None:
+        return None
+    content = b"" if entry.kind is EntryKind.DIR else entry.content
+    return [
+        int(entry.kind),
+        entry.mode,
+        entry.size if entry.kind is not EntryKind.DIR else 0,
+        int(entry.content_kind) if entry.kind is not EntryKind.DIR else 0,
+        content.hex(),
+        [[k.hex(), v.hex()] for k, v in entry.xattrs],
+        int(entry.flags & (EntryFlag.SQLITE_IMAGE | EntryFlag.HARDLINK)),
+        entry.link.hex(),
+    ]
+
+
+def preview_digest(
+    base: str,
+    ours: Manifest,
+    land: Mapping[str, Entry | None],
+    conflicts: Iterable[Conflict],
+) -> str:
+    """The digest of what a merge would do: its ancestor, each landed path as it is in ours and
+    as it would be, and each conflict. A dry run and the merge after it agree on it exactly
+    when the merge would land what was previewed (`merge --expect`), whatever else changed."""
+    import json
+
+    doc = {
+        "base": base,
+        "land": [[p, _identity(ours.get(p)), _identity(land[p])] for p in sorted(land)],
+        "conflicts": sorted([c.path, str(c.kind)] for c in conflicts),
+    }
+    encoded = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+    return hashlib.sha256(encoded).hexdigest()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tillage.errors import BusyError, IntegrityError
 from tillage.features.forks.errors import (
@@ -11,7 +11,11 @@ from tillage.features.forks.errors import (
     InvalidForkNameError,
     NotTheForkError,
 )
-from tillage.features.merge.errors import MergeRequestError, NoCommonAncestorError
+from tillage.features.merge.errors import (
+    MergeRequestError,
+    NoCommonAncestorError,
+    StalePreviewError,
+)
 from tillage.platform.errors import DiskFullError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, ToolSpec, Verb, param
@@ -52,7 +56,17 @@ class MergeRequest:
         default=None,
         metavar="CMD",
     )
-    dry_run: bool = param("plan and report; write and check nothing", default=False)
+    dry_run: bool = param(
+        "plan and report from the live folders; seal, write and check nothing (its "
+        "`preview_digest` is what --expect takes)",
+        default=False,
+    )
+    expect: str | None = param(
+        "land only the plan a --dry-run previewed with this `preview_digest`; a plan that "
+        "changed since is refused (merge.stale_preview) and nothing lands",
+        default=None,
+        metavar="DIGEST",
+    )
 
 
 @dataclass(frozen=True)
@@ -91,16 +105,23 @@ class MergeResult:
     check_failed: bool
     check_exit_code: int | None
     # The three sides: the ancestor, the workspace sealed first (`pre_merge`), the other side.
+    # A dry run seals nothing: a live side is its head when the folder is still exactly that
+    # snapshot, null when it changed since.
     base: str
-    ours: str
-    theirs: str
+    ours: str | None
+    theirs: str | None
     # What lands (or would land, or would have): each path as in `till diff`.
     changed: tuple[ChangeInfo, ...]
     # The paths merged line by line.
     merged: tuple[str, ...]
     dry_run: bool
-    # The snapshot a rewind goes back to, to undo a landed merge (its `pre_merge`), and the
-    # command that does it; null when nothing landed.
+    # What the merge does (each landed path before and after, each conflict): a later
+    # `merge --expect` with it lands only this plan.
+    preview_digest: str
+    # The snapshot a rewind goes back to, to undo a landed merge (its `pre_merge`); null when
+    # nothing landed. `next`: the command that undoes a landed merge, or that runs it again
+    # after a conflict or a failed check (with its --check), or that lands what a dry run
+    # previewed (with --expect).
     undo: str | None
     next: str | None
 
@@ -140,10 +161,36 @@ def _conflict_info(conflict: Conflict) -> MergeConflictInfo:
     )
 
 
-def result_of(outcome: MergeOutcome) -> MergeResult:
-    """The verb's result from what the merge did."""
+def again(req: MergeRequest, *, expect: str | None = None) -> str:
+    """The command that runs this merge again, with its check (a retry printed without it
+    would land unchecked) and, after a preview, the digest that lands only what was shown."""
+    import shlex
+
+    words = ["till", "merge"]
+    if req.name is not None:
+        words.append(req.name)
+    else:
+        words += ["--snapshot", str(req.snapshot)]
+        if req.base is not None:
+            words += ["--base", req.base]
+    if req.check is not None:
+        words += ["--check", req.check]
+    if expect is not None:
+        words += ["--expect", expect]
+    return shlex.join(words)
+
+
+def result_of(outcome: MergeOutcome, req: MergeRequest | None = None) -> MergeResult:
+    """The verb's result from what the merge did; `next` is the command to run next (the undo
+    of a landed merge, or the merge again, check and all)."""
     check = outcome.check
-    undo = outcome.ours.id if outcome.landed else None
+    undo = outcome.ours.id if outcome.landed and outcome.ours is not None else None
+    nxt = f"till rewind {undo} --yes" if undo else None
+    if undo is None and req is not None:
+        if outcome.dry_run and not outcome.conflicts and outcome.changes:
+            nxt = again(replace(req, dry_run=False), expect=outcome.preview_digest)
+        elif outcome.conflicts or (check is not None and check.exit_code != 0):
+            nxt = again(req)
     return MergeResult(
         fork=outcome.fork,
         landed=outcome.landed,
@@ -154,13 +201,14 @@ def result_of(outcome: MergeOutcome) -> MergeResult:
         check_failed=check is not None and check.exit_code != 0,
         check_exit_code=check.exit_code if check is not None else None,
         base=outcome.base.id,
-        ours=outcome.ours.id,
-        theirs=outcome.theirs.id,
+        ours=outcome.ours.id if outcome.ours is not None else None,
+        theirs=outcome.theirs.id if outcome.theirs is not None else None,
         changed=change_infos(outcome.changes),
         merged=outcome.merged,
         dry_run=outcome.dry_run,
+        preview_digest=outcome.preview_digest,
         undo=undo,
-        next=f"till rewind {undo} --yes" if undo else None,
+        next=nxt,
     )
 
 
@@ -175,6 +223,7 @@ def merge(ctx: Context, req: MergeRequest) -> MergeResult:
             req.name,
             check=req.check,
             dry_run=req.dry_run,
+            expect=req.expect,
             launch=launch,
             on_progress=ctx.on_progress,
         )
@@ -186,17 +235,27 @@ def merge(ctx: Context, req: MergeRequest) -> MergeResult:
             req.base,
             check=req.check,
             dry_run=req.dry_run,
+            expect=req.expect,
             launch=launch,
             on_progress=ctx.on_progress,
         )
-    return result_of(outcome)
+    return result_of(outcome, req)
+
+
+def _is_digest(value: str) -> bool:
+    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 def _validate(_ctx: Context, req: MergeRequest) -> None:
-    from tillage.errors import InvalidArgumentError
+    from tillage.errors import InvalidArgumentError, echo
     from tillage.features.merge.merge import check_request
 
     check_request(req.name, req.snapshot, req.base)
+    if req.expect is not None and not _is_digest(req.expect):
+        raise InvalidArgumentError(
+            f"--expect takes a merge's preview_digest (64 hex characters), not {echo(req.expect)}",
+            next_step="preview the merge with --dry-run and pass its `preview_digest`",
+        )
     if req.check is not None and not req.check.strip():
         # A blank check would pass (`sh -c ''` exits 0): refused before anything is sealed.
         raise InvalidArgumentError(
@@ -222,6 +281,7 @@ VERBS: tuple[Verb[Any, Any], ...] = (
                 NotTheForkError,
                 MergeRequestError,
                 NoCommonAncestorError,
+                StalePreviewError,
                 MergeStoppedError,
                 SnapshotNotFoundError,
                 SnapshotAmbiguousError,

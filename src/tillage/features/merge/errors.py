@@ -6,7 +6,7 @@ the merge machinery (listing contracts stays cheap).
 
 from __future__ import annotations
 
-from tillage.errors import InvalidArgumentError
+from tillage.errors import InvalidArgumentError, TillageError
 
 
 class MergeRequestError(InvalidArgumentError):
@@ -23,3 +23,13 @@ class NoCommonAncestorError(InvalidArgumentError):
     name = "merge.no_common_ancestor"
     module = "merge"
     next_step = "name the common ancestor with --base ID"
+
+
+class StalePreviewError(TillageError):
+    """`merge --expect DIGEST`: the plan is no longer the one previewed with that digest (either
+    side changed a path the merge touches, or the fork's base moved)."""
+
+    code = -32191
+    name = "merge.stale_preview"
+    module = "merge"
+    next_step = "preview it again with `till merge NAME --dry-run` and apply its new digest"

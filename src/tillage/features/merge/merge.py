@@ -22,14 +22,18 @@ from pathlib import Path
 from tillage.core import codec
 from tillage.core.format import WHOLE_FILE_MAX
 from tillage.core.ids import chunk_id
-from tillage.core.merge_plan import Conflict, ConflictKind, TextJob, plan_merge
-from tillage.core.models import Change, ContentKind, Entry, EntryFlag
+from tillage.core.merge_plan import Conflict, ConflictKind, TextJob, plan_merge, preview_digest
+from tillage.core.models import Change, ContentKind, Entry, EntryFlag, EntryKind
 from tillage.core.paths import CONTROL_DIR
 from tillage.core.progress import ProgressFn
 from tillage.core.textmerge import MAX_MERGE_BYTES, merge_text
 from tillage.core.treediff import diff_entry
 from tillage.core.treewalk import walk
-from tillage.features.merge.errors import MergeRequestError, NoCommonAncestorError
+from tillage.features.merge.errors import (
+    MergeRequestError,
+    NoCommonAncestorError,
+    StalePreviewError,
+)
 from tillage.features.merge.land import Tell, drifted, manifests_for, rewrite_tree
 from tillage.platform import clock
 from tillage.platform.launch import Launch
@@ -38,12 +42,13 @@ from tillage.store.rows import SnapshotRow
 from tillage.store.store import ObjectWriter, Store
 from tillage.workspace.attach import Workspace
 from tillage.workspace.locks import using_store, workspace_lock
-from tillage.workspace.policy import outside_policy, snapshot_policy
+from tillage.workspace.policy import POLICY_FILE, Policy, outside_policy
 from tillage.workspace.recovery import recover_if_interrupted
-from tillage.workspace.seal import SealOptions, seal, seal_result
-from tillage.workspace.trees import read_file_bytes
+from tillage.workspace.seal import SealOptions, scan_live, seal, seal_result
+from tillage.workspace.trees import flatten, read_file_bytes
 
 Manifest = dict[str, Entry]
+Sides3 = tuple[Manifest, Manifest, Manifest]
 
 # The environment a merge check runs with, so a check script can tell it is one.
 CHECK_ENV = {"TILLAGE_MERGE_CHECK": "1"}
@@ -66,13 +71,25 @@ class CheckRun:
 
 
 @dataclass(frozen=True)
+class Side:
+    """One side of a merge: a sealed snapshot, or (in a dry run, which writes nothing) the
+    live folder as scanned, its files read from where they are. `row` is the snapshot the side
+    is, or for a live side the head when the folder is still exactly it (None otherwise)."""
+
+    row: SnapshotRow | None
+    tree: bytes
+    live: Path | None = None
+    manifest: Manifest | None = None
+
+
+@dataclass(frozen=True)
 class MergeOutcome:
     """What a merge did or would do (see the verb's result for the fields' meaning)."""
 
     fork: str | None
     base: SnapshotRow
-    ours: SnapshotRow
-    theirs: SnapshotRow
+    ours: SnapshotRow | None
+    theirs: SnapshotRow | None
     changes: tuple[Change, ...]
     merged: tuple[str, ...]
     conflicts: tuple[Conflict, ...]
@@ -80,6 +97,7 @@ class MergeOutcome:
     landed: bool
     result: SnapshotRow | None
     dry_run: bool
+    preview_digest: str
 
 
 # -- finding the three sides ------------------------------------------------------------------
@@ -92,6 +110,7 @@ def merge_fork(
     *,
     check: str | None = None,
     dry_run: bool = False,
+    expect: str | None = None,
     launch: Launch | None = None,
     on_progress: ProgressFn | None = None,
 ) -> MergeOutcome:
@@ -106,13 +125,18 @@ def merge_fork(
     require_fork_folder(ws.store, row)
     fork_ws = open_fork(ws, row)
     recover_if_interrupted(fork_ws)  # a rewind or merge of the fork killed half-way
-    ours = _seal_ours(ws, f"before merge {name}", dry_run)
-    theirs = seal_result(
-        fork_ws,
-        SealOptions(
-            trigger="fork", label="sealed for a merge into its parent", skip_unchanged=True
-        ),
-    ).row
+    if dry_run:
+        ours, theirs = live_side(ws), live_side(fork_ws)
+    else:
+        ours = _sealed(seal(ws, _pre_merge(f"before merge {name}")))
+        theirs = _sealed(
+            seal_result(
+                fork_ws,
+                SealOptions(
+                    trigger="fork", label="sealed for a merge into its parent", skip_unchanged=True
+                ),
+            ).row
+        )
     return _merge(
         ws,
         base,
@@ -121,6 +145,7 @@ def merge_fork(
         fork=name,
         check=check,
         dry_run=dry_run,
+        expect=expect,
         launch=launch,
         on_progress=on_progress,
         label=f"merge {name}",
@@ -131,7 +156,7 @@ def merge_fork(
                 "workspace": row.workspace,
                 "parent": ws.id,
                 "name": name,
-                "base": theirs.id,
+                "base": theirs.row.id if theirs.row is not None else row.base,
                 "previous": row.base,  # what a rewind to before this merge puts back
             },
         ),
@@ -146,6 +171,7 @@ def merge_snapshot(
     *,
     check: str | None = None,
     dry_run: bool = False,
+    expect: str | None = None,
     launch: Launch | None = None,
     on_progress: ProgressFn | None = None,
 ) -> MergeOutcome:
@@ -153,9 +179,12 @@ def merge_snapshot(
     both sides descend from (following `parent` and `merged_from`)."""
     theirs = find_snapshot(ws, ref)
     base = find_snapshot(ws, base_ref) if base_ref is not None else None
-    ours = _seal_ours(ws, f"before merge {theirs.id[:12]}", dry_run)
+    label = f"before merge {theirs.id[:12]}"
+    ours = live_side(ws) if dry_run else _sealed(seal(ws, _pre_merge(label)))
     if base is None:
-        base = common_ancestor(ws.store, ours, theirs)
+        # A live side descends from the head it was scanned over.
+        mine = ours.row if ours.row is not None else ws.store.head(ws.id)
+        base = common_ancestor(ws.store, mine, theirs) if mine is not None else None
         if base is None:
             raise NoCommonAncestorError(
                 f"snapshot {theirs.id[:12]} shares no ancestor with this workspace's timeline"
@@ -164,10 +193,11 @@ def merge_snapshot(
         ws,
         base,
         ours,
-        theirs,
+        _sealed(theirs),
         fork=None,
         check=check,
         dry_run=dry_run,
+        expect=expect,
         launch=launch,
         on_progress=on_progress,
         label=f"merge {theirs.id[:12]}",
@@ -202,11 +232,21 @@ def find_snapshot(ws: Workspace, ref: str) -> SnapshotRow:
         return found
 
 
-def _seal_ours(ws: Workspace, label: str, dry_run: bool) -> SnapshotRow:
-    """Seals the workspace (trigger `pre_merge`); a dry run adds no snapshot when nothing
-    changed since the head."""
-    options = SealOptions(trigger="pre_merge", label=label, skip_unchanged=dry_run)
-    return seal_result(ws, options).row if dry_run else seal(ws, options)
+def _pre_merge(label: str) -> SealOptions:
+    return SealOptions(trigger="pre_merge", label=label)
+
+
+def _sealed(row: SnapshotRow) -> Side:
+    return Side(row, bytes.fromhex(row.tree))
+
+
+def live_side(ws: Workspace) -> Side:
+    """The folder as it is now, scanned without storing anything (a dry run writes nothing,
+    CONTRACT.md): its IDs are computed, its changed files read where they lie."""
+    capture = scan_live(ws)
+    head = ws.store.head(ws.id)
+    row = head if head is not None and bytes.fromhex(head.tree) == capture.root else None
+    return Side(row, capture.root, ws.root, capture.manifest or {})
 
 
 def common_ancestor(store: Store, ours: SnapshotRow, theirs: SnapshotRow) -> SnapshotRow | None:
@@ -254,9 +294,7 @@ def _parents(store: Store, row: SnapshotRow) -> list[str]:
 # -- planning ---------------------------------------------------------------------------------
 
 
-def three_way(
-    store: Store, base: bytes | None, ours: bytes | None, theirs: bytes | None
-) -> tuple[Manifest, Manifest, Manifest]:
+def three_way(store: Store, base: bytes | None, ours: bytes | None, theirs: bytes | None) -> Sides3:
     """The three trees as flat manifests, read only where they matter: a folder is entered
     when theirs changed it and ours is not already the same as theirs (and never a `.git`
     both sides changed: that is one conflict). Everything the plan needs is there, and a merge
@@ -280,15 +318,40 @@ def three_way(
     return out
 
 
+# Reads one file of a side: (side index 0 base, 1 ours, 2 theirs; path; entry) -> its bytes.
+ReadFile = Callable[[int, str, Entry], bytes]
+
+
+def file_reader(store: Store, sides: tuple[Side, Side]) -> ReadFile:
+    """Reads a side's file from the store, or for a live side (a dry run) from its folder,
+    where a file changed since the last seal is the only copy of its bytes."""
+
+    def read(side: int, path: str, entry: Entry) -> bytes:
+        live = sides[side - 1].live if side else None
+        if live is None:
+            return read_file_bytes(store, entry)
+        with open(os.path.join(live, path), "rb") as f:
+            return f.read()
+
+    return read
+
+
 def captured_by_both(
-    store: Store, sides: tuple[Manifest, Manifest, Manifest]
+    read: ReadFile, sides: tuple[Manifest, Manifest, Manifest]
 ) -> tuple[Manifest, Manifest, Manifest]:
     """The three manifests without the paths ours' or theirs' own policy excludes (INV-11, as
     for a rewind): a side that does not capture a folder knows nothing of it, so a fork that
     stops capturing `data/` does not delete it from the parent, and a folder the parent leaves
     out is not written over from a fork that captures it."""
     _base, ours, theirs = sides
-    policies = [snapshot_policy(store, ours), snapshot_policy(store, theirs)]
+
+    def policy(side: int, manifest: Manifest) -> Policy:
+        entry = manifest.get(POLICY_FILE)
+        if entry is None or entry.kind is not EntryKind.FILE:
+            return Policy([])
+        return Policy.from_bytes(read(side, POLICY_FILE, entry))
+
+    policies = [policy(1, ours), policy(2, theirs)]
 
     def kept(manifest: Manifest) -> Manifest:
         for policy in policies:
@@ -298,13 +361,13 @@ def captured_by_both(
     return kept(sides[0]), kept(ours), kept(theirs)
 
 
-def _merge_job(store: Store, job: TextJob) -> bytes | str | None:
+def _merge_job(read: ReadFile, job: TextJob) -> bytes | str | None:
     """The merged bytes of a file both sides changed, why it is a conflict, or None when the
     merge is what ours already holds (theirs' change is in it already)."""
     if max(job.base.size, job.ours.size, job.theirs.size) > MAX_MERGE_BYTES:
         return _REASONS["too_large"]
-    ours = read_file_bytes(store, job.ours)
-    merged = merge_text(read_file_bytes(store, job.base), ours, read_file_bytes(store, job.theirs))
+    ours = read(1, job.path, job.ours)
+    merged = merge_text(read(0, job.path, job.base), ours, read(2, job.path, job.theirs))
     if merged.merged is None:
         return _REASONS.get(str(merged.reason), "both sides changed it")
     if merged.merged == ours and job.entry.mode == job.ours.mode:
@@ -341,11 +404,25 @@ def _merged_entry(writer: ObjectWriter | None, job: TextJob, data: bytes) -> Ent
     )
 
 
+def manifests(store: Store, base: SnapshotRow, ours: Side, theirs: Side) -> Sides3:
+    """The three manifests a plan needs: read from the store where it matters (three_way) when
+    both sides are sealed; a live side's whole scan beside the others' whole trees otherwise
+    (a dry run: the plan is the same, since a manifest may hold more than the plan needs)."""
+    root = bytes.fromhex(base.tree)
+    if ours.manifest is None and theirs.manifest is None:
+        return three_way(store, root, ours.tree, theirs.tree)
+
+    def whole(side: Side) -> Manifest:
+        return side.manifest if side.manifest is not None else flatten(store, side.tree)
+
+    return flatten(store, root), whole(ours), whole(theirs)
+
+
 def _merge(
     ws: Workspace,
     base: SnapshotRow,
-    ours: SnapshotRow,
-    theirs: SnapshotRow,
+    ours_side: Side,
+    theirs_side: Side,
     *,
     fork: str | None,
     check: str | None,
@@ -355,19 +432,18 @@ def _merge(
     label: str,
     merged_from: str | None,
     tell: Tell,
+    expect: str | None = None,
 ) -> MergeOutcome:
     store = ws.store
-    b, o, t = captured_by_both(
-        store,
-        three_way(
-            store, bytes.fromhex(base.tree), bytes.fromhex(ours.tree), bytes.fromhex(theirs.tree)
-        ),
-    )
+    read = file_reader(store, (ours_side, theirs_side))
+    b, o, t = captured_by_both(read, manifests(store, base, ours_side, theirs_side))
+    ours, theirs = ours_side.row, theirs_side.row
     plan = plan_merge(b, o, t)
     conflicts = list(plan.conflicts)
     land: dict[str, Entry | None] = dict(plan.land)
     merged: list[str] = []
     tree = ""
+    digest = ""
 
     def outcome(
         *, landed: bool = False, result: SnapshotRow | None = None, ran: CheckRun | None = None
@@ -385,12 +461,13 @@ def _merge(
             landed=landed,
             result=result,
             dry_run=dry_run,
+            preview_digest=digest,
         )
 
     with contextlib.ExitStack() as stack:
         writer = None if dry_run else stack.enter_context(store.writer())
         for job in plan.text:
-            data = _merge_job(store, job)
+            data = _merge_job(read, job)
             if data is None:
                 continue
             if isinstance(data, str):
@@ -402,10 +479,17 @@ def _merge(
             else:
                 land[job.path] = _merged_entry(writer, job, data)
                 merged.append(job.path)
+        digest = preview_digest(base.id, o, land, conflicts)
+        if expect is not None and expect != digest:
+            raise StalePreviewError(
+                "the merge's plan changed since it was previewed: nothing was sealed in it "
+                "or landed",
+                details={"preview_digest": digest},
+            )
         if conflicts or dry_run:
             return outcome()
         if writer is not None and land:
-            tree = rewrite_tree(store, writer, bytes.fromhex(ours.tree), land).hex()
+            tree = rewrite_tree(store, writer, ours_side.tree, land).hex()
             writer.commit()  # INV-2: the intent will name this tree and its new bytes
     ran = run_check(ws, o, land, check, launch) if check is not None else None
     if ran is not None and ran.exit_code != 0:
@@ -430,6 +514,7 @@ def _merge(
             )
             return outcome(ran=ran)
         changes = sum(1 for p in land if diff_entry(p, o.get(p), land[p]) is not None)
+        assert ours is not None  # a merge that lands sealed its sides
         row = merge_land.land(
             ws,
             ours,

@@ -12,9 +12,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# Lines of a check's output shown on the page (the JSON document carries all it captured).
-CHECK_TAIL_LINES = 15
-
 _KIND_TEXT = {
     "modify_modify": "both changed",
     "modify_delete": "changed here, deleted there",
@@ -37,15 +34,9 @@ def _check_lines(page: Page, output: Any, exit_code: Any) -> None:
         if passed
         else page.style.paint(f"failed (exit {exit_code})", "red")
     )
-    page.add(f"The check {verdict} in a scratch copy of the merged result.")
-    lines = str(output or "").rstrip("\n").splitlines()
-    if lines:
-        shown = lines[-CHECK_TAIL_LINES:]
-        if len(lines) > len(shown):
-            page.add(
-                f"  … {len(lines) - len(shown):,} earlier lines (all in --json's check_output)"
-            )
-        page.add(*(f"  {page.style.paint(units.printable(line), 'dim')}" for line in shown))
+    # Its output was passed on live, above this page: it is not printed a second time.
+    said = " (its output is above)" if str(output or "").strip() else ""
+    page.add(f"The check {verdict} in a scratch copy of the merged result{said}.")
 
 
 def _conflict_rows(conflicts: list[Any]) -> list[list[Cell]]:
@@ -76,6 +67,8 @@ def _merge(page: Page) -> None:
     page.take("result")
     undo = page.take("undo")
     nxt = page.take("next")
+    page.take("preview_digest")
+    again = str(nxt or _again(what, theirs))
     rows, more = change_rows(changed, REWIND_LINES)
     listing = table(rows, page.style, indent="  ")
     if more:
@@ -86,11 +79,10 @@ def _merge(page: Page) -> None:
             *table(_conflict_rows(conflicts), page.style, indent="  "),
         )
         first = units.printable(str(conflicts[0].get("path")))
-        page.add(
-            f"Compare the sides with `till cat {ours[:12]} {first}` (here) and "
-            f"`till cat {theirs[:12]} {first}` (theirs)."
-        )
-        page.next("Resolve them in either folder, then merge again:", _again(what, theirs))
+        here = f"`till cat {ours[:12]} {first}`" if ours else f"the file {first} here"
+        there = f"`till cat {theirs[:12]} {first}`" if theirs else "the fork's own file"
+        page.add(f"Compare the sides: {here} and {there} (theirs).")
+        page.next("Resolve them in either folder, then merge again:", again)
         return
     if dry_run:
         if not changed:
@@ -99,12 +91,12 @@ def _merge(page: Page) -> None:
         page.add(f"Merging {what} would change {change_summary(changed)}", *listing)
         if merged:
             page.add(f"{units.count(len(merged), 'file')} would merge line by line.")
-        page.next("Nothing was changed. To merge it, run:", _again(what, theirs))
+        page.next("Nothing was changed. To land exactly this, run:", again)
         return
     if check_failed:
         page.add(f"Nothing landed: the check on {what}'s merged result failed.")
         _check_lines(page, check_output, check_exit)
-        page.next("Fix it, then merge again:", _again(what, theirs))
+        page.next("Fix it, then merge again:", again)
         return
     if not landed:
         page.add(f"Nothing to merge: the workspace already has everything {what} changed.")
