@@ -293,3 +293,19 @@ def test_a_path_below_a_folder_the_other_side_replaced_is_one_conflict_and_the_f
         ("d/f.txt", ConflictKind.DELETE_MODIFY),
     ]
     assert "d" not in one.land and "d" not in other.land
+
+
+def test_a_database_changed_on_both_sides_says_it_is_a_database_not_a_binary_file() -> None:
+    """(issue 21, item 14) The reason names what the file is."""
+    from dataclasses import replace
+
+    from tillage.core.models import EntryFlag
+
+    def db(content: bytes) -> Entry:
+        return replace(file("app.db", content), flags=EntryFlag.SQLITE_IMAGE)
+
+    plan = plan_merge(
+        {"app.db": db(CONTENTS[0])}, {"app.db": db(CONTENTS[1])}, {"app.db": db(CONTENTS[2])}
+    )
+    (conflict,) = plan.conflicts
+    assert conflict.kind is ConflictKind.MODIFY_MODIFY and "SQLite database" in conflict.reason

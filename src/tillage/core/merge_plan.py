@@ -165,6 +165,11 @@ def _both_changed(
         return conflict(ConflictKind.MODIFY_MODIFY, "git's own files are never merged")
     elif ours.kind is EntryKind.SYMLINK:
         return conflict(ConflictKind.MODIFY_MODIFY, "both sides changed the link's target")
+    elif any(e.flags & EntryFlag.SQLITE_IMAGE for e in (base, ours, theirs)):
+        return conflict(
+            ConflictKind.MODIFY_MODIFY,
+            "a SQLite database changed on both sides (databases are not merged row by row)",
+        )
     else:
         return conflict(ConflictKind.MODIFY_MODIFY, "binary file changed on both sides")
     return replace(source, mode=meta.mode, xattrs=meta.xattrs)
