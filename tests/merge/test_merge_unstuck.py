@@ -4,6 +4,7 @@ dry run writes nothing, and `--expect` lands only the plan that was previewed.""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -206,3 +207,84 @@ def test_a_conflicts_retry_keeps_the_check(till: Till, folder: Path) -> None:
     run = till("--json", "merge", "k", "--check", "true")
 
     assert run.code == 3 and run.doc["next"] == "till merge k --check true"
+
+
+# -- item 6: git's own files --------------------------------------------------------------------
+
+
+def _repo(folder: Path) -> None:
+    (folder / "a.txt").write_text("a\n")
+    (folder / "b.txt").write_text("b\n")
+    _git(folder, "init", "-q", "-b", "main")
+    _git(folder, "add", "-A")
+    _git(folder, "commit", "-q", "-m", "base")
+
+
+def _refresh_index(folder: Path) -> None:
+    """What `git status` does after a tool rewrote tracked files: the index is rewritten."""
+    index = (folder / ".git" / "index").read_bytes()
+    for name in ("a.txt", "b.txt"):
+        path = folder / name
+        path.write_text(path.read_text())  # same bytes, a later mtime
+        later = path.stat().st_mtime + 10
+        os.utime(path, (later, later))
+    _git(folder, "status", "--porcelain")
+    assert (folder / ".git" / "index").read_bytes() != index
+
+
+def test_git_status_in_the_parent_does_not_block_merging_a_fork_that_committed(
+    till: Till, folder: Path
+) -> None:
+    _repo(folder)
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    fork = _fork_root(folder, "k")
+    (fork / "a.txt").write_text("a from the fork\n")
+    _git(fork, "commit", "-q", "-am", "the fork's commit")
+    _refresh_index(folder)
+
+    merged = till.json("merge", "k")
+
+    assert merged["landed"], merged["conflicts"]
+    assert _git(folder, "log", "--format=%s", "-1").strip() == "the fork's commit"
+    assert _git(folder, "status", "--porcelain").strip() == ""
+    assert (folder / "a.txt").read_text() == "a from the fork\n"
+
+
+def test_a_parent_that_committed_keeps_its_history_over_a_fork_that_ran_git_status(
+    till: Till, folder: Path
+) -> None:
+    _repo(folder)
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    fork = _fork_root(folder, "k")
+    (fork / "new.txt").write_text("the fork's new file\n")
+    _refresh_index(fork)
+    (folder / "b.txt").write_text("b from the parent\n")
+    _git(folder, "commit", "-q", "-am", "the parent's commit")
+
+    merged = till.json("merge", "k")
+
+    assert merged["landed"], merged["conflicts"]
+    assert _git(folder, "log", "--format=%s", "-1").strip() == "the parent's commit"
+    assert _git(folder, "status", "--porcelain").strip() == "?? new.txt"
+
+
+def test_both_sides_committing_is_one_conflict_at_git_that_says_to_use_git(
+    till: Till, folder: Path
+) -> None:
+    _repo(folder)
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    fork = _fork_root(folder, "k")
+    (fork / "a.txt").write_text("a from the fork\n")
+    _git(fork, "commit", "-q", "-am", "the fork's commit")
+    (folder / "b.txt").write_text("b from the parent\n")
+    _git(folder, "commit", "-q", "-am", "the parent's commit")
+
+    run = till("--json", "merge", "k")
+
+    assert run.code == 3
+    (conflict,) = run.doc["conflicts"]
+    assert conflict["path"] == ".git" and "git" in conflict["reason"]
+    assert _git(folder, "log", "--format=%s", "-1").strip() == "the parent's commit"

@@ -232,15 +232,50 @@ def test_mode_only_changes_land_from_either_side() -> None:
     }
 
 
-def test_git_changed_on_both_sides_is_one_conflict_and_never_a_line_merge() -> None:
-    base = {".git": folder(".git", b"\x0a" * 32), ".git/index": file(".git/index")}
-    ours = {".git": folder(".git", b"\x0b" * 32), ".git/index": file(".git/index", CONTENTS[1])}
-    theirs = {".git": folder(".git", b"\x0c" * 32), ".git/index": file(".git/index", CONTENTS[2])}
+def test_git_files_are_planned_path_by_path_and_what_git_rewrites_never_conflicts() -> None:
+    """(issue 21, item 6) The index both sides rewrote follows the side that moved HEAD."""
+    tree = {n: bytes([n]) * 32 for n in range(10, 16)}
+    base = {
+        ".git": folder(".git", tree[10]),
+        ".git/index": file(".git/index"),
+        ".git/config": file(".git/config"),
+        ".git/logs": folder(".git/logs", tree[13]),
+        ".git/logs/HEAD": file(".git/logs/HEAD"),
+    }
+
+    def side(n: int, **files: Entry) -> dict[str, Entry]:
+        changed = {f".git/{k.replace('__', '/')}": v for k, v in files.items()}
+        logs = ".git/logs/HEAD" in changed
+        return {
+            **base,
+            ".git": folder(".git", tree[n]),
+            **({".git/logs": folder(".git/logs", tree[n + 2])} if logs else {}),
+            **changed,
+        }
+
+    # Neither moved HEAD (`git status` on both sides): ours' index stays, nothing conflicts.
+    ours = side(11, index=file(".git/index", CONTENTS[1]))
+    theirs = side(12, index=file(".git/index", CONTENTS[2]))
     plan = plan_merge(base, ours, theirs)
-    assert kinds(plan) == {".git": "modify_modify"} and not plan.text
+    assert not plan.conflicts and not plan.text and ".git/index" not in plan.land
+    # Theirs committed (its logs/HEAD moved): its index lands over ours' rewritten one.
+    theirs = side(12, index=file(".git/index", CONTENTS[2]), logs__HEAD=file("HEAD", CONTENTS[2]))
+    plan = plan_merge(base, ours, theirs)
+    assert not plan.conflicts
+    assert plan.land[".git/index"] == theirs[".git/index"]
+    assert plan.land[".git/logs/HEAD"] == theirs[".git/logs/HEAD"]
+    # Both moved HEAD: one conflict at .git, nothing below it planned.
+    ours = side(11, index=file(".git/index", CONTENTS[1]), logs__HEAD=file("HEAD", CONTENTS[1]))
+    plan = plan_merge(base, ours, theirs)
+    assert kinds(plan) == {".git": "modify_modify"} and not plan.land
+    # Anything else git keeps, changed on both sides, is a conflict, never a line merge.
+    ours = side(11, config=file(".git/config", CONTENTS[1]))
+    theirs = side(12, config=file(".git/config", CONTENTS[2]))
+    plan = plan_merge(base, ours, theirs)
+    assert kinds(plan) == {".git/config": "modify_modify"} and not plan.text
     # One side only: it lands.
     plan = plan_merge(base, base, theirs)
-    assert plan.land == {".git/index": theirs[".git/index"]} and not plan.conflicts
+    assert plan.land == {".git/config": theirs[".git/config"]} and not plan.conflicts
     # A submodule's `.git` file changed on both sides: a conflict, not a line merge.
     sub = {"m/.git": file("m/.git"), "m": folder("m")}
     ours = {**sub, "m/.git": file("m/.git", CONTENTS[1])}

@@ -17,8 +17,14 @@ sides differently is a conflict of one of five kinds, named from ours to theirs:
 - `add_add`: both added the path with different contents;
 - `type_change`: the sides disagree on what the path is (file, folder, symlink).
 
-`.git` internals are never merged line by line: a `.git` folder whose tree changed on both
-sides, differently, is one conflict at `.git`, and nothing below it is planned.
+`.git` internals are never merged line by line, and git's history is git's to merge: what is
+under a `.git` folder is planned path by path (objects are named by their contents, so new
+ones from either side land side by side; a ref one side moved lands; a ref both moved is a
+conflict) with one rule for the files git rewrites on its own (`index`, reflogs, `FETCH_HEAD`,
+...: `git status` alone rewrites the index): they never conflict; changed on both sides, the
+side that moved HEAD (whose `logs/HEAD` changed: a commit, a checkout, a reset) has its version
+kept, ours when neither did. A `.git` where both sides moved HEAD differently is one conflict at
+`.git`, and nothing below it is planned.
 
 Comparisons ignore modification times (a touch is no change anyone merges); a file's content
 and its metadata (mode, extended attributes) merge separately, so a mode change on one side and
@@ -83,9 +89,33 @@ class MergePlan:
     conflicts: tuple[Conflict, ...]
 
 
+# Files git rewrites by itself (relative to a `.git` folder); a folder's name ends in "/".
+GIT_REWRITTEN = ("index", "FETCH_HEAD", "ORIG_HEAD", "COMMIT_EDITMSG", "AUTO_MERGE", "logs/")
+GIT_HEAD_LOG = "logs/HEAD"
+
+
 def in_git(path: str) -> bool:
     """Tells whether a path is `.git` or lies in one (at any depth: submodules have theirs)."""
     return GIT_DIR in path.split("/")
+
+
+def _git_dir_of(path: str) -> str | None:
+    """The innermost `.git` folder `path` lies in (None: not in one)."""
+    parts = path.split("/")
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] == GIT_DIR:
+            return "/".join(parts[: i + 1])
+    return None
+
+
+def _rewritten_by_git(path: str, git_dir: str) -> bool:
+    rel = path[len(git_dir) + 1 :]
+    return any(rel == r or (r.endswith("/") and rel.startswith(r)) for r in GIT_REWRITTEN)
+
+
+def _moved_head(git_dir: str, base: Manifest, side: Manifest) -> bool:
+    log = f"{git_dir}/{GIT_HEAD_LOG}"
+    return log in side and not same(side.get(log), base.get(log))
 
 
 def _content_eq(a: Entry, b: Entry) -> bool:
@@ -200,24 +230,33 @@ def plan_merge(base: Manifest, ours: Manifest, theirs: Manifest) -> MergePlan:
     jobs: list[TextJob] = []
     conflicts: list[Conflict] = []
     blocked: list[str] = []  # `.git` folders in conflict: nothing below them is planned
+    owners: dict[str, Manifest] = {}  # per `.git` folder: the side owning what git rewrites
     for path in sorted(base.keys() | ours.keys() | theirs.keys()):
         if blocked and any(path.startswith(b + "/") for b in blocked):
             continue
         b, o, t = base.get(path), ours.get(path), theirs.get(path)
         if path.rsplit("/", 1)[-1] == GIT_DIR and _tree_changed_both(b, o, t):
-            blocked.append(path)
-            conflicts.append(
-                Conflict(
-                    path,
-                    ConflictKind.MODIFY_MODIFY,
-                    b,
-                    o,
-                    t,
-                    "git's own files changed on both sides (never merged line by line)",
+            ours_moved, theirs_moved = (_moved_head(path, base, m) for m in (ours, theirs))
+            log = f"{path}/{GIT_HEAD_LOG}"
+            if ours_moved and theirs_moved and not same(ours.get(log), theirs.get(log)):
+                blocked.append(path)
+                conflicts.append(
+                    Conflict(
+                        path,
+                        ConflictKind.MODIFY_MODIFY,
+                        b,
+                        o,
+                        t,
+                        "both sides moved git's HEAD (committed, checked out or reset): git's "
+                        "history is merged with git (fetch the other side's commits)",
+                    )
                 )
-            )
-            continue
+                continue
+            owners[path] = theirs if theirs_moved else ours
+        git_dir = _git_dir_of(path)
         decided = _decide(path, b, o, t)
+        if isinstance(decided, Conflict) and git_dir in owners and _rewritten_by_git(path, git_dir):
+            decided = t if owners[git_dir] is theirs else False  # rewritten: never a conflict
         if decided is False:
             continue
         if isinstance(decided, Conflict):

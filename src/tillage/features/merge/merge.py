@@ -296,19 +296,16 @@ def _parents(store: Store, row: SnapshotRow) -> list[str]:
 
 def three_way(store: Store, base: bytes | None, ours: bytes | None, theirs: bytes | None) -> Sides3:
     """The three trees as flat manifests, read only where they matter: a folder is entered
-    when theirs changed it and ours is not already the same as theirs (and never a `.git`
-    both sides changed: that is one conflict). Everything the plan needs is there, and a merge
-    of 100 files in a 5,000-file workspace reads a few dozen trees."""
+    when theirs changed it and ours is not already the same as theirs. Everything the plan
+    needs is there, and a merge of 100 files in a 5,000-file workspace reads a few dozen
+    trees."""
 
     def read(tid: bytes) -> list[Entry]:
         return codec.decode_tree(store.read(tid))
 
     def enter(path: str, subtrees: tuple[bytes | None, ...]) -> bool:
         b, o, t = subtrees
-        if t in (o, b):
-            return False  # theirs did not change it, or ours holds their change already
-        git = path.rpartition("/")[2] == ".git"
-        return not (git and b is not None and o is not None and t is not None and b != o)
+        return t not in (o, b)  # theirs changed it, and ours does not hold their change yet
 
     out: tuple[Manifest, Manifest, Manifest] = ({}, {}, {})
     for path, sides in walk(read, (base, ours, theirs), enter=enter):
