@@ -69,7 +69,8 @@ def test_a_folder_made_anew_at_the_forks_path_is_not_taken_for_the_fork(
     till.json("fork", "k")
     fork = _fork_root(folder, "k")
     shutil.rmtree(fork)
-    fork.mkdir()
+    fork.mkdir()  # ext4 may hand it the old folder's inode number again
+    (fork / "a.txt").write_text("a\n")
 
     run = till("--json", "merge", "k")
 

@@ -11,9 +11,10 @@ line merge are handled here, not left to merge3:
 - Empty files: no lines at all; an empty base with two different additions is a conflict,
   never a concatenation.
 
-A merge that would need conflict markers is reported as a conflict (`merged` is None): markers
-are never written into anybody's files. Files that are not text (a NUL byte, or not UTF-8),
-and files too large to merge line by line, are not merged.
+A merge that would need conflict markers is reported as a conflict (`merged` is None); only
+`with_markers`, asked for by `merge --into-fork` (which writes into the fork, never into the
+workspace), writes them, git-style with the base section as in diff3. Files that are not text
+(a NUL byte, or not UTF-8), and files too large to merge line by line, are not merged.
 """
 
 from __future__ import annotations
@@ -105,3 +106,37 @@ def merge_text(base: bytes, ours: bytes, theirs: bytes) -> TextMerge:
     if lacks and merged.endswith(b"\n"):
         merged = merged[:-1]
     return TextMerge(merged)
+
+
+START_MARKER = b"<<<<<<<"
+BASE_MARKER = b"|||||||"
+MID_MARKER = b"======="
+END_MARKER = b">>>>>>>"
+
+
+def with_markers(
+    base: bytes, ours: bytes, theirs: bytes, ours_name: str, theirs_name: str
+) -> bytes:
+    """The three-way merge of text with every overlapping change written out between git-style
+    markers: `<<<<<<< ours_name`, ours' lines, `||||||| base`, the base's, `=======`, theirs',
+    `>>>>>>> theirs_name`; the changes that do not overlap are merged as merge_text does."""
+    from merge3 import Merge3
+
+    merger = Merge3(_terminated(base), _terminated(ours), _terminated(theirs))
+    lines = merger.merge_lines(
+        name_a=ours_name.encode(),
+        name_b=theirs_name.encode(),
+        name_base=b"base",
+        start_marker=START_MARKER,
+        mid_marker=MID_MARKER,
+        end_marker=END_MARKER,
+        base_marker=BASE_MARKER,
+    )
+    return b"".join(lines)
+
+
+def has_markers(data: bytes) -> bool:
+    """Tells whether text still holds a conflict written by with_markers (a start and an end
+    marker line)."""
+    starts = data.startswith(START_MARKER + b" ") or b"\n" + START_MARKER + b" " in data
+    return starts and (data.startswith(END_MARKER + b" ") or b"\n" + END_MARKER + b" " in data)

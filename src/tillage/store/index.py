@@ -39,6 +39,9 @@ CREATE TABLE IF NOT EXISTS forks(
     workspace TEXT PRIMARY KEY, parent TEXT NOT NULL, name TEXT NOT NULL, base TEXT NOT NULL,
     root TEXT NOT NULL, created_ns INT NOT NULL, removed_ns INT, last TEXT);
 CREATE INDEX IF NOT EXISTS forks_parent ON forks(parent, name);
+CREATE TABLE IF NOT EXISTS fork_pending(
+    workspace TEXT NOT NULL, path TEXT NOT NULL, kind TEXT NOT NULL, how TEXT NOT NULL,
+    PRIMARY KEY(workspace, path)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS claims(
     id TEXT PRIMARY KEY, family TEXT NOT NULL, pattern TEXT NOT NULL, owner TEXT NOT NULL,
     expires_ns INT, claimed_ns INT NOT NULL);
@@ -112,6 +115,7 @@ TABLES = (
     "meta",
     "pathindex",
     "forks",
+    "fork_pending",
     "claims",
     "session_commits",
     "sessions",

@@ -70,6 +70,13 @@ def apply_record(c: sqlite3.Connection, r: LogRecord) -> None:
         # fork's changes from the state that was merged. A `fork_base` puts it back when the
         # parent was rewound to before the merge (its changes are no longer common).
         c.execute("UPDATE forks SET base=? WHERE workspace=?", (b["base"], b["workspace"]))
+        # A merge into the fork (`merge --into-fork`) leaves what is still to settle; any later
+        # move of the base (a merge that landed, an undo) settles or replaces it.
+        c.execute("DELETE FROM fork_pending WHERE workspace=?", (b["workspace"],))
+        c.executemany(
+            "INSERT OR REPLACE INTO fork_pending VALUES (?,?,?,?)",
+            [(b["workspace"], p["path"], p["kind"], p["how"]) for p in b.get("pending") or ()],
+        )
     elif r.kind == "claim":
         c.execute(
             "INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?,?)",

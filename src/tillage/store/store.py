@@ -504,6 +504,15 @@ class Store:
         ).fetchone()
         return None if row is None else ForkRow(*row)
 
+    def fork_pending(self, workspace_id: str) -> list[tuple[str, str, str]]:
+        """What a merge into the fork left to settle: (path, conflict kind, how it settles:
+        "markers" once no conflict markers are left, "take" by `merge --take`)."""
+        rows = self.conn.execute(
+            "SELECT path, kind, how FROM fork_pending WHERE workspace=? ORDER BY path",
+            (workspace_id,),
+        )
+        return [(str(p), str(k), str(h)) for p, k, h in rows]
+
     def claims(self, family: str) -> list[ClaimRow]:
         """Every claim recorded for a family, expired ones included (the caller has the clock)."""
         rows = self.conn.execute(

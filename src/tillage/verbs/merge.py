@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from tillage.core.settle import parse_takes
 from tillage.errors import BusyError, IntegrityError
 from tillage.features.forks.errors import (
     ForkFolderMissingError,
@@ -13,6 +14,7 @@ from tillage.features.forks.errors import (
 )
 from tillage.features.merge.errors import (
     MergeRequestError,
+    MergeUnsettledError,
     NoCommonAncestorError,
     StalePreviewError,
 )
@@ -67,6 +69,19 @@ class MergeRequest:
         default=None,
         metavar="DIGEST",
     )
+    take: tuple[str, ...] | None = param(
+        "settle conflicts by taking a side: `ours` (the workspace) or `theirs`, then the paths "
+        "whose version (and everything below them) is that side's, e.g. `--take theirs app.db "
+        "--take ours src/`",
+        default=None,
+        metavar="SIDE PATH",
+    )
+    into_fork: bool = param(
+        "merge the workspace into the fork instead, landing nothing here: what merges cleanly "
+        "is written there, text conflicts with git-style markers, and what is left is listed; "
+        "`till merge NAME` lands it once every conflict is settled",
+        default=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -115,6 +130,9 @@ class MergeResult:
     # The paths merged line by line.
     merged: tuple[str, ...]
     dry_run: bool
+    # True for `--into-fork`: `landed`, `result`, `changes` and `changed` are the fork's, and
+    # `conflicts` what is left to settle there (markers to remove, or paths to --take).
+    into_fork: bool
     # What the merge does (each landed path before and after, each conflict): a later
     # `merge --expect` with it lands only this plan.
     preview_digest: str
@@ -126,7 +144,10 @@ class MergeResult:
     next: str | None
 
     def exit_status(self) -> int:
-        """3 when the merge landed nothing because of conflicts or a failed check."""
+        """3 when the merge landed nothing because of conflicts or a failed check (a merge into
+        the fork that wrote its conflicts out there landed them: 0)."""
+        if self.into_fork and self.landed:
+            return 0
         return LANDED_NOTHING if self.conflicts or self.check_failed else 0
 
     def event_detail(self, _req: MergeRequest) -> dict[str, Any] | None:
@@ -175,6 +196,10 @@ def again(req: MergeRequest, *, expect: str | None = None) -> str:
             words += ["--base", req.base]
     if req.check is not None:
         words += ["--check", req.check]
+    if req.take:
+        words += ["--take", *req.take]
+    if req.into_fork:
+        words.append("--into-fork")
     if expect is not None:
         words += ["--expect", expect]
     return shlex.join(words)
@@ -186,7 +211,14 @@ def result_of(outcome: MergeOutcome, req: MergeRequest | None = None) -> MergeRe
     check = outcome.check
     undo = outcome.ours.id if outcome.landed and outcome.ours is not None else None
     nxt = f"till rewind {undo} --yes" if undo else None
-    if undo is None and req is not None:
+    if outcome.into_fork:
+        undo = None  # its undo is in the fork's timeline: `theirs`, rewound there
+        nxt = (
+            (again(replace(req, into_fork=False, take=None)) if req is not None else None)
+            if outcome.landed
+            else None
+        )
+    elif undo is None and req is not None:
         if outcome.dry_run and not outcome.conflicts and outcome.changes:
             nxt = again(replace(req, dry_run=False), expect=outcome.preview_digest)
         elif outcome.conflicts or (check is not None and check.exit_code != 0):
@@ -207,6 +239,7 @@ def result_of(outcome: MergeOutcome, req: MergeRequest | None = None) -> MergeRe
         merged=outcome.merged,
         dry_run=outcome.dry_run,
         preview_digest=outcome.preview_digest,
+        into_fork=outcome.into_fork,
         undo=undo,
         next=nxt,
     )
@@ -217,6 +250,21 @@ def merge(ctx: Context, req: MergeRequest) -> MergeResult:
 
     mg.check_request(req.name, req.snapshot, req.base)
     launch = ctx.settings.launch
+    takes = parse_takes(req.take)
+    if req.into_fork:
+        from tillage.features.merge.into_fork import merge_into_fork
+
+        assert req.name is not None  # _validate
+        return result_of(
+            merge_into_fork(
+                ctx.workspace,
+                req.name,
+                takes=takes,
+                dry_run=req.dry_run,
+                on_progress=ctx.on_progress,
+            ),
+            req,
+        )
     if req.name is not None:
         outcome = mg.merge_fork(
             ctx.workspace,
@@ -224,6 +272,7 @@ def merge(ctx: Context, req: MergeRequest) -> MergeResult:
             check=req.check,
             dry_run=req.dry_run,
             expect=req.expect,
+            takes=takes,
             launch=launch,
             on_progress=ctx.on_progress,
         )
@@ -236,6 +285,7 @@ def merge(ctx: Context, req: MergeRequest) -> MergeResult:
             check=req.check,
             dry_run=req.dry_run,
             expect=req.expect,
+            takes=takes,
             launch=launch,
             on_progress=ctx.on_progress,
         )
@@ -255,6 +305,12 @@ def _validate(_ctx: Context, req: MergeRequest) -> None:
         raise InvalidArgumentError(
             f"--expect takes a merge's preview_digest (64 hex characters), not {echo(req.expect)}",
             next_step="preview the merge with --dry-run and pass its `preview_digest`",
+        )
+    parse_takes(req.take)
+    if req.into_fork and (req.name is None or req.check is not None or req.expect is not None):
+        raise MergeRequestError(
+            "--into-fork merges the workspace into a fork: give the fork's NAME, without "
+            "--snapshot, --check or --expect (run your checks in the fork)"
         )
     if req.check is not None and not req.check.strip():
         # A blank check would pass (`sh -c ''` exits 0): refused before anything is sealed.
@@ -282,6 +338,7 @@ VERBS: tuple[Verb[Any, Any], ...] = (
                 MergeRequestError,
                 NoCommonAncestorError,
                 StalePreviewError,
+                MergeUnsettledError,
                 MergeStoppedError,
                 SnapshotNotFoundError,
                 SnapshotAmbiguousError,
@@ -295,10 +352,13 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             tool=ToolSpec(
                 name="workspace_merge",
                 rename=(("fork", "name"), ("preview", "dry_run")),
-                hidden=("snapshot", "base"),
                 guide="Give `check` (a command that must pass on the merged result, e.g. the "
-                "tests) so nothing lands unless it passes; `preview: true` only reports. "
-                "Conflicts or a failed check land nothing and say why.",
+                "tests) so nothing lands unless it passes; `preview: true` only reports, and "
+                "its `preview_digest` given as `expect` lands exactly what it showed. "
+                "Conflicts or a failed check land nothing and say why. To resolve conflicts, "
+                "`into_fork: true` writes the merge into the fork (text conflicts with "
+                'markers), then settle: edit the markers away, or `take: ["theirs", '
+                '"PATH"]` (or "ours"), and merge again.',
             ),
             doc="Merge a fork (or a stored snapshot) back into the workspace, three-way: the "
             "fork's base is the ancestor, the workspace is sealed first (`pre_merge`, the "

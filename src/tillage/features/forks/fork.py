@@ -19,11 +19,12 @@ and after their copy (with the copy's own facts); a file that changed gets no ro
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,9 +188,27 @@ def is_fork_folder(store: Store, row: ForkRow, *, restore: bool = True) -> bool:
     root = Path(row.root)
     if holds_pointer(root, row.workspace):
         return True
-    known = pathindex.load(store, row.workspace).folders.get("")
+    index = pathindex.load(store, row.workspace)
+    known = index.folders.get("")
     identity = (int(known[-2]), int(known[-1])) if known is not None else None
+    # A folder's inode number is reused as soon as it is freed: a folder made anew at the path
+    # may carry the old one. The fork's own files still carry theirs too.
+    if index.files and not _holds_a_known_file(root, index.files):
+        return False
     return holds_or_reclaims(root, row.workspace, identity, restore=restore)
+
+
+def _holds_a_known_file(root: Path, rows: Mapping[str, Row], *, probes: int = 64) -> bool:
+    """Tells whether one of `probes` files the index recorded is still there, the same inode
+    on the same device."""
+    for rel in itertools.islice(rows, probes):
+        try:
+            st = os.lstat(root / rel)
+        except OSError:
+            continue
+        if (st.st_ino, st.st_dev) == (rows[rel][3], rows[rel][4]):
+            return True
+    return False
 
 
 def require_fork_folder(store: Store, row: ForkRow) -> Path:

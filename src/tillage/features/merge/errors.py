@@ -33,3 +33,16 @@ class StalePreviewError(TillageError):
     name = "merge.stale_preview"
     module = "merge"
     next_step = "preview it again with `till merge NAME --dry-run` and apply its new digest"
+
+
+class MergeUnsettledError(TillageError):
+    """The fork still holds what a `merge --into-fork` left in conflict: a file with conflict
+    markers, or a path only `--take` settles. Nothing was landed."""
+
+    code = -32192
+    name = "merge.unsettled"
+    module = "merge"
+    next_step = (
+        "remove the conflict markers in the fork's files, settle the rest with "
+        "`till merge NAME --take ours|theirs PATH`, then merge again"
+    )

@@ -45,9 +45,14 @@ class Tell:
 
     how: str  # "fact" or "event"
     body: dict[str, Any]
+    # The record's kind, when not the merge's own (`merge --into-fork` moves the fork's base
+    # with a `fork_base` fact).
+    record: str = ""
 
     @property
     def kind(self) -> str:
+        if self.record:
+            return self.record
         return "fork_merged" if self.how == "fact" else "merged"
 
 

@@ -16,7 +16,7 @@ import contextlib
 import os
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tillage.core import codec
@@ -26,15 +26,18 @@ from tillage.core.merge_plan import Conflict, ConflictKind, TextJob, plan_merge,
 from tillage.core.models import Change, ContentKind, Entry, EntryFlag, EntryKind
 from tillage.core.paths import CONTROL_DIR
 from tillage.core.progress import ProgressFn
+from tillage.core.settle import Takes, settle
 from tillage.core.textmerge import MAX_MERGE_BYTES, merge_text
 from tillage.core.treediff import diff_entry
 from tillage.core.treewalk import walk
 from tillage.features.merge.errors import (
     MergeRequestError,
+    MergeUnsettledError,
     NoCommonAncestorError,
     StalePreviewError,
 )
 from tillage.features.merge.land import Tell, drifted, manifests_for, rewrite_tree
+from tillage.features.merge.resolve import entries_at
 from tillage.platform import clock
 from tillage.platform.launch import Launch
 from tillage.store.errors import SnapshotNotFoundError
@@ -49,6 +52,7 @@ from tillage.workspace.trees import flatten, read_file_bytes
 
 Manifest = dict[str, Entry]
 Sides3 = tuple[Manifest, Manifest, Manifest]
+NO_TAKES = Takes({})
 
 # The environment a merge check runs with, so a check script can tell it is one.
 CHECK_ENV = {"TILLAGE_MERGE_CHECK": "1"}
@@ -98,6 +102,7 @@ class MergeOutcome:
     result: SnapshotRow | None
     dry_run: bool
     preview_digest: str
+    into_fork: bool = False
 
 
 # -- finding the three sides ------------------------------------------------------------------
@@ -111,6 +116,7 @@ def merge_fork(
     check: str | None = None,
     dry_run: bool = False,
     expect: str | None = None,
+    takes: Takes = NO_TAKES,
     launch: Launch | None = None,
     on_progress: ProgressFn | None = None,
 ) -> MergeOutcome:
@@ -128,8 +134,8 @@ def merge_fork(
     if dry_run:
         ours, theirs = live_side(ws), live_side(fork_ws)
     else:
-        ours = _sealed(seal(ws, _pre_merge(f"before merge {name}")))
-        theirs = _sealed(
+        ours = sealed_side(seal(ws, _pre_merge(f"before merge {name}")))
+        theirs = sealed_side(
             seal_result(
                 fork_ws,
                 SealOptions(
@@ -137,6 +143,7 @@ def merge_fork(
                 ),
             ).row
         )
+    _require_settled(ws.store, row.workspace, theirs, takes)
     return _merge(
         ws,
         base,
@@ -146,6 +153,7 @@ def merge_fork(
         check=check,
         dry_run=dry_run,
         expect=expect,
+        takes=takes,
         launch=launch,
         on_progress=on_progress,
         label=f"merge {name}",
@@ -172,6 +180,7 @@ def merge_snapshot(
     check: str | None = None,
     dry_run: bool = False,
     expect: str | None = None,
+    takes: Takes = NO_TAKES,
     launch: Launch | None = None,
     on_progress: ProgressFn | None = None,
 ) -> MergeOutcome:
@@ -180,7 +189,7 @@ def merge_snapshot(
     theirs = find_snapshot(ws, ref)
     base = find_snapshot(ws, base_ref) if base_ref is not None else None
     label = f"before merge {theirs.id[:12]}"
-    ours = live_side(ws) if dry_run else _sealed(seal(ws, _pre_merge(label)))
+    ours = live_side(ws) if dry_run else sealed_side(seal(ws, _pre_merge(label)))
     if base is None:
         # A live side descends from the head it was scanned over.
         mine = ours.row if ours.row is not None else ws.store.head(ws.id)
@@ -193,17 +202,39 @@ def merge_snapshot(
         ws,
         base,
         ours,
-        _sealed(theirs),
+        sealed_side(theirs),
         fork=None,
         check=check,
         dry_run=dry_run,
         expect=expect,
+        takes=takes,
         launch=launch,
         on_progress=on_progress,
         label=f"merge {theirs.id[:12]}",
         merged_from=theirs.id,
         tell=Tell("event", {"snapshot": theirs.id, "short": theirs.id[:12], "base": base.id}),
     )
+
+
+def _require_settled(store: Store, fork_id: str, theirs: Side, takes: Takes) -> None:
+    """Refuses to land a fork that still holds what a merge into it left in conflict."""
+    from tillage.features.merge.resolve import unsettled
+
+    pending = store.fork_pending(fork_id)
+    if not pending:
+        return
+    roots = [p for p, _kind, _how in pending]
+    at = entries_at(store, theirs.tree, theirs.manifest, roots)
+    read = file_reader(store, (theirs, theirs))
+    left = unsettled(pending, at, lambda path, entry: read(2, path, entry), takes)
+    if left:
+        listed = "; ".join(f"{u.path}: {u.why}" for u in left[:10])
+        more = f" (and {len(left) - 10} more)" if len(left) > 10 else ""
+        raise MergeUnsettledError(
+            f"{len(left)} path(s) the merge into the fork left in conflict are not settled: "
+            f"{listed}{more}. Nothing was landed.",
+            details={"unsettled": [{"path": u.path, "kind": u.kind, "why": u.why} for u in left]},
+        )
 
 
 def check_request(name: str | None, snapshot: str | None, base: str | None) -> None:
@@ -236,7 +267,7 @@ def _pre_merge(label: str) -> SealOptions:
     return SealOptions(trigger="pre_merge", label=label)
 
 
-def _sealed(row: SnapshotRow) -> Side:
+def sealed_side(row: SnapshotRow) -> Side:
     return Side(row, bytes.fromhex(row.tree))
 
 
@@ -415,6 +446,75 @@ def manifests(store: Store, base: SnapshotRow, ours: Side, theirs: Side) -> Side
     return flatten(store, root), whole(ours), whole(theirs)
 
 
+@dataclass
+class Planned:
+    """A merge planned and its text merged: the three manifests, what lands over ours, the
+    conflicts, and the paths merged line by line."""
+
+    b: Manifest
+    o: Manifest
+    t: Manifest
+    land: dict[str, Entry | None]
+    conflicts: list[Conflict]
+    merged: list[str]
+    marked: list[str] = field(default_factory=list)  # text conflicts written with markers
+
+
+# Writes a text conflict out with markers (merge --into-fork): the job -> the file's bytes.
+Markers = Callable[[TextJob], bytes]
+
+
+def plan_sides(
+    store: Store,
+    read: ReadFile,
+    base: SnapshotRow,
+    sides: tuple[Side, Side],
+    writer: ObjectWriter | None,
+    *,
+    takes: Takes,
+    markers: Markers | None = None,
+) -> Planned:
+    """Plans merging theirs into ours, settles what `takes` names, and merges text: a text
+    conflict is a conflict, written out with `markers` when they are given (and still listed,
+    as what is left to settle)."""
+    ours_side, theirs_side = sides
+    b, o, t = captured_by_both(read, manifests(store, base, ours_side, theirs_side))
+    plan = plan_merge(b, o, t)
+    if takes:
+        roots = list(takes.paths)
+        at_roots = (
+            entries_at(store, ours_side.tree, ours_side.manifest, roots),
+            entries_at(store, theirs_side.tree, theirs_side.manifest, roots),
+        )
+        plan = settle(plan, takes, o, at_roots)
+    planned = Planned(b, o, t, dict(plan.land), list(plan.conflicts), [])
+    for job in plan.text:
+        data = _merge_job(read, job)
+        if data is None:
+            continue
+        if isinstance(data, str):
+            written = markers is not None and data == _REASONS["overlap"]
+            planned.conflicts.append(
+                Conflict(
+                    job.path,
+                    ConflictKind.MODIFY_MODIFY,
+                    job.base,
+                    job.ours,
+                    job.theirs,
+                    "both sides changed the same lines: written with conflict markers"
+                    if written
+                    else data,
+                )
+            )
+            if written and markers is not None:
+                planned.land[job.path] = _merged_entry(writer, job, markers(job))
+                planned.marked.append(job.path)
+        else:
+            planned.land[job.path] = _merged_entry(writer, job, data)
+            planned.merged.append(job.path)
+    return planned
+
+
 def _merge(
     ws: Workspace,
     base: SnapshotRow,
@@ -430,21 +530,19 @@ def _merge(
     merged_from: str | None,
     tell: Tell,
     expect: str | None = None,
+    takes: Takes = NO_TAKES,
 ) -> MergeOutcome:
     store = ws.store
     read = file_reader(store, (ours_side, theirs_side))
-    b, o, t = captured_by_both(read, manifests(store, base, ours_side, theirs_side))
     ours, theirs = ours_side.row, theirs_side.row
-    plan = plan_merge(b, o, t)
-    conflicts = list(plan.conflicts)
-    land: dict[str, Entry | None] = dict(plan.land)
-    merged: list[str] = []
     tree = ""
     digest = ""
+    planned = Planned({}, {}, {}, {}, [], [])
 
     def outcome(
         *, landed: bool = False, result: SnapshotRow | None = None, ran: CheckRun | None = None
     ) -> MergeOutcome:
+        land, o = planned.land, planned.o
         changes = (diff_entry(p, o.get(p), land[p]) for p in sorted(land))
         return MergeOutcome(
             fork=fork,
@@ -452,8 +550,8 @@ def _merge(
             ours=ours,
             theirs=theirs,
             changes=tuple(c for c in changes if c is not None),
-            merged=tuple(merged),
-            conflicts=tuple(sorted(conflicts, key=lambda c: c.path)),
+            merged=tuple(planned.merged),
+            conflicts=tuple(sorted(planned.conflicts, key=lambda c: c.path)),
             check=ran,
             landed=landed,
             result=result,
@@ -463,24 +561,12 @@ def _merge(
 
     with contextlib.ExitStack() as stack:
         writer = None if dry_run else stack.enter_context(store.writer())
-        for job in plan.text:
-            data = _merge_job(read, job)
-            if data is None:
-                continue
-            if isinstance(data, str):
-                conflicts.append(
-                    Conflict(
-                        job.path, ConflictKind.MODIFY_MODIFY, job.base, job.ours, job.theirs, data
-                    )
-                )
-            else:
-                land[job.path] = _merged_entry(writer, job, data)
-                merged.append(job.path)
+        planned = plan_sides(store, read, base, (ours_side, theirs_side), writer, takes=takes)
+        land, conflicts, o = planned.land, planned.conflicts, planned.o
         digest = preview_digest(base.id, o, land, conflicts)
         if expect is not None and expect != digest:
             raise StalePreviewError(
-                "the merge's plan changed since it was previewed: nothing was sealed in it "
-                "or landed",
+                "the merge's plan changed since it was previewed: nothing was landed",
                 details={"preview_digest": digest},
             )
         if conflicts or dry_run:
@@ -502,9 +588,9 @@ def _merge(
                 Conflict(
                     path,
                     ConflictKind.MODIFY_MODIFY,
-                    b.get(path),
+                    planned.b.get(path),
                     o.get(path),
-                    t.get(path),
+                    planned.t.get(path),
                     "changed in the workspace while merging: merge again",
                 )
                 for path in moved

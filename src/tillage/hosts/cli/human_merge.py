@@ -73,6 +73,9 @@ def _merge(page: Page) -> None:
     listing = table(rows, page.style, indent="  ")
     if more:
         listing.append(f"  … and {more:,} more (--json lists every path)")
+    if page.take("into_fork"):
+        _into_fork(page, what, landed, dry_run, changed, listing, conflicts, nxt)
+        return
     if conflicts:
         page.add(
             f"Nothing landed: merging {what} has {units.count(len(conflicts), 'conflict')}:",
@@ -82,7 +85,11 @@ def _merge(page: Page) -> None:
         here = f"`till cat {ours[:12]} {first}`" if ours else f"the file {first} here"
         there = f"`till cat {theirs[:12]} {first}`" if theirs else "the fork's own file"
         page.add(f"Compare the sides: {here} and {there} (theirs).")
-        page.next("Resolve them in either folder, then merge again:", again)
+        page.add(
+            "To resolve them: `--into-fork` writes the merge into the fork (text conflicts "
+            "with markers), or `--take ours|theirs PATH` settles paths."
+        )
+        page.next("Then merge again:", again)
         return
     if dry_run:
         if not changed:
@@ -113,6 +120,33 @@ def _merge(page: Page) -> None:
         _check_lines(page, check_output, check_exit)
     if nxt or undo:
         page.next("To undo the merge, run:", str(nxt or f"till rewind {undo} --yes"))
+
+
+def _into_fork(
+    page: Page,
+    what: str,
+    landed: Any,
+    dry_run: Any,
+    changed: list[Any],
+    listing: list[str],
+    conflicts: list[Any],
+    nxt: Any,
+) -> None:
+    where = f"into {what}"
+    if not changed and not conflicts:
+        page.add(f"Nothing to merge {where}: it already has everything the workspace changed.")
+        return
+    verb = "would change" if dry_run else "changed"
+    page.add(f"Merging the workspace {where} {verb} {change_summary(changed)}", *listing)
+    if conflicts:
+        page.add(
+            f"Left to settle there ({units.count(len(conflicts), 'conflict')}):",
+            *table(_conflict_rows(conflicts), page.style, indent="  "),
+            "Edit the conflict markers away in the fork's files; settle the others with "
+            "`--take ours|theirs PATH` on the merge that lands it.",
+        )
+    if landed and nxt:
+        page.next("Nothing here was changed. Once settled, land it with:", str(nxt))
 
 
 def _again(what: str, theirs: str) -> str:
