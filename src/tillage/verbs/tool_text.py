@@ -217,14 +217,28 @@ def _merge(doc: dict[str, Any], _request: Any) -> str:
     what = f"fork {doc['fork']!r}" if doc.get("fork") else f"snapshot {doc['theirs'][:12]}"
     lines = [change_line(c) for c in doc.get("changed") or []]
     conflicts = doc.get("conflicts") or []
+    if doc.get("into_fork"):
+        done = "would change" if doc.get("dry_run") else "changed"
+        left = [f"  {c['path']} ({c['kind']}: {c.get('reason', '')})" for c in conflicts]
+        return fit(
+            f"Merging the workspace into {what} {done} {count(len(lines), 'path')} there; "
+            f"the workspace was not changed. Left to settle: {len(conflicts)}.",
+            left,
+            "conflict",
+            "Remove the conflict markers from those files in the fork; settle the others with "
+            'take (e.g. ["theirs", "PATH"]) when you call workspace_merge to land the fork.'
+            if conflicts
+            else "Call workspace_merge for the fork to land its work.",
+        )
     if conflicts:
         return fit(
             f"Nothing landed: merging {what} has {count(len(conflicts), 'conflicting path')}, "
             "changed on both sides:",
-            [f"  {c['path']}" for c in conflicts],
+            [f"  {c['path']} ({c['kind']}: {c.get('reason', '')})" for c in conflicts],
             "conflict",
-            "The workspace was not changed. Resolve them in the fork (or rewind one side) and "
-            "merge again.",
+            "The workspace was not changed. To resolve them: call workspace_merge with "
+            "into_fork true (writes the merge into the fork, text conflicts with markers), or "
+            'settle paths with take, e.g. ["theirs", "PATH"] or ["ours", "PATH"].',
         )
     if doc.get("check_failed"):
         output = (doc.get("check_output") or "").strip()
@@ -241,7 +255,8 @@ def _merge(doc: dict[str, Any], _request: Any) -> str:
             f"{count(len(lines), 'path')}:",
             lines,
             "path",
-            "Call workspace_merge with preview false (and a check command) to land it.",
+            "Call workspace_merge with preview false (and a check command) to land it; give "
+            f"expect {doc.get('preview_digest')!r} to land exactly this plan.",
         )
     if not doc.get("landed"):
         return f"Merging {what} changed nothing: the workspace already has its changes."
