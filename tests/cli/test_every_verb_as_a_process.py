@@ -61,7 +61,7 @@ STORIES = {
     },
     "universes": {
         "fork", "forks", "radar", "claim", "claims", "release", "merge", "run", "exec",
-        "fork-rm", "try", "bisect",
+        "watch-fork", "fork-rm", "try", "bisect",
     },
     "sessions": {
         "session start", "session record", "session log", "sessions", "session diff",
@@ -122,6 +122,9 @@ def test_the_universe_verbs(story: Story, folder: Path) -> None:
     assert (folder / "from-fork.txt").read_text() == "fork\n"
     assert story("run", "two", "--", "true")["fork"]["exit_code"] == 0
     assert story("exec", "-n", "1", "--", "true")["universes"][0]["exit_code"] == 0
+    two = next(f for f in story("forks")["forks"] if f["name"] == "two")
+    sealed = story("watch-fork", "two", "--once", "--after", two["base"])
+    assert [s["id"] for s in (sealed if isinstance(sealed, list) else [sealed])][-1] == two["head"]
     assert story("fork-rm", "two", "--yes")["name"] == "two"
     assert story("try", "--", "true")["exit_code"] == 0
     assert story("bisect", "--good", first, "--", "test ! -e from-fork.txt")["first_bad"]

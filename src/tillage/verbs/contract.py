@@ -219,12 +219,13 @@ class ToolSpec:
     when that differs from the derived default (`workspace_` + the command, `-` as `_`).
     A destructive verb's tool takes `confirm` in place of `yes`/`dry_run`: without it the tool
     previews. `rename` maps a tool argument to the request field it fills; `hidden` fields are
-    not offered; `guide` is what a model should know beyond the contract's doc; `offered=False`
-    keeps an agent-audience verb off the tool list (say why in `guide`). A plain class for the
-    same reason as ToolLimit.
+    not offered; `fixed` fields are not offered either and always take the value given (a
+    stream's `once`: one tool call cannot follow forever); `guide` is what a model should know
+    beyond the contract's doc; `offered=False` keeps an agent-audience verb off the tool list
+    (say why in `guide`). A plain class for the same reason as ToolLimit.
     """
 
-    __slots__ = ("guide", "hidden", "idempotent", "limits", "name", "offered", "rename")
+    __slots__ = ("fixed", "guide", "hidden", "idempotent", "limits", "name", "offered", "rename")
 
     def __init__(
         self,
@@ -236,8 +237,10 @@ class ToolSpec:
         guide: str = "",
         idempotent: bool | None = None,
         offered: bool = True,
+        fixed: tuple[tuple[str, Any], ...] = (),
     ) -> None:
         self.name = name
+        self.fixed = fixed
         self.rename = rename
         self.hidden = hidden
         self.limits = limits

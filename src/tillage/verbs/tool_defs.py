@@ -55,6 +55,8 @@ class ToolDef:
     idempotent: bool
     # Takes `confirm` in place of `yes`/`dry_run`: previews unless it is true.
     confirms: bool
+    # Request fields the tool always sets, never offered (ToolSpec.fixed).
+    fixed: tuple[tuple[str, Any], ...] = ()
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the tool's arguments (no other property is accepted)."""
@@ -118,7 +120,8 @@ def _derive(verb: Verb[Any, Any]) -> ToolDef | None:
     renamed = {field: arg for arg, field in spec.rename}
     limits = {limit.field: limit for limit in spec.limits}
     confirms = contract.needs_confirmation is not None
-    hidden = set(spec.hidden) | (set(CONFIRM_FIELDS) if confirms else set())
+    hidden = set(spec.hidden) | {f for f, _ in spec.fixed}
+    hidden |= set(CONFIRM_FIELDS) if confirms else set()
     args = []
     for prm in contract.params():
         if prm.name in hidden:
@@ -147,6 +150,7 @@ def _derive(verb: Verb[Any, Any]) -> ToolDef | None:
         destructive=effect is Effect.DESTRUCTIVE,
         idempotent=idempotent,
         confirms=confirms,
+        fixed=spec.fixed,
     )
 
 

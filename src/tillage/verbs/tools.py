@@ -67,6 +67,7 @@ def decode_args(tool: ToolDef, args: Mapping[str, Any]) -> tuple[Any, bool]:
                 values[arg.field] = arg.limit.default
             continue
         values[arg.field] = _value(tool.name, arg, args[arg.name])
+    values.update(tool.fixed)
     return decode_request(tool.verb.contract, values), confirm
 
 
@@ -270,7 +271,8 @@ def _held(result: Any) -> Any:
             truncated=len(kept) < result.size,
         )
     if callable(getattr(result, "stream", None)):
-        return HeldEvents(events=tuple(iter(result)))
+        held = getattr(result, "held", None)  # a stream that says how it is held
+        return held() if callable(held) else HeldEvents(events=tuple(iter(result)))
     return result
 
 

@@ -579,8 +579,21 @@ _UNIVERSE_WORDS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
 }
 
 
+def _fork_snapshot_line(doc: dict[str, Any], style: Style) -> str:
+    """`3f9a0c1d2e4b  2026-12-01 04:31:02 UTC  watch  12 files  3.0 KiB  "label"  fork alpha`:
+    a followed fork's snapshot (`till watch-fork`), its time as a time: the stream is live."""
+    from tillage.hosts.cli.page import snapshot_cells
+
+    cells = snapshot_cells(doc, 0.0)
+    cells[1].text = units.local_time(str(doc.get("sealed_at")))  # the age column, as a time
+    words = [style.paint(c.text.strip(), *c.styles) for c in cells if c.text]
+    words += [f"{k}={doc[k]}" for k in ("agent", "turn", "session") if doc.get(k)]
+    return "  ".join([*words, style.paint(f"fork {doc.get('fork')}", "dim")])
+
+
 LINE_RENDERERS: dict[str, Callable[[dict[str, Any], Style], str]] = {
     "workspace.events": _event_line,
+    "fork.watch": _fork_snapshot_line,
 }
 
 

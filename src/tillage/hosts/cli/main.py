@@ -611,6 +611,8 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
             raise UnavailableError(f"`till {verb.contract.cli}` serves only in its own process")
         return _serve(verb.contract.serves, settings, result)
     if callable(getattr(result, "stream", None)):
+        if getattr(result, "note", None):  # where the stream starts, before its first line
+            call.err.write(f"till: {result.note}\n")
         return _emit_lines(verb.contract.name, result.stream(), call, ns.color)
     if json_mode and _streams(result):
         _emit_json_streaming(result, call)
