@@ -61,7 +61,7 @@ STORIES = {
     },
     "universes": {
         "fork", "forks", "radar", "claim", "claims", "release", "merge", "run", "exec",
-        "watch-fork", "fork-rm", "try", "bisect",
+        "watch-fork", "fork-rm", "try", "bisect", "coord write", "coord read", "coord list",
     },
     "sessions": {
         "session start", "session record", "session log", "sessions", "session diff",
@@ -126,6 +126,9 @@ def test_the_universe_verbs(story: Story, folder: Path) -> None:
     sealed = story("watch-fork", "two", "--once", "--after", two["base"])
     assert [s["id"] for s in (sealed if isinstance(sealed, list) else [sealed])][-1] == two["head"]
     assert story("fork-rm", "two", "--yes")["name"] == "two"
+    written = story("coord write", "plan", "--owner", "lead", stdin="from stdin\n")
+    assert story("coord read", "plan", cwd=fork_folder)["value"] == "from stdin\n"
+    assert story("coord list")["entries"] == [written]
     assert story("try", "--", "true")["exit_code"] == 0
     assert story("bisect", "--good", first, "--", "test ! -e from-fork.txt")["first_bad"]
     assert story.covered == STORIES["universes"] | {"watch", "timeline"}

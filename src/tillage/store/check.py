@@ -96,8 +96,17 @@ def _remove_stale_temp_files(store: Store) -> None:
     if store.read_only:
         return
     now = time.time()
-    # `radar/` holds each fork family's last look (features/radar/radar.py).
-    for folder in (store.home, store.intents_dir, store.log.path.parent, store.home / "radar"):
+    # `radar/` holds each fork family's last look (features/radar/radar.py), `coord/<family>/`
+    # each family's blackboard (features/coord/board.py).
+    coord = store.home / "coord"
+    families = [p for p in coord.iterdir() if p.is_dir()] if coord.is_dir() else []
+    for folder in (
+        store.home,
+        store.intents_dir,
+        store.log.path.parent,
+        store.home / "radar",
+        *families,
+    ):
         if not folder.is_dir():
             continue
         for path in folder.iterdir():

@@ -249,6 +249,21 @@ class ToolSpec:
         self.offered = offered
 
 
+class StdinValue:
+    """A request field (`str | bytes`) a command line fills with stdin's bytes, read to its
+    end, when stdin is not a terminal and neither that field nor any of `unless` was given
+    (`till coord write KEY < notes.md`). At most `limit` + 1 bytes are read, so the handler
+    refuses a value over `limit` by its size rather than keep it cut; an empty stdin gives
+    nothing. A plain class for the same reason as ToolLimit."""
+
+    __slots__ = ("field", "limit", "unless")
+
+    def __init__(self, field: str, limit: int, unless: tuple[str, ...] = ()) -> None:
+        self.field = field
+        self.limit = limit
+        self.unless = unless
+
+
 @dataclass(frozen=True)
 class Contract(Generic[Req, Res]):
     """A verb as every door sees it; pure data."""
@@ -277,6 +292,8 @@ class Contract(Generic[Req, Res]):
     # A verb that also takes a document on stdin (a harness's hook payload) names the request
     # field it goes to; the host reads stdin only when it is not a terminal, with a deadline.
     stdin_param: str | None = None
+    # A verb whose value may come on stdin, whole and as bytes (see StdinValue).
+    stdin_value: StdinValue | None = None
     # What a door that is a process of its own runs once the reply is printed (settings,
     # request, result): `watch --foreground` becomes the watcher. Other doors never call it.
     after_reply: Callable[[Any, Req, Res], None] | None = None

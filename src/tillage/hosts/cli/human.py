@@ -379,6 +379,7 @@ FEATURE_PAGES = {
     "radar.": "tillage.hosts.cli.human_radar",
     "claim.": "tillage.hosts.cli.human_radar",
     "try.": "tillage.hosts.cli.human_radar",
+    "coord.": "tillage.hosts.cli.human_coord",
     "bisect.": "tillage.hosts.cli.human_bisect",
     "session.": "tillage.hosts.cli.human_sessions",
     "project.": "tillage.hosts.cli.human_project",

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tillage.hosts.cli.payload import read_payload
+from tillage.hosts.cli.payload import read_payload, read_value
 from tillage.hosts.cli.where import absolute, command_of, expand_user, store_home, user_home
 
 TYPE_CHECKING = False
@@ -594,6 +594,10 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
         payload = read_payload(io.stdin)
         if payload:
             values[field] = payload
+    wanted = verb.contract.stdin_value
+    given = wanted is None or any(values.get(n) is not None for n in (wanted.field, *wanted.unless))
+    if wanted is not None and not given and not io.stdin_tty:
+        values[wanted.field] = read_value(io.stdin, wanted.limit + 1)
     request = decode_request(verb.contract, values)
     json_mode = call.json_mode
     interactive = not json_mode and io.stdin_tty and io.stderr_tty

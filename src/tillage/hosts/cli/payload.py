@@ -1,4 +1,5 @@
-"""A harness's document on stdin (an agent hook's JSON), read so that a hook never hangs.
+"""What a command reads on stdin: a harness's document (an agent hook's JSON), read so that a
+hook never hangs, and a value (`till coord write KEY < file`), read whole as its bytes.
 
 A harness may pipe a document and close stdin, pipe nothing and close it, or leave it open and
 write nothing: the read takes at most STDIN_DEADLINE seconds in all and STDIN_CAP bytes, and a
@@ -67,3 +68,32 @@ def read_fd(fd: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
+
+
+def read_value(stdin: bytes | BinaryIO | None, cap: int) -> bytes | None:
+    """A value on stdin, exactly as its bytes, read to its end or to `cap` bytes (the verb
+    refuses one that reaches it); None when there is none (no stdin, or an empty one)."""
+    if stdin is None:
+        return None
+    if isinstance(stdin, bytes):
+        data = stdin[:cap]
+    else:
+        try:
+            fd = stdin.fileno()
+        except (OSError, ValueError):
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while size < cap:
+            try:
+                chunk = os.read(fd, min(1 << 16, cap - size))
+            except InterruptedError:
+                continue
+            except OSError:  # no readable stdin (closed, a directory): nothing on it
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    return data or None
