@@ -273,24 +273,55 @@ def test_following_ends_on_sigterm_with_the_interrupted_document(
     assert [json.loads(line)["error"]["name"] for line in rest] == ["interrupted"]
 
 
-@pytest.mark.process
-def test_a_fork_removed_before_the_stream_took_its_place_still_ends_it(
-    till: Till, attached: Path
+@pytest.mark.parametrize("moment", ["before the cursor is taken", "before the fork is looked up"])
+def test_a_fork_removed_while_the_stream_takes_its_place_is_never_waited_for(
+    till: Till, attached: Path, monkeypatch: pytest.MonkeyPatch, moment: str
 ) -> None:
-    """The cursor is taken before the fork is looked up, so a removal the lookup missed is
-    after it: a follower started around a fork-rm never waits forever."""
-    path, fork = _fork(till, "alpha")
-    watcher = Watcher(till, "alpha", "--after", fork["head"])
+    """Whenever another process removes the fork while the stream starts, the answer is
+    not_found or a stream that ends: the cursor is taken before the fork is looked up, so a
+    removal the lookup does not see comes after the cursor. (Looked up first, a removal
+    between the lookup and the cursor would leave the stream waiting forever.)"""
+    import tillage.api
+    from tillage.features.forks import watching
+    from tillage.features.forks.errors import ForkNotFoundError
+    from tillage.store.store import Store
+
+    path, _fork_doc = _fork(till, "alpha")
+    removed: list[bool] = []
+
+    def remove_once() -> None:
+        if not removed:
+            removed.append(True)
+            assert till.json("fork-rm", "alpha", "--yes")["removed"] is True  # someone else
+
+    if moment == "before the cursor is taken":
+        last_seq = Store.last_seq
+
+        def cursor(store: Store) -> int:
+            remove_once()
+            return last_seq(store)
+
+        monkeypatch.setattr(Store, "last_seq", cursor)
+    else:
+        looked_up = watching.require_fork
+
+        def lookup(ws: Any, name: str) -> Any:
+            remove_once()
+            return looked_up(ws, name)
+
+        monkeypatch.setattr(watching, "require_fork", lookup)
     try:
-        till.json("fork-rm", "alpha", "--yes")
-        code, _rest = watcher.end()
-    finally:
-        if watcher.proc.poll() is None:
-            watcher.end(signal.SIGKILL)
-    # Either it found the fork and then read its removal (0), or it started after the
-    # removal and answered not_found (1); never a hang.
-    assert code in (0, 1)
-    assert not path.exists()
+        stream = tillage.api.call("fork.watch", home=till.home, folder=attached, name="alpha")
+    except ForkNotFoundError:
+        stream = None
+    assert removed and not path.exists()
+    if stream is not None:
+        got: list[Any] = []
+        reader = threading.Thread(target=lambda: got.extend(iter(stream)), daemon=True)
+        reader.start()
+        reader.join(timeout=60)
+        assert not reader.is_alive(), "the stream waits for a removal it already passed"
+        assert got == []
 
 
 # -- the tool --------------------------------------------------------------------------------
