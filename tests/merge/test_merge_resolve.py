@@ -197,3 +197,41 @@ def test_the_mcp_merge_tool_offers_resolution_and_snapshots() -> None:
     props = set(merge.input_schema()["properties"])
     assert {"take", "into_fork", "snapshot", "expect"} <= props
     assert "into_fork" in json.dumps(merge.input_schema())
+
+
+def test_a_fork_rewound_to_before_a_merge_into_it_does_not_take_the_parents_work_out(
+    till: Till, folder: Path
+) -> None:
+    (folder / "a.txt").write_text("a\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    fork = _fork_root(folder, "k")
+    (fork / "mine.txt").write_text("the fork's\n")
+    (folder / "a.txt").write_text("a, moved on here\n")
+    into = till.json("merge", "k", "--into-fork")
+    assert (fork / "a.txt").read_text() == "a, moved on here\n"
+
+    till.json("rewind", into["theirs"], "--yes", cwd=fork)  # undo it, in the fork
+    assert (fork / "a.txt").read_text() == "a\n"
+    back = till.json("merge", "k")
+
+    assert back["landed"] and [c["path"] for c in back["changed"]] == ["mine.txt"]
+    assert (folder / "a.txt").read_text() == "a, moved on here\n"
+
+
+def test_a_fork_rewound_to_before_its_merge_does_not_undo_it_in_the_parent(
+    till: Till, folder: Path
+) -> None:
+    (folder / "a.txt").write_text("a\n")
+    till.json("watch", "--no-daemon")
+    till.json("fork", "k")
+    fork = _fork_root(folder, "k")
+    before = till.json("snap", cwd=fork)["snapshot"]["id"]
+    (fork / "work.txt").write_text("merged work\n")
+    assert till.json("merge", "k")["landed"]
+
+    till.json("rewind", before, "--yes", cwd=fork)
+    again = till.json("merge", "k")
+
+    assert (folder / "work.txt").read_text() == "merged work\n"
+    assert again["changes"] == 0

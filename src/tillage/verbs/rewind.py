@@ -68,9 +68,10 @@ def rewind(ctx: Context, req: RewindRequest) -> RewindResult:
     else:
         outcome = rw.apply(ws, target, scopes, on_progress=ctx.on_progress)
         if scopes is None:  # the whole folder: merges landed after the target are undone
-            from tillage.features.merge.unmerge import restore_fork_bases
+            from tillage.features.merge.unmerge import restore_fork_bases, restore_own_base
 
             restore_fork_bases(ws, target)
+            restore_own_base(ws, target)
     return RewindResult(
         snapshot=snapshot_info(outcome.target),
         changes=change_infos(outcome.changes),

@@ -2,6 +2,11 @@
 base to the state merged, so the next merge counts from there; a rewind of the parent to before
 that merge takes the fork's changes out of the parent again, and the base must go back with
 them, or the next merge finds nothing to land and a `fork-rm` retires work that never landed.
+
+The same holds from the fork's side: a fork rewound whole to before a merge that moved its base
+(a merge into the parent, or `merge --into-fork`, which moved it to the parent's state) gets
+its earlier base back, or its next merge would read the changes it no longer holds as its own
+deletions and take them out of the parent.
 """
 
 from __future__ import annotations
@@ -50,3 +55,28 @@ def _base_before(ws: Workspace, fork_id: str, merge: dict[str, Any]) -> str | No
                 return base
             base = str(body["base"])
     return None
+
+
+def restore_own_base(ws: Workspace, target: SnapshotRow) -> bool:
+    """After the fork `ws` was rewound whole to `target`: the base it had before the first
+    merge that moved it after `target` was sealed comes back (with nothing left pending).
+    Returns whether it moved."""
+    store = ws.store
+    fork = store.fork_of(ws.id)
+    if fork is None or fork.removed_ns is not None:
+        return False
+    for record in LogFollower(store.log, target.seq).records():
+        body = record.body
+        if body.get("workspace") != ws.id:
+            continue
+        moved = record.kind == "fork_merged" or (
+            record.kind == "fork_base" and body.get("into_fork")
+        )
+        if not moved:
+            continue
+        previous = body.get("previous")
+        if not previous or fork.base == previous:
+            return False
+        store.publish("fork_base", {"workspace": ws.id, "base": previous, "undone": body})
+        return True
+    return False
