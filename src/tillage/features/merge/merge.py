@@ -1,13 +1,16 @@
 """`till merge`: a three-way merge of a fork (or a stored snapshot) into the workspace.
 
 Ancestor, ours and theirs are snapshots: the fork's base, the workspace sealed first (trigger
-`pre_merge`, which is also the merge's undo) and the fork's head sealed now (trigger `fork`).
-Their trees are walked together from the store, descending only into folders whose trees differ
-where it matters, so a merge costs what changed, not the size of the workspace. The pure plan
-(core.merge_plan) decides each path; text files both sides changed are merged line by line
-(core.textmerge). Any conflict, or a failed `--check`, lands nothing. The check runs in a
-scratch copy of the merged result beside the workspace, never in it, and the copy is removed
-however the check ends. Landing is merge_land's, on rewind's crash-safe machinery.
+`pre_merge`, which is also the merge's undo) and the fork's head sealed now (trigger `fork`). A
+dry run seals nothing: its live sides are scanned (IDs computed, nothing stored) and their
+changed files read where they lie. Sealed trees are walked together from the store, descending
+only into folders theirs changed, so a merge costs what changed, not the size of the
+workspace. The pure plan (core.merge_plan) decides each path, `--take` settles paths by a side
+(core.settle), and text files both sides changed are merged line by line (core.textmerge). Any
+conflict, or a failed `--check`, lands nothing; every outcome carries the plan's digest, and
+`--expect` lands only the plan previewed. The check runs in a scratch copy of the merged result
+beside the workspace, never in it, and the copy is removed however the check ends. Landing is
+merge_land's, on the journal's crash-safe machinery; `--into-fork` is into_fork.py's.
 """
 
 from __future__ import annotations
