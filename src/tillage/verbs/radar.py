@@ -57,7 +57,8 @@ class ConflictInfo:
 @dataclass(frozen=True)
 class RadarResult:
     # Paths changed in two or more places: forks by name (`a/b`: fork b of fork a), and
-    # whether the workspace itself changed it since the fork's base.
+    # whether the workspace itself changed it since the fork's base. A folder's removal (or
+    # its change into a file) against a touch beneath it is one conflict at the folder.
     conflicts: tuple[ConflictInfo, ...]
     # Live forks compared (forks of forks included).
     forks_scanned: int
@@ -260,9 +261,12 @@ VERBS = (
             event="conflict",
             doc="Paths changed in two or more places among this workspace and its live forks "
             "(each fork since its base, the workspace since each fork's base), from sealed "
-            "states only: seal first to see live edits. Each collision that opened, changed or "
-            "resolved since the last look is appended as a `conflict` event. Inside a fork, "
-            "--family compares the whole family from its root.",
+            "states only: seal first to see live edits. A folder removed or made a file in one "
+            "place collides with anything touched beneath it in another (`lib/` deleted while "
+            "`lib/new.py` is added), as does a file where another place has a folder: that "
+            "conflict names the folder, once, with both places. Each collision that opened, "
+            "changed or resolved since the last look is appended as a `conflict` event. Inside "
+            "a fork, --family compares the whole family from its root.",
         ),
         radar,
     ),

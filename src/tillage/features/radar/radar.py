@@ -27,8 +27,8 @@ from tillage.core.radar import (
     Collision,
     ForkChanges,
     by_fork,
-    changed_paths,
     find_collisions,
+    touched_paths,
     transitions,
 )
 from tillage.platform.fs import atomic_write
@@ -48,7 +48,11 @@ __all__ = [
     "scan",
 ]
 
-STATE_VERSION = 1
+# 2: folder removals and type changes collide with touches beneath them (core/radar.py). A
+# look recorded under other rules is read for its collisions (so what it announced opens no
+# second time) but never for its states: it is compared again.
+STATE_VERSION = 2
+READABLE_STATE_VERSIONS = (1, 2)
 # How long a look after a change waits for another look to finish before leaving it to the
 # next one (a look takes milliseconds; a command must not wait on a stuck one).
 LOOK_TIMEOUT = 2.0
@@ -124,13 +128,15 @@ class _Reader:
         return self.heads[workspace_id]
 
     def changed(self, old: SnapshotRow | None, new: SnapshotRow | None) -> frozenset[str]:
-        """Paths changed from one sealed state to another; nothing when either is unknown."""
+        """What a place touched from one sealed state to another (core.radar.touched_paths:
+        non-folder paths changed, folders removed or made something else); nothing when either
+        state is unknown."""
         if old is None or new is None:
             return frozenset()
         key = (bytes.fromhex(old.tree), bytes.fromhex(new.tree))
         found = self.diffs.get(key)
         if found is None:
-            found = changed_paths(self.tree, *key)
+            found = touched_paths(self.tree, *key)
             self.diffs[key] = found
         return found
 
@@ -198,13 +204,13 @@ def _read_state(path: Path) -> tuple[list[object] | None, dict[str, tuple[tuple[
         doc = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None, {}
-    if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION:
+    if not isinstance(doc, dict) or doc.get("version") not in READABLE_STATE_VERSIONS:
         return None, {}
     found: dict[str, tuple[tuple[str, ...], bool]] = {}
     for path_key, value in (doc.get("collisions") or {}).items():
         if isinstance(value, list) and len(value) == 2:
             found[str(path_key)] = (tuple(str(f) for f in value[0]), bool(value[1]))
-    states = doc.get("states")
+    states = doc.get("states") if doc.get("version") == STATE_VERSION else None
     return (states if isinstance(states, list) else None), found
 
 
