@@ -16,7 +16,7 @@ from pathlib import Path
 from tillage.errors import BusyError
 from tillage.platform.errors import DiskFullError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS fork_pending(
     PRIMARY KEY(workspace, path)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS claims(
     id TEXT PRIMARY KEY, family TEXT NOT NULL, pattern TEXT NOT NULL, owner TEXT NOT NULL,
-    expires_ns INT, claimed_ns INT NOT NULL);
+    expires_ns INT, claimed_ns INT NOT NULL, workspace TEXT);
 CREATE INDEX IF NOT EXISTS claims_family ON claims(family);
 CREATE TABLE IF NOT EXISTS session_commits(
     id TEXT PRIMARY KEY, workspace TEXT NOT NULL, session TEXT NOT NULL, seq INT NOT NULL,

@@ -79,8 +79,16 @@ def apply_record(c: sqlite3.Connection, r: LogRecord) -> None:
         )
     elif r.kind == "claim":
         c.execute(
-            "INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?,?)",
-            (b["id"], b["family"], b["pattern"], b["owner"], b.get("expires_ns"), r.at_ns),
+            "INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?,?,?)",
+            (
+                b["id"],
+                b["family"],
+                b["pattern"],
+                b["owner"],
+                b.get("expires_ns"),
+                r.at_ns,
+                b.get("workspace"),  # the workspace that took it (None: a fact without it)
+            ),
         )
     elif r.kind == "release":
         c.execute("DELETE FROM claims WHERE id=?", (b["id"],))

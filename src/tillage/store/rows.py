@@ -58,7 +58,9 @@ class ForkRow:
 @dataclass(frozen=True)
 class ClaimRow:
     """An advisory lease on a path glob, shared by a workspace and all its forks (`family`:
-    the ID of the workspace at the root of the fork tree); expires_ns None means no expiry."""
+    the ID of the workspace at the root of the fork tree); expires_ns None means no expiry.
+    `workspace` is the workspace (or fork) that took it and `root` its folder, None when the
+    claim's fact does not say."""
 
     id: str
     family: str
@@ -66,6 +68,8 @@ class ClaimRow:
     owner: str
     expires_ns: int | None
     claimed_ns: int
+    workspace: str | None = None
+    root: str | None = None
 
 
 @dataclass(frozen=True)

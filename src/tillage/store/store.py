@@ -514,10 +514,12 @@ class Store:
         return [(str(p), str(k), str(h)) for p, k, h in rows]
 
     def claims(self, family: str) -> list[ClaimRow]:
-        """Every claim recorded for a family, expired ones included (the caller has the clock)."""
+        """Every claim recorded for a family, expired ones included (the caller has the clock),
+        with the folder of the workspace that took it."""
         rows = self.conn.execute(
-            "SELECT id, family, pattern, owner, expires_ns, claimed_ns FROM claims "
-            "WHERE family=? ORDER BY claimed_ns, id",
+            "SELECT c.id, c.family, c.pattern, c.owner, c.expires_ns, c.claimed_ns, c.workspace,"
+            " w.root FROM claims c LEFT JOIN workspaces w ON w.id = c.workspace "
+            "WHERE c.family=? ORDER BY c.claimed_ns, c.id",
             (family,),
         )
         return [ClaimRow(*r) for r in rows]

@@ -110,6 +110,10 @@ class ClaimInfo:
     # RFC 3339 UTC; null only for a claim without expiry (none is taken by this version).
     expires_at: str | None
     claimed_at: str
+    # The folder (absolute path) of the workspace or fork that took it, and that workspace's
+    # ID (`till status` shows it as `id`); null for a claim whose record does not say.
+    workspace: str | None
+    workspace_id: str | None
 
 
 def _claim_info(row: Any) -> ClaimInfo:
@@ -121,6 +125,8 @@ def _claim_info(row: Any) -> ClaimInfo:
         owner=row.owner,
         expires_at=None if row.expires_ns is None else rfc3339(row.expires_ns),
         claimed_at=rfc3339(row.claimed_ns),
+        workspace=row.root,
+        workspace_id=row.workspace,
     )
 
 
@@ -287,7 +293,9 @@ VERBS = (
             "overlaps it (some path both cover) is a conflict naming the holder; the same "
             "owner may overlap its own claims, and claiming the same pattern again renews it "
             "(same ID). A plain name covers that file or folder and all below it; `src/*` "
-            "covers src's entries only, `src/**` every depth. Claim IDs are 16 hex characters.",
+            "covers src's entries only, `src/**` every depth. Claim IDs are 16 hex characters. "
+            "A claim names the folder (`workspace`) and the workspace ID (`workspace_id`) that "
+            "took it.",
         ),
         claim,
     ),

@@ -129,7 +129,9 @@ def take(ws: Workspace, pattern: str, owner: str, ttl_seconds: int = DEFAULT_TTL
                 "expires_ns": expires_ns,
             },
         )
-    claim = ClaimRow(claim_id, family, normalized, owner, expires_ns, record.at_ns)
+    claim = ClaimRow(
+        claim_id, family, normalized, owner, expires_ns, record.at_ns, ws.id, str(ws.root)
+    )
     return Taken(claim, renewed=same is not None)
 
 

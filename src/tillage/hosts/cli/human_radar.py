@@ -84,7 +84,11 @@ def _claim(page: Page) -> None:
     renewed = page.take("renewed")
     what = "Renewed" if renewed else "Claimed"
     page.add(f"{what} {_claim_line(claim, page)}")
-    page.add(f"Claim {page.style.paint(str(claim.get('id')), 'yellow')}, seen by every fork.")
+    where = claim.get("workspace")
+    taken = f" (taken in {units.printable(str(where))})" if where else ""
+    page.add(
+        f"Claim {page.style.paint(str(claim.get('id')), 'yellow')}{taken}, seen by every fork."
+    )
     page.next(
         "To release it, run:",
         f"till release {claim.get('id')} --owner {_quote(str(claim.get('owner')))}",
@@ -103,6 +107,7 @@ def _claims(page: Page) -> None:
             Cell(units.printable(str(c.get("owner")))),
             Cell(units.printable(str(c.get("pattern"))), "bold"),
             Cell(_expiry(c, page.now), "dim"),
+            Cell(units.printable(str(c.get("workspace") or "")), "dim"),
         ]
         for c in claims
     ]
