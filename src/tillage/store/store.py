@@ -513,13 +513,23 @@ class Store:
         )
         return [(str(p), str(k), str(h)) for p, k, h in rows]
 
-    def claims(self, family: str) -> list[ClaimRow]:
+    def claims(self, family: str, *, retired: bool = False) -> list[ClaimRow]:
         """Every claim recorded for a family, expired ones included (the caller has the clock),
-        with the folder of the workspace that took it."""
+        with the folder of the workspace that took it. A claim taken in a fork since removed
+        is left out unless `retired`: fork-rm releases them, and one whose release never came
+        (a removal killed in between, an earlier build's) must not outlive its fork."""
+        gone = (
+            ""
+            if retired
+            else (
+                " AND NOT EXISTS (SELECT 1 FROM forks f WHERE f.workspace = c.workspace"
+                " AND f.removed_ns IS NOT NULL)"
+            )
+        )
         rows = self.conn.execute(
             "SELECT c.id, c.family, c.pattern, c.owner, c.expires_ns, c.claimed_ns, c.workspace,"
             " w.root FROM claims c LEFT JOIN workspaces w ON w.id = c.workspace "
-            "WHERE c.family=? ORDER BY c.claimed_ns, c.id",
+            f"WHERE c.family=?{gone} ORDER BY c.claimed_ns, c.id",
             (family,),
         )
         return [ClaimRow(*r) for r in rows]

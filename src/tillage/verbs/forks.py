@@ -301,6 +301,8 @@ class ForkRemoveResult:
     removed: bool
     kept_files: bool
     path: str | None
+    # The claims the fork had taken, released with it (each a `released` event): IDs.
+    claims_released: tuple[str, ...]
 
 
 def fork_remove(ctx: Context, req: ForkRemoveRequest) -> ForkRemoveResult:
@@ -316,6 +318,13 @@ def fork_remove(ctx: Context, req: ForkRemoveRequest) -> ForkRemoveResult:
         stop_watcher=lambda fork_id: daemon.stop(home, fork_id),
         expected_root=_destination(ctx, req.destination),
     )
+    released: tuple[str, ...] = ()
+    if done.removed:
+        from tillage.features.radar.claims import family_of, release_taken_in
+
+        ws = ctx.workspace
+        taken = release_taken_in(ws.store, family_of(ws), done.row.workspace, by=ws.id)
+        released = tuple(c.id for c in taken)
     return ForkRemoveResult(
         name=done.row.name,
         files_removed=done.files_removed,
@@ -323,6 +332,7 @@ def fork_remove(ctx: Context, req: ForkRemoveRequest) -> ForkRemoveResult:
         removed=done.removed,
         kept_files=done.kept_files,
         path=done.folder,
+        claims_released=released,
     )
 
 
@@ -543,8 +553,9 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             confirmed=_remove_confirmed,
             tool=ToolSpec(name="workspace_fork_remove", hidden=("destination",)),
             doc="Retire a universe: seal its last state (restorable by ID from here), then "
-            "delete its folder (--keep-files leaves it). Needs --yes; a folder that is not the "
-            "recorded fork is never removed.",
+            "delete its folder (--keep-files leaves it), and release the claims taken in it "
+            "(`claims_released`, each a `released` event). Needs --yes; a folder that is not "
+            "the recorded fork is never removed.",
         ),
         fork_remove,
     ),

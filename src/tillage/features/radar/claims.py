@@ -201,6 +201,34 @@ def release(ws: Workspace, ref: str, owner: str) -> ClaimRow:
     return claim
 
 
+def release_taken_in(store: Store, family: str, taken_in: str, *, by: str) -> list[ClaimRow]:
+    """Releases every live claim the workspace `taken_in` took (a fork being retired: no one
+    works there any more), whoever owns it, each with the `release` fact that `release`
+    publishes: a `released` event of the workspace `by` (the one retiring the fork, where its
+    events are read). Returns them, oldest first. The fork is usually removed already: its
+    claims are no longer live for anyone (Store.claims), and are released here so that the
+    log says they ended."""
+    with _lock(store, family):
+        store.catch_up()
+        now = clock.now_ns()
+        taken = [
+            c
+            for c in store.claims(family, retired=True)
+            if c.workspace == taken_in and is_live(c, now)
+        ]
+        for claim in taken:
+            store.publish(
+                "release",
+                {
+                    "id": claim.id,
+                    "workspace": by,
+                    "pattern": claim.pattern,
+                    "owner": claim.owner,
+                },
+            )
+    return taken
+
+
 def listing(ws: Workspace) -> list[ClaimRow]:
     """The live claims of the workspace's family, oldest first."""
     ws.store.catch_up()

@@ -93,6 +93,7 @@ def _fork_rm(page: Page) -> None:
     removed = page.take("removed")
     kept = page.take("kept_files")
     path = page.take("path")
+    released = page.take("claims_released") or []
     short = _short(snap.get("id")) if isinstance(snap, dict) else "-"
     if not removed:
         page.add(f"Removing fork {name} would delete {path} ({units.count(files, 'file')}).")
@@ -103,6 +104,8 @@ def _fork_rm(page: Page) -> None:
     else:
         page.add(f"Removed fork {name}: {units.count(files, 'file')} deleted.")
     page.add(f"Its last state is snapshot {short}.")
+    if released:
+        page.add(f"Released {units.count(len(released), 'claim')} taken in it.")
     page.next("Read a file of it with:", f"till cat {short} PATH")
 
 
