@@ -158,3 +158,38 @@ def test_a_pattern_has_one_spelling() -> None:
 )
 def test_what_a_claim_covers(pattern: str, path: str, expected: bool) -> None:
     assert covers(pattern, path) is expected
+
+
+# Every name of the `names` strategy, and the paths of one or two of them: what lies below a
+# path, as deep as a glob of three segments can ask for past one name.
+ALL_NAMES = [
+    n
+    for size in (1, 2, 3)
+    for n in map("".join, itertools.product("ab.", repeat=size))
+    if n not in (".", "..")
+]
+BELOW = ALL_NAMES + [f"{x}/{y}" for x in ALL_NAMES for y in ALL_NAMES]
+
+
+@given(glob_texts, names)
+@examples(100)
+def test_a_claim_reaches_a_path_when_it_covers_it_or_a_path_below_it(glob: str, name: str) -> None:
+    below = [name] + [f"{name}/{rest}" for rest in BELOW]
+    assert globs.reaches(glob, name) == any(covers(glob, p) for p in below), (glob, name)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("lib/a.py", "lib", True),
+        ("lib/**", "lib", True),
+        ("lib", "lib/sub", True),
+        ("lib2/**", "lib", False),
+        ("*.py", "lib", False),
+        ("docs/*.md", "docs", True),
+        ("a\\*b/x", "a*b", True),
+        ("a\\*b/x", "azb", False),
+    ],
+)
+def test_what_a_claim_reaches(pattern: str, path: str, expected: bool) -> None:
+    assert globs.reaches(pattern, path) is expected

@@ -66,7 +66,13 @@ def test_two_forks_editing_the_same_file_collide_and_different_files_do_not(
     _edit(till, beta, "src/m1.py", "beta too\n")
     doc = _radar(till, project)
     assert doc["conflicts"] == [
-        {"path": "src/m1.py", "forks": ["alpha", "beta"], "workspace": False, "claimed_by": []}
+        {
+            "path": "src/m1.py",
+            "forks": ["alpha", "beta"],
+            "workspace": False,
+            "claimed_by": [],
+            "claim": "unclaimed",
+        }
     ]
 
 
@@ -77,7 +83,13 @@ def test_a_fork_and_the_workspace_editing_one_file_collide(till: Till, project: 
     _edit(till, project, "src/m3.py", "only here\n")
     doc = _radar(till, project)
     assert doc["conflicts"] == [
-        {"path": "README.md", "forks": ["alpha"], "workspace": True, "claimed_by": []}
+        {
+            "path": "README.md",
+            "forks": ["alpha"],
+            "workspace": True,
+            "claimed_by": [],
+            "claim": "unclaimed",
+        }
     ]
 
 
@@ -217,6 +229,7 @@ def test_a_fork_of_a_fork_collides_only_with_what_its_parent_changed_after_it(
             "forks": ["alpha", "alpha/inner"],
             "workspace": False,
             "claimed_by": [],
+            "claim": "unclaimed",
         }
     ]
     # The whole family from inside it: names from the root.
@@ -226,7 +239,13 @@ def test_a_fork_of_a_fork_collides_only_with_what_its_parent_changed_after_it(
     # Seen from alpha, the inner fork is its own fork.
     assert _radar(till, alpha)["scanned"] == str(alpha.resolve())
     assert _radar(till, alpha)["conflicts"] == [
-        {"path": "src/m5.py", "forks": ["inner"], "workspace": True, "claimed_by": []}
+        {
+            "path": "src/m5.py",
+            "forks": ["inner"],
+            "workspace": True,
+            "claimed_by": [],
+            "claim": "unclaimed",
+        }
     ]
 
 
@@ -237,7 +256,17 @@ def test_a_conflict_names_the_live_claims_that_cover_its_path(till: Till, projec
     _edit(till, alpha, "src/m2.py", "alpha\n")
     _edit(till, project, "src/m2.py", "workspace\n")
     (conflict,) = _radar(till, project)["conflicts"]
-    assert conflict["claimed_by"] == [{"id": claim["id"], "owner": "alice", "pattern": "src/**"}]
+    assert conflict["claimed_by"] == [
+        {
+            "id": claim["id"],
+            "owner": "alice",
+            "pattern": "src/**",
+            "workspace": str(alpha),
+            "workspace_id": claim["workspace_id"],
+            "party": True,
+        }
+    ]
+    assert conflict["claim"] == "covered"
     assert "claimed by alice (src/**)" in till("radar").stdout
 
 

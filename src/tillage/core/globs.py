@@ -411,3 +411,15 @@ def witness(a: str, b: str) -> str | None:
 def overlap(a: str, b: str) -> bool:
     """Tells whether some path is covered by a claim on `a` and by a claim on `b`."""
     return witness(a, b) is not None
+
+
+def reaches(pattern: str, path: str) -> bool:
+    """Tells whether a claim on `pattern` covers the workspace path `path` or some path below
+    it: whether the claim has a say in what becomes of `path` as a folder (the radar's
+    collision on a folder removed, or made a file, concerns everything in it). The path is
+    taken literally, whatever characters it holds, and may be longer than any pattern."""
+    names = _names(path)
+    if not names:
+        return False
+    below: Parsed = (*(tuple(_literal(ch) for ch in name) for name in names), None)
+    return _glob_witness(_covering(parse(pattern)), below) is not None

@@ -272,3 +272,32 @@ def transitions(
         if path not in seen:
             out.append(Transition(path, forks, workspace, "resolved"))
     return sorted(out, key=lambda t: t.path)
+
+
+# -- claims over a collision ---------------------------------------------------------------
+
+UNCLAIMED = "unclaimed"
+COVERED = "covered"
+CONTESTED = "contested"
+
+
+def is_party(collision: Collision, place: str | None) -> bool:
+    """Tells whether `place` (WORKSPACE, a fork's name, or None: no place of this look) is
+    one of the places colliding."""
+    if place is None:
+        return False
+    return collision.workspace if place == WORKSPACE else place in collision.forks
+
+
+def claim_state(collision: Collision, holders: Sequence[tuple[str, str | None]]) -> str:
+    """What the live claims over a collision say, from each claim's (owner, place that took
+    it): UNCLAIMED when there is none; COVERED when every one is held by one owner and was
+    taken in one of the colliding places (that owner said it works there: the others walked
+    in); CONTESTED otherwise: claims of two or more owners, or a claim taken in a place that
+    is not colliding (or not known), so whoever changes it, the claim's holder did not."""
+    if not holders:
+        return UNCLAIMED
+    owners = {owner for owner, _place in holders}
+    if len(owners) == 1 and all(is_party(collision, place) for _owner, place in holders):
+        return COVERED
+    return CONTESTED

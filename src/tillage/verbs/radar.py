@@ -43,6 +43,11 @@ class ClaimRef:
     id: str
     owner: str
     pattern: str
+    # The folder and workspace ID that took the claim (null: its record does not say).
+    workspace: str | None
+    workspace_id: str | None
+    # True when it was taken in one of the places colliding (`forks`, or the workspace).
+    party: bool
 
 
 @dataclass(frozen=True)
@@ -50,8 +55,13 @@ class ConflictInfo:
     path: str
     forks: tuple[str, ...]
     workspace: bool
-    # Live claims (of the workspace's family) that cover the path: who said they work there.
+    # Live claims (of the workspace's family) that cover the path or anything below it (a
+    # conflict on a folder concerns what is in it): who said they work there.
     claimed_by: tuple[ClaimRef, ...]
+    # `unclaimed`: no live claim covers it. `covered`: every claim covering it has one owner
+    # and was taken in one of the colliding places. `contested`: claims of two or more owners
+    # cover it, or one was taken in a place that is not colliding (or not known).
+    claim: str
 
 
 @dataclass(frozen=True)
@@ -70,7 +80,7 @@ class RadarResult:
 
 
 def radar(ctx: Context, req: RadarRequest) -> RadarResult:
-    from tillage.features.radar.claims import covering, listing
+    from tillage.features.radar.claims import listing
     from tillage.features.radar.radar import observe_scan
 
     ws = ctx.workspace
@@ -83,19 +93,31 @@ def radar(ctx: Context, req: RadarRequest) -> RadarResult:
         scanned = row.root if row is not None else scanned
     seen = observe_scan(ws.store, scanned_id)
     live = listing(ws) if seen.collisions else []
+    places = dict(seen.places)
     return RadarResult(
-        conflicts=tuple(
-            ConflictInfo(
-                c.path,
-                c.forks,
-                c.workspace,
-                tuple(ClaimRef(k.id, k.owner, k.pattern) for k in covering(live, c.path)),
-            )
-            for c in seen.collisions
-        ),
+        conflicts=tuple(_conflict_info(c, live, places) for c in seen.collisions),
         forks_scanned=seen.forks_scanned,
         events=seen.events,
         scanned=scanned,
+    )
+
+
+def _conflict_info(collision: Any, live: list[Any], places: dict[str, str]) -> ConflictInfo:
+    """A collision with the live claims over it and what they say (core.radar.claim_state)."""
+    from tillage.core.radar import claim_state, is_party
+    from tillage.features.radar.claims import reaching
+
+    over = reaching(live, collision.path)
+    where = [places.get(k.workspace) if k.workspace is not None else None for k in over]
+    return ConflictInfo(
+        collision.path,
+        collision.forks,
+        collision.workspace,
+        tuple(
+            ClaimRef(k.id, k.owner, k.pattern, k.root, k.workspace, is_party(collision, place))
+            for k, place in zip(over, where, strict=True)
+        ),
+        claim_state(collision, [(k.owner, p) for k, p in zip(over, where, strict=True)]),
     )
 
 
@@ -272,7 +294,12 @@ VERBS = (
             "`lib/new.py` is added), as does a file where another place has a folder: that "
             "conflict names the folder, once, with both places. Each collision that opened, "
             "changed or resolved since the last look is appended as a `conflict` event. Inside "
-            "a fork, --family compares the whole family from its root.",
+            "a fork, --family compares the whole family from its root. Each conflict lists the "
+            "live claims covering its path or anything below it (`claimed_by`, each with the "
+            "folder that took it and `party`: taken in one of the colliding places) and "
+            "`claim`: `unclaimed` (none), `covered` (all held by one owner and taken in a "
+            "colliding place: the others walked into that owner's work), or `contested` (two "
+            "or more owners, or a claim taken in a place that is not colliding).",
         ),
         radar,
     ),

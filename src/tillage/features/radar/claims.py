@@ -235,6 +235,7 @@ def listing(ws: Workspace) -> list[ClaimRow]:
     return live_claims(ws.store, family_of(ws))
 
 
-def covering(claims: list[ClaimRow], path: str) -> list[ClaimRow]:
-    """The claims among `claims` that cover the workspace path `path`."""
-    return [c for c in claims if globs.covers(c.pattern, path)]
+def reaching(claims: list[ClaimRow], path: str) -> list[ClaimRow]:
+    """The claims among `claims` that cover `path` or something below it (globs.reaches):
+    those a collision on `path` concerns, when it is a folder."""
+    return [c for c in claims if globs.reaches(c.pattern, path)]

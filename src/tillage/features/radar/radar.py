@@ -72,12 +72,18 @@ class _Node:
 
 @dataclass(frozen=True)
 class Scan:
-    """What the radar saw: the collisions, how many forks it compared, and the sealed states it
-    read (every head and base, for telling whether anything changed since)."""
+    """What the radar saw: the collisions, how many forks it compared, the sealed states it
+    read (every head and base, for telling whether anything changed since), and the places it
+    compared: workspace ID -> name in the collisions (WORKSPACE for the scanned one)."""
 
     collisions: tuple[Collision, ...]
     forks_scanned: int
     states: tuple[tuple[str, str, str | None], ...]
+    places: tuple[tuple[str, str], ...] = ()
+
+
+def _places(workspace_id: str, nodes: Sequence[_Node]) -> tuple[tuple[str, str], ...]:
+    return ((workspace_id, WORKSPACE), *((n.row.workspace, n.name) for n in nodes))
 
 
 def _live_forks(store: Store, workspace_id: str) -> list[_Node]:
@@ -154,10 +160,12 @@ def _states(store: Store, workspace_id: str, nodes: Sequence[_Node]) -> list[lis
 def scan(store: Store, workspace_id: str) -> Scan:
     """Compares the workspace's live forks and itself (sealed states only)."""
     nodes = _live_forks(store, workspace_id)
-    return _scan(store, nodes, _states(store, workspace_id, nodes))
+    return _scan(store, workspace_id, nodes, _states(store, workspace_id, nodes))
 
 
-def _scan(store: Store, nodes: Sequence[_Node], states: list[list[str | None]]) -> Scan:
+def _scan(
+    store: Store, workspace_id: str, nodes: Sequence[_Node], states: list[list[str | None]]
+) -> Scan:
     """scan() from forks and states already read. The states are read before any head the
     comparison uses: a seal landing in between makes the recorded states older than what was
     compared, so the next look compares again (never the other way round)."""
@@ -176,6 +184,7 @@ def _scan(store: Store, nodes: Sequence[_Node], states: list[list[str | None]]) 
         collisions=tuple(find_collisions(forks)),
         forks_scanned=len(nodes),
         states=tuple((str(s[0]), str(s[1]), s[2]) for s in states),
+        places=_places(workspace_id, nodes),
     )
 
 
@@ -230,12 +239,13 @@ def _as_collisions(found: dict[str, tuple[tuple[str, ...], bool]]) -> list[Colli
 
 @dataclass(frozen=True)
 class Observed:
-    """A look that may have announced events: the collisions now, the live forks, and how many
-    `conflict` events it appended."""
+    """A look that may have announced events: the collisions now, the live forks, how many
+    `conflict` events it appended, and the places compared (as Scan.places)."""
 
     collisions: tuple[Collision, ...]
     forks_scanned: int
     events: int
+    places: tuple[tuple[str, str], ...] = ()
 
 
 def observe_scan(store: Store, workspace_id: str, *, timeout: float = 30.0) -> Observed:
@@ -248,12 +258,12 @@ def observe_scan(store: Store, workspace_id: str, *, timeout: float = 30.0) -> O
         # A store this process cannot write (another user's, a read-only mount): the radar
         # still answers; the events wait for a look that can append them.
         found = scan(store, workspace_id)
-        return Observed(found.collisions, found.forks_scanned, 0)
+        return Observed(found.collisions, found.forks_scanned, 0, found.places)
     store.catch_up()
     if not store.forks_of(workspace_id) and not _state_path(store, workspace_id).exists():
         # No fork and no collision open: nothing to compare, announce or record (and no lock
         # file made for a workspace that never forked).
-        return Observed((), 0, 0)
+        return Observed((), 0, 0, _places(workspace_id, ()))
     lock = store.locks_dir / f"radar-{workspace_id}.lock"
     with file_lock(lock, timeout=timeout, what="the radar of this workspace"):
         store.catch_up()
@@ -262,14 +272,15 @@ def observe_scan(store: Store, workspace_id: str, *, timeout: float = 30.0) -> O
         nodes = _live_forks(store, workspace_id)
         states = _states(store, workspace_id, nodes)
         if last_states is not None and last_states == states:
-            return Observed(tuple(_as_collisions(before)), len(nodes), 0)
-        found = _scan(store, nodes, states)
+            places = _places(workspace_id, nodes)
+            return Observed(tuple(_as_collisions(before)), len(nodes), 0, places)
+        found = _scan(store, workspace_id, nodes, states)
         changes = transitions(before, found.collisions)
         for t in changes:
             detail = {"path": t.path, "forks": list(t.forks), "workspace": t.workspace}
             announce(store, workspace_id, "conflict", {**detail, "state": t.state})
         _write_state(path, [list(s) for s in found.states], found.collisions)
-        return Observed(found.collisions, found.forks_scanned, len(changes))
+        return Observed(found.collisions, found.forks_scanned, len(changes), found.places)
 
 
 def observe(ws: Workspace) -> list[Collision]:

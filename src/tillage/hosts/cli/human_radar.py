@@ -21,7 +21,8 @@ def _places(conflict: dict[str, Any]) -> str:
 
 
 def _claimed(conflict: dict[str, Any]) -> str:
-    """`claimed by alice (src/**)` when live claims cover the path."""
+    """`claimed by alice (src/**)` when live claims cover the path, `contested: claimed by
+    ...` when they do not agree on who works there (the conflict's `claim`)."""
     claims = conflict.get("claimed_by") or []
     if not claims:
         return ""
@@ -29,7 +30,8 @@ def _claimed(conflict: dict[str, Any]) -> str:
         f"{units.printable(str(k.get('owner')))} ({units.printable(str(k.get('pattern')))})"
         for k in claims
     )
-    return f"claimed by {held}"
+    contested = "contested: " if conflict.get("claim") == "contested" else ""
+    return f"{contested}claimed by {held}"
 
 
 def _radar(page: Page) -> None:
