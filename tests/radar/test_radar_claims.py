@@ -14,6 +14,8 @@ from tests.conftest import Till
 from tillage.core.radar import Collision, claim_state
 from tillage.platform import clock
 from tillage.store.store import Store
+from tillage.verbs.tool_defs import tool_def
+from tillage.verbs.tool_text import render
 
 
 def make_fork(till: Till, parent: Path, name: str) -> Path:
@@ -93,9 +95,13 @@ def test_a_claim_taken_in_a_place_that_is_not_colliding_contests_the_conflict(
     _claim(till, "src/**", "carol", project)  # the workspace said it works there
     _edit(till, a, "src/m.py", "a\n")
     _edit(till, b, "src/m.py", "b\n")
-    conflict = _only_conflict(till, project)
+    doc = till.json("radar")
+    (conflict,) = doc["conflicts"]
     assert (conflict["claim"], _holders(conflict)) == ("contested", [("carol", False)])
     assert "contested: claimed by carol (src/**)" in till("radar").stdout
+    tool = tool_def("workspace_radar")
+    assert tool is not None
+    assert "(contested: claimed by carol)" in render(tool, None, doc=doc)
 
 
 def test_claims_of_two_owners_inside_a_removed_folder_contest_it(till: Till, project: Path) -> None:

@@ -389,8 +389,10 @@ def _radar(doc: dict[str, Any], _request: Any) -> str:
     for c in conflicts:
         places = list(c["forks"]) + (["the workspace"] if c.get("workspace") else [])
         owners = ", ".join(x.get("owner", "") for x in c.get("claimed_by") or [])
+        held = "contested: " if c.get("claim") == "contested" else ""
         lines.append(
-            f"  {c['path']}: {', '.join(places)}" + (f" (claimed by {owners})" if owners else "")
+            f"  {c['path']}: {', '.join(places)}"
+            + (f" ({held}claimed by {owners})" if owners else "")
         )
     return fit(
         f"{count(len(conflicts), 'path')} changed in more than one place (merging them will "
