@@ -36,11 +36,11 @@ def test_try_seals_before_and_after_and_says_how_to_undo(till: Till, project: Pa
     assert before["label"] == after["label"] == "bump"
     assert after["parent"] == before["id"]
     assert doc["exit_code"] == 0
-    assert doc["undo"] == f"till rewind {before['id']} --yes"
+    assert doc["undo"] == before["id"]  # the snapshot to rewind to, as merge and rewind say
+    assert doc["undo_command"] == f"till rewind {before['id']} --yes"
     cat = till.json("cat", after["id"], "src/app.py")
     assert cat["size"] == 3
-    undo = doc["undo"].split()[1:]
-    till.json(*undo)
+    till.json(*doc["undo_command"].split()[1:])
     assert (project / "src" / "app.py").read_text() == "print('v1')\n"
 
 

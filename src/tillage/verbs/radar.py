@@ -243,8 +243,11 @@ class TryResult:
     exit_code: int
     # The command's stdout and stderr together (the last 64 KiB).
     output: str
-    # The exact command that puts the folder back as it was before the attempt.
+    # The snapshot to rewind to for putting the folder back as it was before the attempt
+    # (`before`'s ID), as a merge's or a rewind's `undo` is.
     undo: str
+    # The exact command that does it: `till rewind UNDO --yes`.
+    undo_command: str
 
     def exit_status(self) -> int:
         """`till try` exits with the command's own status (CONTRACT: global rules)."""
@@ -268,8 +271,14 @@ def try_run(ctx: Context, req: TryRequest) -> TryResult:
         after=snapshot_info(tried.after),
         exit_code=tried.exit_code,
         output=tried.output,
-        undo=f"till rewind {tried.before.id} --yes",
+        undo=tried.before.id,
+        undo_command=undo_command(tried.before.id),
     )
+
+
+def undo_command(before: str) -> str:
+    """The command that puts the folder back as it was before an attempt."""
+    return f"till rewind {before} --yes"
 
 
 CLAIM_ERRORS = (BadPatternError, BadOwnerError, BadTtlError, BusyError)
@@ -375,8 +384,9 @@ VERBS = (
             cli="try",
             errors=(BusyError, DiskFullError, IntegrityError),
             doc="Seal (trigger try_before), run the command in the workspace, seal again "
-            "(try_after, even when it fails) and exit with its status; `undo` is the rewind "
-            "that puts the folder back as it was before.",
+            "(try_after, even when it fails) and exit with its status. `undo` is the snapshot "
+            "to rewind to for putting the folder back as it was before (`before`'s ID, as a "
+            "merge's or a rewind's `undo`), `undo_command` the command that does it.",
         ),
         try_run,
     ),

@@ -130,7 +130,8 @@ def _try(page: Page) -> None:
     after = page.take("after")
     code = page.take("exit_code")
     page.take("output")  # the command's output went to the terminal as it ran
-    undo = page.take("undo")
+    page.take("undo")  # the snapshot; the command below names it
+    undo = page.take("undo_command")
     if code == 0:
         page.add("The command succeeded.")
     else:
