@@ -181,12 +181,33 @@ class UsageError(TillageError):
 
 class CommandInterruptedError(TillageError):
     """The command was interrupted (Ctrl-C or SIGTERM); nothing is left half-done that the
-    next command does not finish."""
+    next command does not finish. `details`, when the command noted any on the interruption
+    (note_interruption), say what it made durable before it stopped."""
 
     code = -32071
     name = "interrupted"
     module = "host"
     next_step = "run the command again; an interrupted rewind is finished by the next command"
+
+
+_NOTE = "_tillage_interrupted"
+
+
+def note_interruption(
+    interruption: BaseException, details: Mapping[str, Any], *, next_step: str | None = None
+) -> None:
+    """Records on an interruption (a KeyboardInterrupt going on up) what the command made
+    durable before it stopped, for the host's `interrupted` answer to carry as its `details`
+    and next step: `try` names the snapshots sealed before and after, so the attempt can be
+    undone by ID. The interruption itself is left as it is (its class tells Ctrl-C from
+    SIGTERM)."""
+    setattr(interruption, _NOTE, (dict(details), next_step))
+
+
+def interruption_note(interruption: BaseException) -> tuple[dict[str, Any], str | None] | None:
+    """What note_interruption() recorded on `interruption`: (details, next step), or None."""
+    note = getattr(interruption, _NOTE, None)
+    return note if isinstance(note, tuple) else None
 
 
 SHARED_ERRORS: tuple[type[TillageError], ...] = (

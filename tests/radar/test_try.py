@@ -115,7 +115,10 @@ def test_try_outside_a_workspace_is_not_attached(till: Till) -> None:
 
 
 @pytest.mark.process
-def test_an_interrupted_try_seals_what_the_command_did_so_far(till: Till, project: Path) -> None:
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_try_seals_what_the_command_did_so_far_and_says_how_to_undo_it(
+    till: Till, project: Path, sig: int, status: int
+) -> None:
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -138,14 +141,27 @@ def test_an_interrupted_try_seals_what_the_command_did_so_far(till: Till, projec
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.05)
     try:
-        proc.send_signal(signal.SIGTERM)
-        out, _err = proc.communicate(timeout=60)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
     finally:
         with contextlib.suppress(ProcessLookupError, ValueError):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
-    assert proc.returncode == 143
-    assert json.loads(out)["error"]["name"] == "interrupted"
+    assert proc.returncode == status
+    error = json.loads(out)["error"]
+    assert (error["code"], error["name"]) == (-32071, "interrupted")
+    assert {"message", "next"} <= set(error)
     after, before = till.json("timeline", "-n", "2")["snapshots"]
     assert (before["trigger"], after["trigger"]) == ("try_before", "try_after")
     assert after["label"].endswith("(interrupted)")
-    assert till.json("cat", after["id"], "src/app.py")["size"] == len("half\n")
+    assert error["details"] == {
+        "before": before["id"],
+        "after": after["id"],
+        "undo": before["id"],
+        "undo_command": f"till rewind {before['id']} --yes",
+    }
+    assert f"till rewind {before['id']} --yes" in error["next"]
+    assert f"till rewind {before['id']} --yes" in err  # the line a person reads
+    cat = till.json("cat", after["id"], "src/app.py")
+    assert cat["size"] == len("half\n")
+    till.json("rewind", error["details"]["undo"], "--yes")
+    assert (project / "src" / "app.py").read_text() == "print('v1')\n"

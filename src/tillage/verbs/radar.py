@@ -255,7 +255,7 @@ class TryResult:
 
 
 def try_run(ctx: Context, req: TryRequest) -> TryResult:
-    from tillage.features.radar.trying import try_command
+    from tillage.features.radar.trying import try_command, undo_command
 
     tried = try_command(
         ctx.workspace,
@@ -274,11 +274,6 @@ def try_run(ctx: Context, req: TryRequest) -> TryResult:
         undo=tried.before.id,
         undo_command=undo_command(tried.before.id),
     )
-
-
-def undo_command(before: str) -> str:
-    """The command that puts the folder back as it was before an attempt."""
-    return f"till rewind {before} --yes"
 
 
 CLAIM_ERRORS = (BadPatternError, BadOwnerError, BadTtlError, BusyError)
@@ -386,7 +381,10 @@ VERBS = (
             doc="Seal (trigger try_before), run the command in the workspace, seal again "
             "(try_after, even when it fails) and exit with its status. `undo` is the snapshot "
             "to rewind to for putting the folder back as it was before (`before`'s ID, as a "
-            "merge's or a rewind's `undo`), `undo_command` the command that does it.",
+            "merge's or a rewind's `undo`), `undo_command` the command that does it. Interrupted "
+            "(Ctrl-C, SIGTERM), it stops the command, seals what it did (try_after) and answers "
+            "`interrupted` with `details` {before, after, undo, undo_command} (snapshot IDs; "
+            "`after` null when that seal failed).",
         ),
         try_run,
     ),

@@ -3,7 +3,8 @@
 The command runs in the caller's folder (inside the workspace), with no lock held: a watcher
 keeps sealing meanwhile, and the command may itself call `till`. Its result is sealed whether it
 succeeded or not (a failed attempt is exactly what one wants to rewind), and an interrupted one
-(Ctrl-C, SIGTERM) is sealed too before the interruption goes on.
+(Ctrl-C, SIGTERM) is sealed too before the interruption goes on, noting both snapshots on it
+(errors.note_interruption) so that the `interrupted` answer says how to undo the attempt.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from tillage.errors import note_interruption
 from tillage.platform.commands import argv_of, run_command
 from tillage.platform.launch import Launch
 from tillage.store.rows import SnapshotRow
@@ -32,6 +34,11 @@ class Tried:
     after: SnapshotRow
     exit_code: int
     output: str
+
+
+def undo_command(before: str) -> str:
+    """The command that puts the folder back as it was before an attempt (sealed `before`)."""
+    return f"till rewind {before} --yes"
 
 
 def default_label(command: tuple[str, ...]) -> str:
@@ -70,12 +77,33 @@ def try_command(
     )
     try:
         outcome = run_command(command, _cwd(ws, folder), launch=launch)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         # The attempt stops here; what it did so far is sealed, so it can be rewound too.
+        after: SnapshotRow | None = None
         with contextlib.suppress(Exception):
-            seal(ws, SealOptions(trigger="try_after", label=text + " (interrupted)", agent=agent))
+            after = seal(
+                ws, SealOptions(trigger="try_after", label=text + " (interrupted)", agent=agent)
+            )
+        _note(stop, before, after)
         raise
     after = seal(
         ws, SealOptions(trigger="try_after", label=text, agent=agent), on_progress=on_progress
     )
     return Tried(before, after, outcome.exit_code, outcome.output)
+
+
+def _note(stop: BaseException, before: SnapshotRow, after: SnapshotRow | None) -> None:
+    """Notes on the interruption the attempt's snapshots, as a finished try answers them:
+    `before` and `undo` (the state to rewind to), `after` (what the command had done when it
+    was stopped; null when that seal failed too) and `undo_command`."""
+    sealed = f"what it did so far is snapshot {after.id}; " if after is not None else ""
+    note_interruption(
+        stop,
+        {
+            "before": before.id,
+            "after": after.id if after is not None else None,
+            "undo": before.id,
+            "undo_command": undo_command(before.id),
+        },
+        next_step=f"{sealed}to undo the attempt, run `{undo_command(before.id)}`",
+    )

@@ -443,7 +443,7 @@ def run(argv: list[str], io: IO) -> int:
         code = _run(argv, call)
         call.out.flush()
     except KeyboardInterrupt as exc:
-        code = _interrupted(call, terminated=isinstance(exc, _Terminated))
+        code = _interrupted(call, terminated=isinstance(exc, _Terminated), stopped=exc)
     except BrokenPipeError:
         raise
     except BaseException as exc:  # the last line of defence: no traceback without --debug
@@ -503,12 +503,16 @@ def interrupted_output(json_mode: bool, *, terminated: bool) -> tuple[int, bytes
     return code, out.getvalue(), err.getvalue()
 
 
-def _interrupted(call: _Call, *, terminated: bool) -> int:
-    """Prints the `interrupted` envelope and returns 130 (Ctrl-C) or 143 (SIGTERM)."""
-    from tillage.errors import CommandInterruptedError
+def _interrupted(call: _Call, *, terminated: bool, stopped: BaseException | None = None) -> int:
+    """Prints the `interrupted` envelope and returns 130 (Ctrl-C) or 143 (SIGTERM). What the
+    command noted on the interruption `stopped` (errors.note_interruption) goes in its details
+    and next step."""
+    from tillage.errors import CommandInterruptedError, interruption_note
 
     what = "terminated (SIGTERM)" if terminated else "interrupted (Ctrl-C)"
-    err = CommandInterruptedError(f"the command was {what}")
+    note = interruption_note(stopped) if stopped is not None else None
+    details, next_step = note if note is not None else (None, None)
+    err = CommandInterruptedError(f"the command was {what}", next_step=next_step, details=details)
     try:
         if call.json_mode:
             _emit_json({"error": err.envelope()}, call)
