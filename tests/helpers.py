@@ -152,3 +152,35 @@ def process_gone(pid: int) -> bool:
         if stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
             return False
     return True
+
+
+SPARSE_SIZE = 256 << 20
+SPARSE_DATA = ((0, 256 << 10), (100 << 20, 512 << 10), ((256 << 20) - (256 << 10), 256 << 10))
+
+
+def make_sparse(path: Path, size: int = SPARSE_SIZE) -> bytes:
+    """Writes a sparse file of `size` apparent bytes holding 1 MiB of random data in three
+    places (the start, the middle, the very end) and holes between; returns its digest."""
+
+    with open(path, "wb") as f:
+        f.truncate(size)
+        for offset, length in SPARSE_DATA:
+            f.seek(offset)
+            f.write(os.urandom(length))
+    return digest(path)
+
+
+def digest(path: Path) -> bytes:
+    """The SHA-256 of a file's bytes, read in pieces (holes read back as zeros)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while piece := f.read(8 << 20):
+            h.update(piece)
+    return h.digest()
+
+
+def allocated(path: Path) -> int:
+    """The bytes a file holds on disk (its allocated blocks)."""
+    return os.stat(path).st_blocks * 512

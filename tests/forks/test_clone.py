@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import stat
@@ -9,7 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import DEEP_NAMES, make_project, manifest, open_deep, read_deep, write_at
+from tests.helpers import (
+    DEEP_NAMES,
+    SPARSE_SIZE,
+    allocated,
+    digest,
+    make_project,
+    make_sparse,
+    manifest,
+    open_deep,
+    read_deep,
+    write_at,
+)
 from tillage.platform.clone import DRIVERS, copy_tree, plan_tree, probe
 
 
@@ -175,3 +187,55 @@ def test_probe_names_a_driver_and_leaves_nothing_behind(tmp_path: Path) -> None:
     assert probe(tmp_path / "a", tmp_path / "b") in DRIVERS
     assert list((tmp_path / "a").iterdir()) == []
     assert list((tmp_path / "b").iterdir()) == []
+
+
+# Holes: a copy writes only the data of a sparse file (1 MiB of 256 MiB here), never its holes.
+SPARSE_DISK_LIMIT = 4 << 20
+
+
+@pytest.mark.parametrize("driver", ["copy_file_range", "copy"])
+def test_a_sparse_file_is_copied_with_its_holes_by_every_driver_that_writes(
+    tmp_path: Path, driver: str
+) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    whole = make_sparse(src / "disk.img")
+    with open(src / "tail-hole.img", "wb") as f:  # data, then a hole up to the end
+        f.write(os.urandom(1 << 20))
+        f.truncate(64 << 20)
+    with open(src / "all-hole.img", "wb") as f:
+        f.truncate(32 << 20)
+    if allocated(src / "disk.img") > SPARSE_DISK_LIMIT:
+        pytest.skip("this file system does not keep holes")
+
+    stats = copy_tree(src, tmp_path / "dst", driver=driver)
+
+    dst = tmp_path / "dst"
+    assert stats.driver == driver
+    assert os.stat(dst / "disk.img").st_size == SPARSE_SIZE
+    assert digest(dst / "disk.img") == whole
+    assert allocated(dst / "disk.img") <= SPARSE_DISK_LIMIT
+    for name in ("tail-hole.img", "all-hole.img"):
+        assert os.stat(dst / name).st_size == os.stat(src / name).st_size
+        assert digest(dst / name) == digest(src / name)
+        assert allocated(dst / name) <= allocated(src / name) + (1 << 20)
+    assert stats.bytes == SPARSE_SIZE + (64 << 20) + (32 << 20)
+
+
+@pytest.mark.parametrize("driver", ["copy_file_range", "copy"])
+def test_a_file_system_that_cannot_seek_by_holes_gets_a_whole_copy(
+    tmp_path: Path, driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    whole = make_sparse(src / "disk.img", 8 << 20)
+    real_lseek = os.lseek
+
+    def no_holes(fd: int, pos: int, how: int) -> int:
+        if how in (os.SEEK_DATA, os.SEEK_HOLE):
+            raise OSError(errno.EINVAL, "SEEK_DATA not supported")
+        return real_lseek(fd, pos, how)
+
+    monkeypatch.setattr(os, "lseek", no_holes)
+    copy_tree(src, tmp_path / "dst", driver=driver, threads=0)
+    assert digest(tmp_path / "dst" / "disk.img") == whole

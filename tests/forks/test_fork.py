@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Till
-from tests.helpers import git, manifest, rows
+from tests.helpers import allocated, digest, git, make_sparse, manifest, rows
 from tillage.platform.clone import DRIVERS
 
 FORK_FIELDS = {"name", "path", "base", "head", "driver", "exit_code", "output"}
@@ -271,3 +271,16 @@ def test_a_destination_with_a_long_name_is_fine(till: Till, project: Path) -> No
     assert manifest(dest) == manifest(project)
     assert till.json("fork-rm", "long", "--yes")["removed"] is True
     assert sorted(p.name for p in project.parent.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_fork_of_a_sparse_file_keeps_its_holes(till: Till, project: Path) -> None:
+    """A 256 MiB disk image holding 1 MiB of data costs its fork about 1 MiB, not 256."""
+    whole = make_sparse(project / "disk.img")
+    if allocated(project / "disk.img") > 4 << 20:
+        pytest.skip("this file system does not keep holes")
+    till.json("snap")
+    doc = till.json("fork", "sparse")["fork"]
+    copy = Path(doc["path"]) / "disk.img"
+    assert os.stat(copy).st_size == os.stat(project / "disk.img").st_size
+    assert digest(copy) == whole
+    assert allocated(copy) <= 4 << 20

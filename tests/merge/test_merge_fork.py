@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import Till
 from tests.faults.harness import manifest
+from tests.helpers import allocated, make_sparse
 
 TEXT = "".join(f"line {i}\n" for i in range(1, 21))
 
@@ -105,6 +106,22 @@ def test_a_fork_merge_with_a_conflict_lands_nothing(till: Till, project: Path) -
     assert manifest(project) == before
     base_before = _fork_row(till, "clash")["base"]
     assert base_before == run.doc["base"]  # nothing merged: the base stays
+
+
+def test_the_checks_scratch_copy_keeps_a_sparse_files_holes(till: Till, project: Path) -> None:
+    """The check runs in a copy of the whole folder: a 256 MiB image with 1 MiB of data must
+    not cost the check 256 MiB (nor the time to write them)."""
+    make_sparse(project / "disk.img")
+    if allocated(project / "disk.img") > 4 << 20:
+        pytest.skip("this file system does not keep holes")
+    till.json("snap")
+    fork = _fork(till, "sparse")
+    (fork / "lib" / "m1.py").write_text("V = 'one'\n")
+    run = till("--json", "merge", "sparse", "--check", "stat -c 'blocks=%b size=%s' disk.img")
+    assert run.code == 0, run.stdout
+    blocks, size = run.doc["check_output"].split()
+    assert size == f"size={256 << 20}"
+    assert int(blocks.removeprefix("blocks=")) * 512 <= 4 << 20
 
 
 def test_a_fork_merge_gated_on_a_check(till: Till, project: Path) -> None:

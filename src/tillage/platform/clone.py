@@ -1,5 +1,8 @@
 """Copying a folder tree byte-exact with its metadata, by the cheapest driver the file systems
 allow: a reflink (FICLONE, shared extents), `copy_file_range` (in-kernel copy), or a plain copy.
+The two that write keep a sparse file's holes: they copy only its data segments (SEEK_DATA,
+SEEK_HOLE) and set its size with ftruncate, as `cp` does (a 1 GiB disk image holding 1 MiB
+cost its fork 1 GiB and 4.5 s); a reflink shares the extents, holes and all.
 
 Everything is walked by descriptor: a folder is opened below its already-open parent with
 O_NOFOLLOW, so a symlink (or a folder swapped for one mid-copy) is copied as a symlink and never
@@ -16,7 +19,7 @@ import fcntl
 import os
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,39 +67,109 @@ def _clone(src: int, dst: int, size: int) -> None:
         raise
 
 
-def _copy_range(src: int, dst: int, size: int) -> None:
-    offset = 0
-    while True:
+def _sparse_size(src: int) -> int | None:
+    """The size of `src` when it may hold holes the file system can seek by (fewer blocks
+    allocated than its size needs); None for a dense file, or where SEEK_DATA is not
+    supported: it is copied whole."""
+    st = os.fstat(src)
+    if not (st.st_size > 0 and st.st_blocks * 512 < st.st_size):
+        return None
+    try:
+        os.lseek(src, 0, os.SEEK_HOLE)
+    except OSError as exc:
+        if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENXIO):
+            return None
+        raise
+    return st.st_size
+
+
+def _spans(src: int) -> tuple[Iterator[tuple[int, int | None]], int | None]:
+    """What of `src` to copy: its data segments `[start, end)` up to the size it had, and that
+    size for the copy's ftruncate (the holes between are never written, so the copy stays as
+    sparse as its source); one span to the end of the file, and no size, for a dense file."""
+    size = _sparse_size(src)
+    if size is None:
+        return iter(((0, None),)), None
+    return _data_segments(src, size), size
+
+
+def _data_segments(src: int, size: int) -> Iterator[tuple[int, int | None]]:
+    pos = 0
+    while pos < size:
         try:
-            n = os.copy_file_range(src, dst, _CHUNK, offset, offset)
+            start = os.lseek(src, pos, os.SEEK_DATA)
         except OSError as exc:
-            if exc.errno in _FALLBACK_ERRNOS and offset == 0:
-                raise _UnsupportedError from exc
+            if exc.errno == errno.ENXIO:
+                return  # nothing but a hole up to the end
             raise
-        if n == 0:
-            break
-        offset += n
+        if start >= size:
+            return
+        end = min(os.lseek(src, start, os.SEEK_HOLE), size)
+        yield start, end
+        pos = end
+
+
+def _copy_range(src: int, dst: int, size: int) -> None:
+    spans, sparse = _spans(src)
+    first = True
+    for start, end in spans:
+        offset = start
+        while end is None or offset < end:
+            want = _CHUNK if end is None else min(_CHUNK, end - offset)
+            try:
+                n = os.copy_file_range(src, dst, want, offset, offset)
+            except OSError as exc:
+                if exc.errno in _FALLBACK_ERRNOS and first and offset == start:
+                    raise _UnsupportedError from exc
+                raise
+            if n == 0:
+                break
+            offset += n
+        first = False
+    if sparse is not None:
+        os.ftruncate(dst, sparse)
 
 
 def _plain_copy(src: int, dst: int, size: int) -> None:
-    offset = 0
+    spans, sparse = _spans(src)
+    sending = True
+    for start, end in spans:
+        sending = sending and _send(src, dst, start, end)
+        if not sending:
+            _read_write(src, dst, start, end)
+    if sparse is not None:
+        os.ftruncate(dst, sparse)
+
+
+def _send(src: int, dst: int, start: int, end: int | None) -> bool:
+    """Copies `[start, end)` (to the end of the file when `end` is None) with sendfile; False,
+    nothing written, where sendfile cannot copy between these two files."""
+    offset = start
+    os.lseek(dst, start, os.SEEK_SET)  # sendfile writes at the destination's own position
     try:
-        while True:
-            n = os.sendfile(dst, src, offset, _CHUNK)
+        while end is None or offset < end:
+            n = os.sendfile(dst, src, offset, _CHUNK if end is None else min(_CHUNK, end - offset))
             if n == 0:
-                return
+                break
             offset += n
     except OSError as exc:
-        if exc.errno not in _FALLBACK_ERRNOS or offset != 0:
+        if exc.errno not in _FALLBACK_ERRNOS or offset != start:
             raise
-    os.lseek(src, 0, os.SEEK_SET)
-    while True:
-        data = os.read(src, 1 << 20)
+        return False
+    return True
+
+
+def _read_write(src: int, dst: int, start: int, end: int | None) -> None:
+    offset = start
+    while end is None or offset < end:
+        data = os.pread(src, 1 << 20 if end is None else min(1 << 20, end - offset), offset)
         if not data:
             return
         view = memoryview(data)
         while view:
-            view = view[os.write(dst, view) :]
+            written = os.pwrite(dst, view, offset)
+            view = view[written:]
+            offset += written
 
 
 _COPIERS: dict[str, Callable[[int, int, int], None]] = {
