@@ -118,7 +118,8 @@ class Till:
         self.process = process
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TILLAGE_")}
+        # PORT is the base of universes' ports: a test that wants one sets it.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TILLAGE_") and k != "PORT"}
         env["TILLAGE_HOME"] = str(self.home)
         env["HOME"] = str(self.user_home)
         return env

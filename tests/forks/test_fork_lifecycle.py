@@ -78,7 +78,8 @@ def test_fork_rm_without_yes_changes_nothing(till: Till, project: Path) -> None:
 def test_fork_rm_seals_the_last_state_removes_the_folder_and_keeps_it_restorable(
     till: Till, project: Path
 ) -> None:
-    path = Path(till.json("fork", "done")["fork"]["path"])
+    made = till.json("fork", "done")["fork"]
+    path = Path(made["path"])
     (path / "result.txt").write_text("what the fork made\n")  # never sealed in the fork
 
     doc = till.json("fork-rm", "done", "--yes")
@@ -100,9 +101,10 @@ def test_fork_rm_seals_the_last_state_removes_the_folder_and_keeps_it_restorable
         -32061,
         "fork.not_found",
     )
-    # The name is free again, and the new fork's index is a new one (stable per fork).
+    # The name is free again, and so is the removed fork's port.
     new = till.json("fork", "done")["fork"]
-    assert new["index"] == 2
+    assert new["workspace"] != made["workspace"]
+    assert new["port"] == made["port"]
 
 
 def test_fork_rm_refuses_a_folder_that_is_not_the_fork(till: Till, project: Path) -> None:

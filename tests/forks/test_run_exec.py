@@ -105,13 +105,17 @@ ENV_LINE = "echo fork=$TILLAGE_FORK index=$TILLAGE_FORK_INDEX port=$PORT"
 def test_run_makes_the_fork_runs_the_command_seals_and_exits_with_its_status(
     till: Till, project: Path
 ) -> None:
+    from tillage.features.forks.ports import DEFAULT_BASE, next_port
+
+    port = next_port(DEFAULT_BASE, set())  # 3001 unless something listens there
     run = till("--json", "run", "try-1", "--", f"{ENV_LINE}; echo made > made.txt; exit 5")
     assert run.code == 5
     doc = json.loads(run.stdout)["fork"]  # one document, though the command printed
     assert doc["exit_code"] == 5
     assert doc["created"] is True
-    assert "fork=try-1 index=1 port=3001" in doc["output"]
-    assert "fork=try-1 index=1 port=3001" in run.stderr  # live, on stderr under --json
+    assert f"fork=try-1 index=1 port={port}" in doc["output"]
+    assert f"fork=try-1 index=1 port={port}" in run.stderr  # live, on stderr under --json
+    assert doc["port"] == port
     path = Path(doc["path"])
     assert (path / "made.txt").read_text() == "made\n"
     assert not (project / "made.txt").exists()

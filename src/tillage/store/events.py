@@ -31,7 +31,7 @@ FACT_EVENTS = {"snapshot": "sealed", "pin": "pinned", "unpin": "unpinned"}
 # Facts about universes, which name their workspace themselves: record kind, event kind, the
 # body's key naming the workspace the event is about, and the body keys its detail repeats.
 UNIVERSE_EVENTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "fork": ("forked", "parent", ("name", "root", "base", "workspace")),
+    "fork": ("forked", "parent", ("name", "root", "base", "workspace", "port")),
     "fork_removed": ("fork_removed", "parent", ("name", "workspace", "snapshot")),
     "fork_merged": ("merged", "parent", ("name", "workspace", "base", "result", "changes")),
     "claim": ("claimed", "workspace", ("id", "pattern", "owner", "expires_ns")),

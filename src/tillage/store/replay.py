@@ -54,9 +54,12 @@ def apply_record(c: sqlite3.Connection, r: LogRecord) -> None:
             (b["workspace"], b["root"], r.at_ns),
         )
         c.execute(
-            "INSERT OR REPLACE INTO forks VALUES (?,?,?,?,?,?,NULL,NULL)",
-            (b["workspace"], b["parent"], b["name"], b["base"], b["root"], r.at_ns),
+            "INSERT OR REPLACE INTO forks VALUES (?,?,?,?,?,?,NULL,NULL,?)",
+            (b["workspace"], b["parent"], b["name"], b["base"], b["root"], r.at_ns, b.get("port")),
         )
+    elif r.kind == "fork_port":
+        # A fork made before forks had ports gets one the first time a command runs in it.
+        c.execute("UPDATE forks SET port=? WHERE workspace=?", (b["port"], b["workspace"]))
     elif r.kind == "fork_removed":
         # Its timeline stays (forgotten, not purged): its last state is restorable by ID.
         c.execute("UPDATE workspaces SET forgotten=1 WHERE id=?", (b["workspace"],))

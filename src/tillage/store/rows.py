@@ -43,7 +43,9 @@ class WorkspaceRow:
 @dataclass(frozen=True)
 class ForkRow:
     """A universe forked from `parent` at snapshot `base`, attached at `root` (its own
-    timeline); `removed_ns` and `last` (its final state, sealed first) once `fork-rm` ran."""
+    timeline); `removed_ns` and `last` (its final state, sealed first) once `fork-rm` ran;
+    `port` the TCP port it holds in its family (None for a fork made before ports were
+    recorded, until a command runs in it)."""
 
     workspace: str
     parent: str
@@ -53,6 +55,7 @@ class ForkRow:
     created_ns: int
     removed_ns: int | None
     last: str | None
+    port: int | None = None
 
 
 @dataclass(frozen=True)

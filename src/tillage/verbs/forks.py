@@ -8,6 +8,7 @@ from pathlib import Path
 from tillage.errors import BusyError, TillageError
 from tillage.features.forks.errors import (
     BadDestinationError,
+    BadPortError,
     DestinationExistsError,
     ForkCopyError,
     ForkExistsError,
@@ -15,6 +16,7 @@ from tillage.features.forks.errors import (
     ForkHasForksError,
     ForkNotFoundError,
     InvalidForkNameError,
+    NoFreePortError,
     NotTheForkError,
     SnapshotPartialError,
 )
@@ -38,7 +40,10 @@ if TYPE_CHECKING:
 
 COMMAND_DOC = (
     "the command, after `--`; one word runs through /bin/sh -c, several are the argv; it "
-    "gets TILLAGE_FORK, TILLAGE_FORK_INDEX and PORT (3000 + index)"
+    "gets TILLAGE_FORK (the fork's name), TILLAGE_FORK_PATH, TILLAGE_FORK_INDEX and "
+    "TILLAGE_FORK_COUNT (its place in its batch, 1..N) and PORT (the fork's own TCP port, "
+    "held by no other live fork of the family: chosen when the fork is made, the first free "
+    "one above the caller's $PORT, or above 3000, skipping ports in use on 127.0.0.1)"
 )
 AT_ERRORS = (BadSnapshotIdError, SnapshotNotFoundError, SnapshotAmbiguousError)
 MAKE_ERRORS = (
@@ -48,6 +53,8 @@ MAKE_ERRORS = (
     BadDestinationError,
     ForkCopyError,
     SnapshotPartialError,
+    BadPortError,
+    NoFreePortError,
     BusyError,
     *AT_ERRORS,
 )
@@ -57,7 +64,9 @@ MAKE_ERRORS = (
 class ForkInfo:
     """A universe and what happened in it: `base`/`head` are snapshot IDs (the state it was
     made from, and its newest sealed state); `driver` how it was copied (null when it was not
-    made now); `exit_code`/`output` the command's (null when none ran)."""
+    made now); `exit_code`/`output` the command's (null when none ran); `port` the fork's
+    own TCP port (its command's PORT, kept for the fork's life); `index`/`count` the
+    command's place in its batch (TILLAGE_FORK_INDEX/TILLAGE_FORK_COUNT: 1 of 1 here)."""
 
     name: str
     path: str
@@ -69,11 +78,12 @@ class ForkInfo:
     workspace: str
     parent: str
     index: int
-    port: int
+    port: int | None
     created: bool
     files: int | None
     bytes: int | None
     seconds: float | None
+    count: int
 
 
 @dataclass(frozen=True)
@@ -86,18 +96,9 @@ class ForkResult:
 
 
 def _fork_info(ws: Any, ran: Any = None, made: Any = None) -> ForkInfo:
-    from tillage.features.forks.ops import PORT_BASE
-
     forked = made if made is not None else ran.made
-    row = forked.row if forked is not None else ran.row
-    if ran is not None:
-        head = ran.head.id if ran.head is not None else None
-        index = ran.index
-    else:
-        from tillage.features.forks.fork import fork_index
-
-        head = forked.head.id
-        index = fork_index(ws.store, row)
+    row = ran.row if ran is not None else forked.row
+    head = (ran.head.id if ran.head is not None else None) if ran is not None else forked.head.id
     return ForkInfo(
         name=row.name,
         path=row.root,
@@ -108,12 +109,13 @@ def _fork_info(ws: Any, ran: Any = None, made: Any = None) -> ForkInfo:
         output=ran.output if ran is not None else None,
         workspace=row.workspace,
         parent=str(ws.root),
-        index=index,
-        port=PORT_BASE + index,
+        index=ran.index if ran is not None else 1,
+        port=row.port,
         created=forked is not None,
         files=forked.files if forked is not None else None,
         bytes=forked.bytes if forked is not None else None,
         seconds=round(forked.seconds, 3) if forked is not None else None,
+        count=ran.count if ran is not None else 1,
     )
 
 
@@ -203,8 +205,16 @@ def _fork_named(ctx: Context, req: ForkRequest, name: str) -> ForkResult:
         )
         return ForkResult(_fork_info(ws, ran=ran))
     from tillage.features.forks.fork import create_fork
+    from tillage.features.forks.ports import port_base
 
-    made = create_fork(ws, name, destination=destination, at=req.at, on_progress=ctx.on_progress)
+    made = create_fork(
+        ws,
+        name,
+        destination=destination,
+        at=req.at,
+        on_progress=ctx.on_progress,
+        port_base=port_base(ctx.settings.launch),
+    )
     return ForkResult(_fork_info(ws, made=made))
 
 
@@ -223,7 +233,9 @@ class ForksRequest:
 class ForkListInfo:
     """A live universe: `disk_bytes` what it costs beyond what it shares with its parent,
     `changed_paths` paths its head changed since its base, `conflicts` paths it changed that
-    another fork or the workspace changed too; `missing` when its folder is gone."""
+    another fork or the workspace changed too; `missing` when its folder is gone; `port` its
+    own TCP port (null for a fork made before ports were recorded, until a command runs in
+    it); `index` its place among every fork ever made of this workspace."""
 
     name: str
     path: str
@@ -236,6 +248,7 @@ class ForkListInfo:
     missing: bool
     workspace: str
     index: int
+    port: int | None
 
 
 @dataclass(frozen=True)
@@ -265,6 +278,7 @@ def forks(ctx: Context, req: ForksRequest) -> ForksResult:
                 missing=f.missing,
                 workspace=f.row.workspace,
                 index=f.index,
+                port=f.row.port,
             )
             for f in listing
         )
@@ -408,6 +422,10 @@ class ExecRequest:
 
 @dataclass(frozen=True)
 class UniverseInfo:
+    """One universe of the batch: `fork` names it; `index`/`count` its command's
+    TILLAGE_FORK_INDEX and TILLAGE_FORK_COUNT; `port` its PORT (the fork's own, kept for its
+    life)."""
+
     fork: str
     path: str
     base: str
@@ -416,8 +434,9 @@ class UniverseInfo:
     output: str
     workspace: str
     index: int
-    port: int
+    port: int | None
     driver: str | None
+    count: int
 
 
 @dataclass(frozen=True)
@@ -470,8 +489,9 @@ def exec_(ctx: Context, req: ExecRequest) -> ExecResult:
                 output=r.output,
                 workspace=r.row.workspace,
                 index=r.index,
-                port=fork_ops.PORT_BASE + r.index,
+                port=r.row.port,
                 driver=r.made.driver if r.made is not None else None,
+                count=r.count,
             )
             for r in ran
         ),
@@ -503,8 +523,9 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             Effect.WRITE,
             "Make a universe: a full-state, attached copy of the live workspace (sealed first "
             "as its base) or of snapshot --at, with its own timeline; default destination "
-            "<workspace>.forks/NAME. With `-- CMD` the command runs in it and its status is "
-            "this command's.",
+            "<workspace>.forks/NAME. It holds a TCP port of its own in its family (`port`: the "
+            "first free one above the caller's $PORT, or 3000), kept for its life. With "
+            "`-- CMD` the command runs in it and its status is this command's.",
             MAKE_ERRORS,
             ToolSpec(
                 name="workspace_fork",

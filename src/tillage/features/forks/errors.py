@@ -114,3 +114,25 @@ class SnapshotPartialError(TillageError):
         "fork the live folder, or a snapshot that is whole (`till show ID` lists what one "
         "lacks; `till timeline` marks partial ones)"
     )
+
+
+class BadPortError(InvalidArgumentError):
+    """The caller's `$PORT`, the base a universe's port is counted from, is not a TCP port
+    below 65535 (a fork needs one above it): nothing was made."""
+
+    name = "fork.bad_port"
+    module = "forks"
+    next_step = "set PORT to a number from 1 to 65534, or unset it (the base is then 3000)"
+
+
+class NoFreePortError(TillageError):
+    """Every TCP port above the base is held by a live fork of this family or in use on
+    127.0.0.1, so the new universe would have none of its own: nothing was made."""
+
+    code = -32164
+    name = "fork.no_free_port"
+    module = "forks"
+    next_step = (
+        "remove forks you are done with (`till fork-rm NAME --yes`) or start from a lower "
+        "base (PORT=3000)"
+    )

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from tillage.core.progress import ProgressFn
 from tillage.errors import BusyError, echo
+from tillage.features.forks import ports
 from tillage.features.forks.copy import Seeder, copy_live, match_base, materialized_stats
 from tillage.features.forks.errors import (
     BadDestinationError,
@@ -306,10 +307,12 @@ def create_fork(
     at: str | None = None,
     base: SnapshotRow | None = None,
     on_progress: ProgressFn | None = None,
+    port_base: int = ports.DEFAULT_BASE,
 ) -> Forked:
     """Makes the fork `name` of `ws`: of the live folder (sealed first as its base, trigger
     `fork_base`, while it is copied, unless `base` is given: one base for several forks),
-    or of the stored snapshot `at`. See the module docstring for the order and why it is
+    or of the stored snapshot `at`. Its port is the first free one above `port_base` in its
+    family (features/forks/ports.py). See the module docstring for the order and why it is
     crash-safe."""
     from tillage.workspace.timeline import resolve
 
@@ -356,15 +359,18 @@ def create_fork(
                 _make_durable(staging)  # durable before referenced: the record names it
                 head = _publish_first(store, fork_id, base, name)
                 failpoints.hit("fork.after_snapshot")
-                store.publish(
-                    "fork",
-                    {
-                        "workspace": fork_id,
-                        "parent": ws.id,
-                        "name": name,
-                        "base": base.id,
-                        "root": str(dest),
-                    },
+                record = {
+                    "workspace": fork_id,
+                    "parent": ws.id,
+                    "name": name,
+                    "base": base.id,
+                    "root": str(dest),
+                }
+                ports.allocate(
+                    store,
+                    ws.id,
+                    port_base,
+                    lambda port: store.publish("fork", {**record, "port": port}),
                 )
                 failpoints.hit("fork.after_record")
                 rename_noreplace(staging, dest)
@@ -480,9 +486,28 @@ def _publish_first(store: Store, fork_id: str, base: SnapshotRow, name: str) -> 
         return publish_capture(store, fork_id, writer, capture, options, base.id)
 
 
+def ensure_port(store: Store, row: ForkRow, port_base: int) -> ForkRow:
+    """The fork's record with its port: one made before forks had ports gets one now (the
+    first free above `port_base` in its family, recorded by a `fork_port` fact, kept from
+    then on)."""
+    if row.port is not None:
+        return row
+    ports.allocate(
+        store,
+        row.parent,
+        port_base,
+        lambda port: store.publish(
+            "fork_port", {"workspace": row.workspace, "parent": row.parent, "port": port}
+        ),
+    )
+    updated = store.fork_of(row.workspace)
+    assert updated is not None
+    return updated
+
+
 def fork_index(store: Store, row: ForkRow) -> int:
     """The fork's 1-based position among every fork ever made of its parent: stable (removed
-    forks keep their place) and distinct, for TILLAGE_FORK_INDEX and PORT."""
+    forks keep their place) and distinct (`till forks` reports it as `index`)."""
     every = store.forks_of(row.parent, removed=True)
     for position, fork in enumerate(every, start=1):
         if fork.workspace == row.workspace:

@@ -22,8 +22,8 @@ from tillage.features.forks.fork import (
     check_name,
     create_fork,
     default_destination,
+    ensure_port,
     finish_pending,
-    fork_index,
     forks_lock,
     is_fork_folder,
     open_fork,
@@ -31,6 +31,7 @@ from tillage.features.forks.fork import (
     require_fork_folder,
     trash_path,
 )
+from tillage.features.forks.ports import port_base
 from tillage.platform import failpoints
 from tillage.platform.clone import plan_tree, probe, rename_noreplace
 from tillage.platform.commands import (
@@ -44,15 +45,16 @@ from tillage.platform.launch import Launch
 from tillage.store.rows import ForkRow, SnapshotRow
 from tillage.workspace.attach import Workspace
 
-PORT_BASE = 3000
 MAX_UNIVERSES = 64
 EXEC_PREFIX = "exec"
 
 
 @dataclass(frozen=True)
 class Ran:
-    """A command that ran in a universe: the fork, its base and head after the seal, the
-    command's status and output, and the copy's facts when the fork was made for it."""
+    """A command that ran in a universe: the fork (with its port), its base and head after
+    the seal, the command's status and output, its position in its batch (1..count, as
+    TILLAGE_FORK_INDEX and TILLAGE_FORK_COUNT told it), and the copy's facts when the fork
+    was made for it."""
 
     row: ForkRow
     base: str
@@ -61,6 +63,7 @@ class Ran:
     output: str
     index: int
     made: Forked | None
+    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -91,15 +94,20 @@ class Removed:
     folder: str | None
 
 
-def universe_env(row: ForkRow, index: int) -> dict[str, str]:
-    """The environment a command gets in a universe: its name, its index and a port of its
-    own (3000 + index), so parallel dev servers do not collide."""
-    return {
+def universe_env(row: ForkRow, index: int, count: int) -> dict[str, str]:
+    """The environment a command gets in a universe: the fork's name and folder, its place
+    in its batch (TILLAGE_FORK_INDEX, 1..TILLAGE_FORK_COUNT: `exec -n N` runs N, `run` one)
+    and the fork's own port (PORT: no live fork of its family holds it), so parallel dev
+    servers do not collide and a batch can split its work."""
+    env = {
         "TILLAGE_FORK": row.name,
         "TILLAGE_FORK_INDEX": str(index),
+        "TILLAGE_FORK_COUNT": str(count),
         "TILLAGE_FORK_PATH": row.root,
-        "PORT": str(PORT_BASE + index),
     }
+    if row.port is not None:
+        env["PORT"] = str(row.port)
+    return env
 
 
 def _cwd_in(ws: Workspace, fork_root: Path, caller: Path | None) -> Path:
@@ -142,27 +150,28 @@ def run_in_fork(
     error."""
     argv_of(command)  # an empty command is refused before anything is made
     check_name(name)
+    base_port = port_base(launch)
     finish_pending(ws)
     row = ws.store.fork_named(ws.id, name)
     made: Forked | None = None
     if row is not None and (at is not None or create):
         raise ForkExistsError.named(name, "; --at makes a new one" if at is not None else "")
     if row is None:
-        made = create_fork(ws, name, destination=destination, at=at)
+        made = create_fork(ws, name, destination=destination, at=at, port_base=base_port)
         row = made.row
         fork_ws = made.workspace
     else:
         require_fork_folder(ws.store, row)
+        row = ensure_port(ws.store, row, base_port)
         fork_ws = open_fork(ws, row)
-    index = fork_index(ws.store, row)
     outcome = run_command(
         command,
         _cwd_in(ws, fork_ws.root, caller),
-        env=universe_env(row, index),
+        env=universe_env(row, 1, 1),
         launch=launch,
     )
     head = _seal_after(fork_ws, command)
-    return Ran(row, row.base, head, outcome.exit_code, outcome.output, index, made)
+    return Ran(row, row.base, head, outcome.exit_code, outcome.output, 1, made)
 
 
 def exec_names(ws: Workspace, count: int, prefix: str | None) -> list[str]:
@@ -212,6 +221,7 @@ def exec_universes(
     from tillage.workspace.timeline import resolve
 
     argv_of(command)
+    base_port = port_base(launch)
     finish_pending(ws)
     names = exec_names(ws, count, prefix)
     if at is not None:
@@ -223,8 +233,10 @@ def exec_universes(
                 trigger="fork_base", label=f"base of {count} universes", skip_unchanged=True
             ),
         ).row
-    made = [create_fork(ws, name, at=at, base=None if at else base) for name in names]
-    indexes = [fork_index(ws.store, f.row) for f in made]
+    made = [
+        create_fork(ws, name, at=at, base=None if at else base, port_base=base_port)
+        for name in names
+    ]
     outcomes: list[CommandOutcome | None] = [None] * len(made)
     failures: list[BaseException] = []
     running: set[int] = set()
@@ -243,7 +255,7 @@ def exec_universes(
             outcomes[i] = run_command(
                 command,
                 _cwd_in(ws, made[i].workspace.root, caller),
-                env=universe_env(made[i].row, indexes[i]),
+                env=universe_env(made[i].row, i + 1, len(made)),
                 launch=launch,
                 on_start=started,
             )
@@ -267,7 +279,7 @@ def exec_universes(
     if failures:
         raise failures[0]
     ran: list[Ran] = []
-    for forked, outcome, index in zip(made, outcomes, indexes, strict=True):
+    for index, (forked, outcome) in enumerate(zip(made, outcomes, strict=True), start=1):
         assert outcome is not None
         head = _seal_after(forked.workspace, command)
         ran.append(
@@ -279,6 +291,7 @@ def exec_universes(
                 outcome.output,
                 index,
                 forked,
+                len(made),
             )
         )
     return ran

@@ -39,7 +39,8 @@ def _fork(page: Page) -> None:
         seconds = float(info.get("seconds") or 0)
         took = f"{seconds:.2f} s" if seconds < 10 else units.duration(seconds)
         page.add(f"Forked {name} at {path}")
-        page.add(f"  {files}, {size} {how} in {took}; base {_short(info.get('base'))}")
+        own_port = f"; PORT={info['port']}" if info.get("port") is not None else ""
+        page.add(f"  {files}, {size} {how} in {took}; base {_short(info.get('base'))}{own_port}")
     else:
         page.add(f"Ran in fork {name} at {path}")
     if info.get("exit_code") is not None:
@@ -72,6 +73,7 @@ def _forks(page: Page) -> None:
                 Cell(str(f.get("name")), "bold"),
                 Cell(units.when_text(str(f.get("created_at", "")), page.now)),
                 Cell(f"base {_short(f.get('base'))}", "dim"),
+                Cell(f"PORT={f['port']}" if f.get("port") is not None else "", "dim"),
                 Cell(units.count(int(f.get("changed_paths") or 0), "change"), right=True),
                 Cell(disk, "red" if f.get("missing") else "", right=True),
                 Cell(
