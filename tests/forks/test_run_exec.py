@@ -188,6 +188,7 @@ def test_exec_runs_universes_at_once_each_with_its_own_port(
     assert run.code == 0, run.stdout + run.stderr
     universes = json.loads(run.stdout)["universes"]
     assert [u["fork"] for u in universes] == ["exec-1", "exec-2", "exec-3"]
+    assert [u["name"] for u in universes] == ["exec-1", "exec-2", "exec-3"]  # as in `fork`
     assert [u["exit_code"] for u in universes] == [0, 0, 0]
     ports = {u["output"].strip().rsplit("port=", 1)[1] for u in universes}
     assert len(ports) == 3

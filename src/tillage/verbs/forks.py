@@ -422,9 +422,10 @@ class ExecRequest:
 
 @dataclass(frozen=True)
 class UniverseInfo:
-    """One universe of the batch: `fork` names it; `index`/`count` its command's
-    TILLAGE_FORK_INDEX and TILLAGE_FORK_COUNT; `port` its PORT (the fork's own, kept for its
-    life)."""
+    """One universe of the batch: `fork` and `name` both name it (`name` as in the fork
+    object of `fork` and `run`, so one field works everywhere); `index`/`count` its
+    command's TILLAGE_FORK_INDEX and TILLAGE_FORK_COUNT; `port` its PORT (the fork's own,
+    kept for its life)."""
 
     fork: str
     path: str
@@ -437,6 +438,7 @@ class UniverseInfo:
     port: int | None
     driver: str | None
     count: int
+    name: str
 
 
 @dataclass(frozen=True)
@@ -492,6 +494,7 @@ def exec_(ctx: Context, req: ExecRequest) -> ExecResult:
                 port=r.row.port,
                 driver=r.made.driver if r.made is not None else None,
                 count=r.count,
+                name=r.row.name,
             )
             for r in ran
         ),
