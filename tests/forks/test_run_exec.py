@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -327,3 +329,93 @@ def test_a_blank_command_is_refused_and_nothing_is_made(till: Till, project: Pat
         assert run.error["code"] == -32066, args
     assert till.json("forks")["forks"] == []
     assert len(till.json("timeline", "-n", "1000")["snapshots"]) == snapshots
+
+
+def _start(till: Till, project: Path, *args: str) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "tillage", *args],
+        cwd=project,
+        env=till.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(paths: list[Path]) -> None:
+    deadline = time.monotonic() + 60
+    while not all(p.exists() and p.read_text().strip() for p in paths):
+        assert time.monotonic() < deadline, "the commands never started"
+        time.sleep(0.05)
+
+
+WORK_THEN_WAIT = "echo work of $TILLAGE_FORK > work.txt; sleep 300 & echo $! > bg.pid; wait"
+
+
+@pytest.mark.process
+def test_an_interrupted_exec_seals_each_universe_and_names_them_in_the_error(
+    till: Till, project: Path
+) -> None:
+    forks_dir = project.parent / f"{project.name}.forks"
+    proc = _start(till, project, "--json", "exec", "-n", "2", "--", WORK_THEN_WAIT)
+    _wait_for([forks_dir / f"exec-{i}" / "bg.pid" for i in (1, 2)])
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143
+    error = json.loads(out)["error"]
+    assert (error["code"], error["name"]) == (-32071, "interrupted")
+    assert set(error) >= {"code", "name", "message", "next", "details"}
+    universes = error["details"]["universes"]
+    assert [u["name"] for u in universes] == ["exec-1", "exec-2"]
+    assert [u["fork"] for u in universes] == ["exec-1", "exec-2"]
+    forks = {f["name"]: f for f in till.json("forks")["forks"]}
+    for u in universes:
+        assert u["path"] == str(forks_dir / u["name"])
+        assert u["base"] == forks[u["name"]]["base"]
+        assert u["head"] == forks[u["name"]]["head"] != u["base"]  # sealed after the work
+        assert u["port"] == forks[u["name"]]["port"]
+        newest = till.json("timeline", cwd=Path(u["path"]))["snapshots"][0]
+        assert newest["id"] == u["head"]
+        assert newest["trigger"] == "fork" and "(interrupted)" in newest["label"]
+        cat = till.json("cat", u["head"], "work.txt")
+        assert base64.b64decode(cat["content_base64"]) == f"work of {u['name']}\n".encode()
+    assert "universes made so far are sealed" in error["next"]
+    assert "sealed exec-1 as" in err and "sealed exec-2 as" in err
+
+
+@pytest.mark.process
+def test_an_interrupted_run_seals_its_fork_and_names_it_in_the_error(
+    till: Till, project: Path
+) -> None:
+    forks_dir = project.parent / f"{project.name}.forks"
+    proc = _start(till, project, "--json", "run", "long", "--", WORK_THEN_WAIT)
+    _wait_for([forks_dir / "long" / "bg.pid"])
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    error = json.loads(out)["error"]
+    assert error["name"] == "interrupted"
+    fork = error["details"]["fork"]
+    (listed,) = till.json("forks")["forks"]
+    assert (fork["name"], fork["path"], fork["base"]) == ("long", listed["path"], listed["base"])
+    assert fork["head"] == listed["head"] != fork["base"]
+    cat = till.json("cat", fork["head"], "work.txt")
+    assert base64.b64decode(cat["content_base64"]) == b"work of long\n"
+    assert "fork long is sealed" in error["next"]
+    assert "sealed long as" in err
+
+
+@pytest.mark.process
+def test_an_interrupted_run_in_human_mode_says_what_it_sealed(till: Till, project: Path) -> None:
+    forks_dir = project.parent / f"{project.name}.forks"
+    till.json("fork", "again")
+    proc = _start(till, project, "run", "again", "--", WORK_THEN_WAIT)
+    _wait_for([forks_dir / "again" / "bg.pid"])
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143
+    head = till.json("forks")["forks"][0]["head"]
+    assert f"sealed again as {head[:12]} at {forks_dir / 'again'}" in err

@@ -591,7 +591,9 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             ForkResult,
             Effect.WRITE,
             "Run a command in universe NAME (made first when it does not exist), then seal "
-            "it; exits with the command's status.",
+            "it; exits with the command's status. Interrupted (Ctrl-C, SIGTERM), it stops the "
+            "command, seals the fork as it was and names it in the `interrupted` error's "
+            "details.fork (name, path, base, head, port).",
             (*MAKE_ERRORS, ForkFolderMissingError, NotTheForkError),
         ),
         run,
@@ -605,7 +607,9 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             Effect.WRITE,
             "Run a command in N new universes at once (NAME-1..NAME-N from one base), each "
             "sealed after; exits with the first non-zero status. --plan says what it would "
-            "copy and creates nothing.",
+            "copy and creates nothing. Interrupted (Ctrl-C, SIGTERM), it stops every command, "
+            "seals each universe made so far as it was and names them in the `interrupted` "
+            "error's details.universes (name, path, base, head, port, exit_code).",
             MAKE_ERRORS,
         ),
         exec_,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tillage.core.paths import CONTROL_DIR
 from tillage.errors import InvalidArgumentError, echo
+from tillage.features.forks import interrupted
 from tillage.features.forks.copy import copy_skip
 from tillage.features.forks.errors import ForkExistsError, ForkHasForksError, NotTheForkError
 from tillage.features.forks.fork import (
@@ -122,9 +123,10 @@ def _cwd_in(ws: Workspace, fork_root: Path, caller: Path | None) -> Path:
     return inside if inside.is_dir() else fork_root
 
 
-def _label(command: tuple[str, ...]) -> str:
+def _label(command: tuple[str, ...], *, cut: bool = False) -> str:
     text = " ".join(command)
-    return f"after `{text[:60]}{'...' if len(text) > 60 else ''}`"
+    label = f"after `{text[:60]}{'...' if len(text) > 60 else ''}`"
+    return label + " (interrupted)" if cut else label
 
 
 def _seal_after(fork_ws: Workspace, command: tuple[str, ...]) -> SnapshotRow:
@@ -147,15 +149,36 @@ def run_in_fork(
     """Runs `command` in the fork `name` (made first when it does not exist, of the live
     folder or of snapshot `at`; `create` True insists on making it, as `fork NAME -- CMD`
     does), then seals the fork (trigger `fork`). The command's failure is its status, not an
-    error."""
+    error. Interrupted, it stops the command, seals the fork as it was and names it in the
+    interruption (features/forks/interrupted.py)."""
     argv_of(command)  # an empty command is refused before anything is made
     check_name(name)
     base_port = port_base(launch)
     finish_pending(ws)
     row = ws.store.fork_named(ws.id, name)
-    made: Forked | None = None
     if row is not None and (at is not None or create):
         raise ForkExistsError.named(name, "; --at makes a new one" if at is not None else "")
+    try:
+        return _run_in(ws, name, row, command, at, destination, caller, launch, base_port)
+    except KeyboardInterrupt as exc:
+        interrupted.note_fork(
+            exc, interrupted.keep_universes(ws, [name], _label(command, cut=True), {})
+        )
+        raise
+
+
+def _run_in(
+    ws: Workspace,
+    name: str,
+    row: ForkRow | None,
+    command: tuple[str, ...],
+    at: str | None,
+    destination: Path | None,
+    caller: Path | None,
+    launch: Launch | None,
+    base_port: int,
+) -> Ran:
+    made: Forked | None = None
     if row is None:
         made = create_fork(ws, name, destination=destination, at=at, port_base=base_port)
         row = made.row
@@ -216,14 +239,38 @@ def exec_universes(
     launch: Launch | None = None,
 ) -> list[Ran]:
     """Makes `count` universes from ONE base (a seal of the live folder, or snapshot `at`),
-    runs `command` in all of them at once, then seals each; returns them in order."""
-    from tillage.workspace.seal import SealOptions, seal_result
-    from tillage.workspace.timeline import resolve
-
+    runs `command` in all of them at once, then seals each; returns them in order.
+    Interrupted, it stops every command, seals each universe made so far as it was and names
+    them in the interruption (features/forks/interrupted.py)."""
     argv_of(command)
     base_port = port_base(launch)
     finish_pending(ws)
     names = exec_names(ws, count, prefix)
+    exits: dict[str, int] = {}
+    try:
+        return _exec_in(ws, command, names, at, caller, launch, base_port, exits)
+    except KeyboardInterrupt as exc:
+        label = _label(command, cut=True)
+        interrupted.note_universes(exc, interrupted.keep_universes(ws, names, label, exits))
+        raise
+
+
+def _exec_in(
+    ws: Workspace,
+    command: tuple[str, ...],
+    names: list[str],
+    at: str | None,
+    caller: Path | None,
+    launch: Launch | None,
+    base_port: int,
+    exits: dict[str, int],
+) -> list[Ran]:
+    """exec_universes' work; `exits` gets each command's status as it ends (an interrupted
+    exec reports the ones that did)."""
+    from tillage.workspace.seal import SealOptions, seal_result
+    from tillage.workspace.timeline import resolve
+
+    count = len(names)
     if at is not None:
         base = resolve(ws, at)
     else:
@@ -252,13 +299,15 @@ def exec_universes(
     def run(i: int) -> None:
         # Threads run the commands only: the store is used from this thread alone.
         try:
-            outcomes[i] = run_command(
+            outcome = run_command(
                 command,
                 _cwd_in(ws, made[i].workspace.root, caller),
                 env=universe_env(made[i].row, i + 1, len(made)),
                 launch=launch,
                 on_start=started,
             )
+            outcomes[i] = outcome
+            exits[made[i].row.name] = outcome.exit_code
         except BaseException as exc:
             failures.append(exc)
 

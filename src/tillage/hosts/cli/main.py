@@ -505,8 +505,9 @@ def interrupted_output(json_mode: bool, *, terminated: bool) -> tuple[int, bytes
 
 def _interrupted(call: _Call, *, terminated: bool, stopped: BaseException | None = None) -> int:
     """Prints the `interrupted` envelope and returns 130 (Ctrl-C) or 143 (SIGTERM). What the
-    command noted on the interruption `stopped` (errors.note_interruption) goes in its details
-    and next step."""
+    command noted on the interruption `stopped` (errors.note_interruption: a try's snapshots,
+    an exec's sealed universes) goes in its details and next step, and for people one line per
+    universe kept on stderr."""
     from tillage.errors import CommandInterruptedError, interruption_note
 
     what = "terminated (SIGTERM)" if terminated else "interrupted (Ctrl-C)"
@@ -517,9 +518,23 @@ def _interrupted(call: _Call, *, terminated: bool, stopped: BaseException | None
         if call.json_mode:
             _emit_json({"error": err.envelope()}, call)
         call.err.write(f"till: {err.message} ({err.next})\n")
+        for line in _kept_lines(details or {}):
+            call.err.write(line)
     except (OSError, ValueError):
         pass
     return 143 if terminated else 130
+
+
+def _kept_lines(details: dict[str, Any]) -> list[str]:
+    """One line per universe an interrupted command sealed (`universes`, or `fork` alone)."""
+    kept = details.get("universes")
+    if not isinstance(kept, list):
+        kept = [details["fork"]] if isinstance(details.get("fork"), dict) else []
+    return [
+        f"  sealed {u.get('name')} as {str(u.get('head') or '-')[:12]} at {u.get('path')}\n"
+        for u in kept
+        if isinstance(u, dict)
+    ]
 
 
 def _harness_fed(verb: Any) -> bool:
