@@ -135,6 +135,21 @@ def free_port() -> int:
         return port
 
 
+def free_ports_above(run: int) -> int:
+    """A base P with P+1..P+run free on 127.0.0.1 right now, for universes' ports (far from
+    3000, so tests running at once elsewhere on the machine do not meet)."""
+    import random
+
+    from tillage.platform.ports import can_listen
+
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000)
+        if all(can_listen(base + i) for i in range(1, run + 1)):
+            return base
+    raise AssertionError("no run of free ports found")
+
+
 def process_gone(pid: int) -> bool:
     """True once `pid` has exited whole: no process, or a zombie whose every thread is done.
     (A dying process loses its command line before it closes its files, and a killed

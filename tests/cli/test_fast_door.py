@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import Till
-from tests.helpers import make_project, process_gone
+from tests.helpers import free_ports_above, make_project, process_gone
 
 from tillage.core.paths import CONTROL_DIR
 from tillage.hosts.cli import fast, where
@@ -62,14 +62,18 @@ def local(till: Till, *args: str, cwd: Path | None = None) -> subprocess.Complet
 
 
 def script(
-    till: Till, *args: str, cwd: Path | None = None, importtime: bool = False
+    till: Till,
+    *args: str,
+    cwd: Path | None = None,
+    importtime: bool = False,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """The console script, as an agent runs it (stdin, stdout and stderr not terminals)."""
     pre = [sys.executable, "-X", "importtime", str(SCRIPT)] if importtime else [str(SCRIPT)]
     return subprocess.run(
         [*pre, *args],
         cwd=cwd or till.cwd,
-        env=_env(till),
+        env={**_env(till), **(env or {})},
         stdin=subprocess.DEVNULL,
         capture_output=True,
         timeout=120,
@@ -634,3 +638,17 @@ def test_a_fork_through_the_watcher_is_the_fork_a_local_call_makes(
     # A fork that runs a command runs it here, never inside the watcher.
     ran = script(till, "--json", "fork", "ran", "--", "true", importtime=True)
     assert not took_socket(ran) and ran.returncode == 0, ran.stderr[-2000:]
+
+
+@needs_watcher
+def test_a_fork_through_the_watcher_counts_its_port_from_the_callers_port(
+    till: Till, watched: dict[str, Any]
+) -> None:
+    """The watcher runs the command line for the caller: it must see the caller's $PORT."""
+    base = free_ports_above(1)
+    through = script(till, "--json", "fork", "p", importtime=True, env={"PORT": str(base)})
+    assert took_socket(through) and through.returncode == 0, through.stderr[-2000:]
+    assert json.loads(through.stdout)["fork"]["port"] == base + 1
+    bad = script(till, "--json", "fork", "q", importtime=True, env={"PORT": "nope"})
+    assert took_socket(bad) and bad.returncode == 1
+    assert json.loads(bad.stdout)["error"]["name"] == "fork.bad_port"

@@ -5,7 +5,6 @@ each command its place in it (TILLAGE_FORK_INDEX of TILLAGE_FORK_COUNT)."""
 from __future__ import annotations
 
 import json
-import random
 import socket
 import subprocess
 import sys
@@ -16,23 +15,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Till
+from tests.helpers import free_ports_above
 from tillage.features.forks.errors import BadPortError, NoFreePortError
 from tillage.features.forks.ports import DEFAULT_BASE, next_port, port_base
 from tillage.platform.launch import Launch
-from tillage.platform.ports import can_listen
 
 ENV_LINE = "echo $TILLAGE_FORK $TILLAGE_FORK_INDEX $TILLAGE_FORK_COUNT $PORT"
-
-
-def _free_base(run: int) -> int:
-    """A base P with P+1..P+run free on 127.0.0.1 right now (ports far from 3000, so tests
-    running at once elsewhere on the machine do not meet)."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 60000)
-        if all(can_listen(base + i) for i in range(1, run + 1)):
-            return base
-    raise AssertionError("no run of free ports found")
 
 
 @contextmanager
@@ -56,7 +44,7 @@ def _ports(till: Till, cwd: Path | None = None) -> dict[str, int]:
 
 def test_a_fork_and_its_own_fork_hold_different_ports(till: Till, project: Path) -> None:
     """Fork `a` and its fork `a1` both got 3001 (each counted among its own parent's forks)."""
-    base = _free_base(4)
+    base = free_ports_above(4)
     env = {"PORT": str(base)}
     a = till.json("fork", "a", env=env)["fork"]
     a1 = till.json("run", "a1", "--", ENV_LINE, cwd=Path(a["path"]), env=env)["fork"]
@@ -73,7 +61,7 @@ def test_a_second_exec_batch_counts_from_one_and_takes_ports_no_live_fork_holds(
     till: Till, project: Path
 ) -> None:
     """A second `exec -n 2` was told indexes 9 and 10 (every fork ever made of the parent)."""
-    base = _free_base(6)
+    base = free_ports_above(6)
     env = {"PORT": str(base)}
     first = till.json("exec", "-n", "3", "--", ENV_LINE, env=env)["universes"]
     second = till.json("exec", "-n", "2", "--fork", "more", "--", ENV_LINE, env=env)["universes"]
@@ -107,7 +95,7 @@ def test_without_port_in_the_callers_environment_the_base_is_3000(
 
 
 def test_a_port_in_use_on_the_loopback_is_skipped(till: Till, project: Path) -> None:
-    base = _free_base(3)
+    base = free_ports_above(3)
     with _listening(base + 1):
         doc = till.json("exec", "-n", "2", "--", ENV_LINE, env={"PORT": str(base)})
     assert [u["port"] for u in doc["universes"]] == [base + 2, base + 3]
@@ -116,7 +104,7 @@ def test_a_port_in_use_on_the_loopback_is_skipped(till: Till, project: Path) -> 
 def test_a_fork_keeps_its_port_for_its_life(till: Till, project: Path) -> None:
     """Later runs get the fork's port whatever the caller's $PORT, even while the fork's own
     server listens on it; `forks` shows it."""
-    base = _free_base(2)
+    base = free_ports_above(2)
     made = till.json("fork", "srv", env={"PORT": str(base)})["fork"]
     assert made["port"] == base + 1
     with _listening(base + 1):
@@ -154,7 +142,7 @@ def test_a_fork_recorded_without_a_port_gets_one_when_a_command_runs_in_it(
     recorded (`fork_port`) and kept."""
     from tillage.store.store import Store
 
-    base = _free_base(3)
+    base = free_ports_above(3)
     till.json("fork", "new", env={"PORT": str(base)})  # holds base + 1
     old = till.json("fork", "old", env={"PORT": str(base)})["fork"]
     store = Store.open(till.home)
@@ -183,7 +171,7 @@ def test_a_fork_recorded_without_a_port_gets_one_when_a_command_runs_in_it(
 def test_forks_made_at_once_anywhere_in_a_family_never_share_a_port(
     till: Till, project: Path
 ) -> None:
-    base = _free_base(8)
+    base = free_ports_above(8)
     a = Path(till.json("fork", "a", env={"PORT": str(base)})["fork"]["path"])
     env = {**till.env(), "PORT": str(base)}
     procs = [

@@ -76,9 +76,12 @@ STDIN_COMMANDS = frozenset({"hook"})
 
 # What the watcher's run of the command line sees of this process's environment: what the
 # command line reads (the store, the user, the clock, colour, help width, the agent's name,
-# the time zone for local times), nothing else. LANG/LC_* are sent though output is UTF-8
-# whatever the locale, so a later locale-aware renderer stays right.
-ENV_NAMES = frozenset({"HOME", "XDG_DATA_HOME", "NO_COLOR", "TERM", "COLUMNS", "TZ", "LANG"})
+# the time zone for local times, PORT: the base of a new fork's port), nothing else. LANG/LC_*
+# are sent though output is UTF-8 whatever the locale, so a later locale-aware renderer stays
+# right.
+ENV_NAMES = frozenset(
+    {"HOME", "XDG_DATA_HOME", "NO_COLOR", "TERM", "COLUMNS", "TZ", "LANG", "PORT"}
+)
 ENV_PREFIXES = ("TILLAGE_", "LC_")
 
 CONNECT_TIMEOUT = 1.0  # seconds to connect to the socket
