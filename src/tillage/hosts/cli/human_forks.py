@@ -155,3 +155,15 @@ RENDERERS: dict[str, Callable[[Page], None]] = {
     "fork.remove": _fork_rm,
     "fork.exec": _exec,
 }
+
+
+def kept_lines(details: dict[str, Any]) -> list[str]:
+    """One line per universe an interrupted command sealed (`universes`, or `fork` alone)."""
+    kept = details.get("universes")
+    if not isinstance(kept, list):
+        kept = [details["fork"]] if isinstance(details.get("fork"), dict) else []
+    return [
+        f"  sealed {u.get('name')} as {str(u.get('head') or '-')[:12]} at {u.get('path')}\n"
+        for u in kept
+        if isinstance(u, dict)
+    ]

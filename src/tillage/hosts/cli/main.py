@@ -518,23 +518,13 @@ def _interrupted(call: _Call, *, terminated: bool, stopped: BaseException | None
         if call.json_mode:
             _emit_json({"error": err.envelope()}, call)
         call.err.write(f"till: {err.message} ({err.next})\n")
-        for line in _kept_lines(details or {}):
+        from tillage.hosts.cli.human_forks import kept_lines
+
+        for line in kept_lines(details or {}):
             call.err.write(line)
     except (OSError, ValueError):
         pass
     return 143 if terminated else 130
-
-
-def _kept_lines(details: dict[str, Any]) -> list[str]:
-    """One line per universe an interrupted command sealed (`universes`, or `fork` alone)."""
-    kept = details.get("universes")
-    if not isinstance(kept, list):
-        kept = [details["fork"]] if isinstance(details.get("fork"), dict) else []
-    return [
-        f"  sealed {u.get('name')} as {str(u.get('head') or '-')[:12]} at {u.get('path')}\n"
-        for u in kept
-        if isinstance(u, dict)
-    ]
 
 
 def _harness_fed(verb: Any) -> bool:
