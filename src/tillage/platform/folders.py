@@ -175,3 +175,26 @@ def spread_new_folders(fd: int) -> Callable[[], None] | None:
             os.close(kept)
 
     return restore
+
+
+_FS_IOC_GETVERSION = 0x80087601  # _IOR('v', 1, long): the inode's generation number
+
+
+def folder_identity(path: Path) -> str | None:
+    """Names the very folder at `path`, never a folder made later at the same path: its
+    device, inode and the inode's generation (ext4, XFS and btrfs give an inode number freed
+    by `rm -rf` to the next folder made, with a new generation). None where the file system
+    keeps no generation, or the path is not a folder."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        raw = fcntl.ioctl(fd, _FS_IOC_GETVERSION, bytes(8))
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    generation = int.from_bytes(raw[:4], "little")  # the kernel writes a 32-bit number
+    return f"{st.st_dev}:{st.st_ino}:{generation}"

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS pins(snapshot TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS pathindex(workspace TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS forks(
     workspace TEXT PRIMARY KEY, parent TEXT NOT NULL, name TEXT NOT NULL, base TEXT NOT NULL,
-    root TEXT NOT NULL, created_ns INT NOT NULL, removed_ns INT, last TEXT, port INT);
+    root TEXT NOT NULL, created_ns INT NOT NULL, removed_ns INT, last TEXT, port INT,
+    identity TEXT);
 CREATE INDEX IF NOT EXISTS forks_parent ON forks(parent, name);
 CREATE TABLE IF NOT EXISTS fork_pending(
     workspace TEXT NOT NULL, path TEXT NOT NULL, kind TEXT NOT NULL, how TEXT NOT NULL,

@@ -54,8 +54,17 @@ def apply_record(c: sqlite3.Connection, r: LogRecord) -> None:
             (b["workspace"], b["root"], r.at_ns),
         )
         c.execute(
-            "INSERT OR REPLACE INTO forks VALUES (?,?,?,?,?,?,NULL,NULL,?)",
-            (b["workspace"], b["parent"], b["name"], b["base"], b["root"], r.at_ns, b.get("port")),
+            "INSERT OR REPLACE INTO forks VALUES (?,?,?,?,?,?,NULL,NULL,?,?)",
+            (
+                b["workspace"],
+                b["parent"],
+                b["name"],
+                b["base"],
+                b["root"],
+                r.at_ns,
+                b.get("port"),
+                b.get("identity"),
+            ),
         )
     elif r.kind == "fork_port":
         # A fork made before forks had ports gets one the first time a command runs in it.

@@ -45,7 +45,9 @@ class ForkRow:
     """A universe forked from `parent` at snapshot `base`, attached at `root` (its own
     timeline); `removed_ns` and `last` (its final state, sealed first) once `fork-rm` ran;
     `port` the TCP port it holds in its family (None for a fork made before ports were
-    recorded, until a command runs in it)."""
+    recorded, until a command runs in it); `identity` names its very folder (device, inode and
+    generation: platform.folders.folder_identity), None when the file system keeps no
+    generation or the fork is older."""
 
     workspace: str
     parent: str
@@ -56,6 +58,7 @@ class ForkRow:
     removed_ns: int | None
     last: str | None
     port: int | None = None
+    identity: str | None = None
 
 
 @dataclass(frozen=True)

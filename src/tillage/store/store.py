@@ -480,7 +480,7 @@ class Store:
 
     # -- forks and claims ------------------------------------------------------------------
 
-    _FORK_COLS = "workspace, parent, name, base, root, created_ns, removed_ns, last, port"
+    _FORK_COLS = "workspace, parent, name, base, root, created_ns, removed_ns, last, port, identity"
 
     def fork_of(self, workspace_id: str) -> ForkRow | None:
         """The fork record of a workspace that is a fork (removed or not); None otherwise."""

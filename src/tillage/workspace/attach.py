@@ -220,23 +220,12 @@ def holds_pointer(root: Path, workspace_id: str) -> bool:
     return root.is_dir() and _read_pointer(root) == workspace_id
 
 
-def holds_or_reclaims(
-    root: Path, workspace_id: str, identity: tuple[int, int] | None, *, restore: bool = True
-) -> bool:
-    """holds_pointer(), or a folder whose pointer was removed (`git clean -fdx` inside it) that
-    is still the very folder the workspace's last seal walked: same inode on the same device
-    (`identity`). A pointer is put back then, unless `restore` is False. A folder made anew at
-    the path, or one whose pointer names another workspace, is not it: using it would read its
-    missing files as deletions."""
-    if holds_pointer(root, workspace_id):
-        return True
-    if identity is None or _control_state(root) == "unsafe" or _read_pointer(root) is not None:
-        return False
-    try:
-        st = os.lstat(root)
-    except OSError:
-        return False
-    if not stat.S_ISDIR(st.st_mode) or (st.st_ino, st.st_dev) != identity:
+def reclaim_pointer(root: Path, workspace_id: str, *, restore: bool = True) -> bool:
+    """For a folder the caller has proved is the workspace `workspace_id` but whose pointer is
+    gone (`git clean -fdx` inside it): puts the pointer back (unless `restore` is False) and
+    says yes; a folder whose `.tillage` is a link, or whose pointer names another workspace,
+    is not reclaimed."""
+    if _control_state(root) == "unsafe" or _read_pointer(root) is not None:
         return False
     if restore:
         write_pointer(root, workspace_id)

@@ -108,18 +108,13 @@ def match_base(
     ws = Workspace(fork_id, staging, store)
     pathindex.save(store, fork_id, PathIndex(files=rows))
     copied = scan_live(ws)
-    # The folder's own identity (its inode; the rename into place keeps it), so the parent
-    # knows the fork's folder even after `git clean -fdx` in it removed its pointer.
-    root = {"": copied.folders[""]} if "" in copied.folders else {}
     if copied.root == bytes.fromhex(base.tree) or copied.manifest is None:
-        # The common case: the rows saved are the fork's.
-        pathindex.save(store, fork_id, PathIndex(files=rows, folders=root))
-        return rows
+        return rows  # the common case: the rows saved are the fork's
     want = flatten(store, bytes.fromhex(base.tree))
     current = copied.manifest
     differ = {p for p in current.keys() | want.keys() if current.get(p) != want.get(p)}
     written = apply_to_copy(ws, staging, current, want)
     fixed = {p: r for p, r in rows.items() if p not in differ}
     fixed.update(written)
-    pathindex.save(store, fork_id, PathIndex(files=fixed, folders=root))
+    pathindex.save(store, fork_id, PathIndex(files=fixed))
     return fixed

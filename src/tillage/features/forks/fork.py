@@ -19,12 +19,11 @@ and after their copy (with the copy's own facts); a file that changed gets no ro
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,14 +46,14 @@ from tillage.features.forks.errors import (
 from tillage.platform import failpoints
 from tillage.platform.clone import CopyStats, rename_noreplace
 from tillage.platform.errors import DiskFullError
-from tillage.platform.folders import remove_folder, syncfs
+from tillage.platform.folders import folder_identity, remove_folder, syncfs
 from tillage.platform.fs import atomic_write, fsync_dir, raise_if_disk_full
 from tillage.platform.locks import file_lock, is_held
 from tillage.platform.names import random_hex
 from tillage.store.rows import ForkRow, SnapshotRow
 from tillage.store.store import Store
 from tillage.workspace import pathindex
-from tillage.workspace.attach import Workspace, holds_or_reclaims, holds_pointer, write_pointer
+from tillage.workspace.attach import Workspace, holds_pointer, reclaim_pointer, write_pointer
 from tillage.workspace.locks import using_store
 from tillage.workspace.materialize import materialize
 from tillage.workspace.pathindex import PathIndex, Row
@@ -184,32 +183,15 @@ def open_fork(ws: Workspace, row: ForkRow) -> Workspace:
 
 def is_fork_folder(store: Store, row: ForkRow, *, restore: bool = True) -> bool:
     """Tells whether the folder at the fork's recorded path is that fork: its pointer names it,
-    or its pointer was removed (`git clean -fdx` in the fork) and it is the folder the fork's
-    last seal walked (then the pointer is put back, unless `restore` is False)."""
+    or its pointer was removed (`git clean -fdx` in the fork) and it is the very folder the
+    fork was made as (its recorded identity); then the pointer is put back, unless `restore`
+    is False. A folder made anew at the path is never it, whatever its inode number."""
     root = Path(row.root)
     if holds_pointer(root, row.workspace):
         return True
-    index = pathindex.load(store, row.workspace)
-    known = index.folders.get("")
-    identity = (int(known[-2]), int(known[-1])) if known is not None else None
-    # A folder's inode number is reused as soon as it is freed: a folder made anew at the path
-    # may carry the old one. The fork's own files still carry theirs too.
-    if index.files and not _holds_a_known_file(root, index.files):
+    if row.identity is None or folder_identity(root) != row.identity:
         return False
-    return holds_or_reclaims(root, row.workspace, identity, restore=restore)
-
-
-def _holds_a_known_file(root: Path, rows: Mapping[str, Row], *, probes: int = 64) -> bool:
-    """Tells whether one of `probes` files the index recorded is still there, the same inode
-    on the same device."""
-    for rel in itertools.islice(rows, probes):
-        try:
-            st = os.lstat(root / rel)
-        except OSError:
-            continue
-        if (st.st_ino, st.st_dev) == (rows[rel][3], rows[rel][4]):
-            return True
-    return False
+    return reclaim_pointer(root, row.workspace, restore=restore)
 
 
 def require_fork_folder(store: Store, row: ForkRow) -> Path:
@@ -365,6 +347,9 @@ def create_fork(
                     "name": name,
                     "base": base.id,
                     "root": str(dest),
+                    # The rename into place keeps it: the parent knows the fork's folder
+                    # even after `git clean -fdx` in it removed its pointer.
+                    "identity": folder_identity(staging),
                 }
                 ports.allocate(
                     store,
