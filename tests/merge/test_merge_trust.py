@@ -161,3 +161,22 @@ def test_a_rewind_of_some_paths_leaves_the_fork_base_alone(till: Till, folder: P
     merged = till.json("merge", "f")
     till.json("rewind", merged["undo"], "--paths", "a.txt", "--yes")
     assert [f["changed_paths"] for f in till.json("forks")["forks"]] == [0]
+
+
+def test_a_session_revert_to_before_a_merge_puts_the_fork_base_back(
+    till: Till, folder: Path
+) -> None:
+    """(issue 21, item 5) A session revert is a whole-folder rewind: the merge it undoes is
+    undone for the fork too, so the fork's work can land again."""
+    (folder / "a.txt").write_text("a\n")
+    till.json("watch", "--no-daemon")
+    start = till.json("session", "start", "s1")["commit"]["id"]
+    till.json("fork", "f")
+    (_fork_root(folder, "f") / "work.txt").write_text("the fork's work\n")
+    assert till.json("merge", "f")["landed"]
+
+    till.json("session", "revert", start, "--yes")
+
+    assert not (folder / "work.txt").exists()
+    assert [f["changed_paths"] for f in till.json("forks")["forks"]] == [1]
+    assert till.json("merge", "f")["changes"] == 1

@@ -442,6 +442,11 @@ def session_revert(ctx: Context, req: SessionRevertRequest) -> SessionRevertResu
         on_progress=ctx.on_progress,
     )
     outcome = done.outcome
+    if outcome.applied:  # a whole-folder rewind: merges landed after its target are undone
+        from tillage.features.merge.unmerge import restore_fork_bases, restore_own_base
+
+        restore_fork_bases(ctx.workspace, outcome.target)
+        restore_own_base(ctx.workspace, outcome.target)
     if outcome.applied and outcome.undo is not None:
         next_step = f"till rewind {outcome.undo} --yes"
     else:
