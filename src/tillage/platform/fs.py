@@ -17,6 +17,13 @@ from tillage.platform.errors import DiskFullError
 from tillage.platform.names import random_hex
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Writes all of `data` to `fd` (os.write may write less than it is given)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def fsync_dir(path: Path | str) -> None:
     """Makes a directory's entries (creations, renames, deletions) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -72,9 +79,7 @@ def atomic_write_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644) -
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from tillage.core.paths import CONTROL_DIR
 from tillage.core.projection import BadPathError, normalize, normalize_prefix
-from tillage.platform.fs import TEMP_MARK, temp_name
+from tillage.platform.fs import TEMP_MARK, temp_name, write_all
 
 
 class Place(Protocol):
@@ -149,9 +149,7 @@ class HostPlace:
                 dir_fd=parent,
             )
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                write_all(fd, data)
             except BaseException:
                 os.close(fd)
                 with contextlib.suppress(OSError):

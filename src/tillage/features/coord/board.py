@@ -33,7 +33,7 @@ from tillage.features.coord.keys import (
     unpack,
 )
 from tillage.platform import clock
-from tillage.platform.fs import atomic_write, fsync_dir, raise_if_disk_full
+from tillage.platform.fs import atomic_write, fsync_dir, raise_if_disk_full, write_all
 from tillage.platform.locks import file_lock
 from tillage.store.store import Store
 from tillage.workspace.attach import Workspace
@@ -194,9 +194,7 @@ def _append(path: Path, line: bytes) -> None:
     created = not path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        view = memoryview(line)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, line)
         os.fsync(fd)
     finally:
         os.close(fd)
