@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -82,6 +83,7 @@ def test_finds_the_first_bad_snapshot_in_a_few_probes_and_touches_nothing(
     assert doc["first_bad"]["id"] == ids[6]
     assert doc["last_good"]["id"] == ids[5]
     assert doc["candidates"] == [ids[6]]
+    assert doc["range"] == {"good": doc["last_good"], "bad": doc["first_bad"], "remaining": 1}
     assert doc["sealed"] is None  # the folder was as its head: nothing to seal
     assert 2 < doc["probe_count"] < 10 and doc["probe_count"] == len(doc["probes"])
     # The ends first (good, then bad), each probe's verdict from its exit status.
@@ -182,10 +184,17 @@ def test_when_only_skipped_snapshots_are_left_the_candidates_say_which(
 
     assert doc["outcome"] == "only_skipped_left"
     assert doc["candidates"] == [ids[2], ids[3]]
-    assert (doc["last_good"]["id"], doc["first_bad"]["id"]) == (ids[1], ids[3])
+    # ids[2] or ids[3]: the check cannot tell, so no culprit is named.
+    assert doc["first_bad"] is None
+    assert doc["last_good"]["id"] == ids[1]
+    assert (doc["range"]["good"]["id"], doc["range"]["bad"]["id"]) == (ids[1], ids[3])
+    assert doc["range"]["remaining"] == 2
+    assert doc["next"] == f"till diff {ids[1][:12]} --to {ids[3][:12]}"
 
 
-def test_limit_answers_the_narrowed_range_and_how_to_go_on(till: Till, folder: Path) -> None:
+def test_limit_names_no_culprit_but_the_narrowed_range_and_how_to_go_on(
+    till: Till, folder: Path
+) -> None:
     ids = build(till, folder, ["ok"] * 6 + ["fail"] * 4)
 
     doc = till.json("bisect", "--limit", "3", "--", CHECK)
@@ -193,13 +202,43 @@ def test_limit_answers_the_narrowed_range_and_how_to_go_on(till: Till, folder: P
     assert doc["outcome"] == "limit_reached"
     assert doc["probe_count"] == 3
     assert doc["steps_left"] >= 1
-    good, bad = ids.index(doc["last_good"]["id"]), ids.index(doc["first_bad"]["id"])
-    assert good < 6 <= bad and bad - good > 1
-    assert ids[6] in doc["candidates"]
-    assert doc["next"].startswith(f"till bisect --good {ids[good][:12]} --bad {ids[bad][:12]} --")
+    # Three probes (the ends, then the middle, ids[4], good) leave ids[5..9]: not proven.
+    assert doc["first_bad"] is None
+    narrowed = doc["range"]
+    good, bad = ids.index(narrowed["good"]["id"]), ids.index(narrowed["bad"]["id"])
+    assert (good, bad) == (4, 9)
+    assert narrowed["good"] == doc["last_good"]
+    assert narrowed["remaining"] == len(doc["candidates"]) == bad - good
+    assert doc["candidates"] == ids[good + 1 : bad + 1]
+    assert doc["next"] == f"till bisect --good {ids[good][:12]} --bad {ids[bad][:12]} -- '{CHECK}'"
     too_small = till("--json", "bisect", "--limit", "1", "--", CHECK)
     assert (too_small.code, too_small.error["code"]) == (1, -32066)
     assert leftovers(till, folder) == []
+
+
+def test_the_next_command_of_a_limited_bisect_finds_the_culprit(till: Till, folder: Path) -> None:
+    ids = build(till, folder, ["ok"] * 6 + ["fail"] * 4)
+    limited = till.json("bisect", "--limit", "3", "--", CHECK)
+    words = shlex.split(limited["next"])
+    assert words[:2] == ["till", "bisect"]
+
+    doc = till.json(*words[1:])  # as a shell would hand it over
+
+    assert doc["outcome"] == "found"
+    assert (doc["first_bad"]["id"], doc["last_good"]["id"]) == (ids[6], ids[5])
+    assert doc["range"]["bad"] == doc["first_bad"] and doc["range"]["remaining"] == 1
+
+
+def test_human_page_of_a_limited_bisect_says_it_found_nothing_yet(till: Till, folder: Path) -> None:
+    ids = build(till, folder, ["ok"] * 6 + ["fail"] * 4)
+
+    run = till("bisect", "--limit", "3", "--", CHECK)
+
+    assert run.code == 0, run.stderr
+    assert "First bad" not in run.stdout
+    assert f"narrowed to 5 candidates between {ids[4][:12]} and {ids[9][:12]}" in run.stdout
+    assert "larger --limit" in run.stdout
+    assert f"till bisect --good {ids[4][:12]} --bad {ids[9][:12]} -- '{CHECK}'" in run.stdout
 
 
 @pytest.mark.process

@@ -42,8 +42,9 @@ class BisectRequest:
         metavar="ID",
     )
     limit: int | None = param(
-        "run the check at most N times (both ends included); the range narrowed so far is "
-        "answered, marked limit_reached",
+        "run the check at most N times (both ends included); stopped before the end, the "
+        "range narrowed so far is answered (`range`, `candidates`; first_bad null), marked "
+        "limit_reached",
         default=None,
         metavar="N",
     )
@@ -59,9 +60,21 @@ class ProbeInfo:
 
 
 @dataclass(frozen=True)
+class BisectRange:
+    # The newest snapshot seen to pass (last_good).
+    good: SnapshotInfo
+    # The oldest snapshot seen to fail: first_bad when found.
+    bad: SnapshotInfo
+    # How many snapshots may still be the first bad one (after good, up to bad included):
+    # 1 when found.
+    remaining: int
+
+
+@dataclass(frozen=True)
 class BisectResult:
-    # The first snapshot that fails (with `outcome` found); otherwise the oldest known to fail.
-    first_bad: SnapshotInfo
+    # The first snapshot that fails, only when proven (`outcome` found); null otherwise: the
+    # first bad one is then somewhere in `range`, not yet known.
+    first_bad: SnapshotInfo | None
     # The newest snapshot known to pass, before first_bad on the timeline.
     last_good: SnapshotInfo
     probes: tuple[ProbeInfo, ...]
@@ -79,6 +92,9 @@ class BisectResult:
     sealed: SnapshotInfo | None
     # The command to run next: the diff that broke it, or the bisect that continues.
     next: str
+    # Where the search ended: the newest snapshot seen to pass, the oldest seen to fail, and
+    # how many between them (the bad one included) may be the first bad one.
+    range: BisectRange
 
 
 def bisect(ctx: Context, req: BisectRequest) -> BisectResult:
@@ -93,7 +109,7 @@ def bisect(ctx: Context, req: BisectRequest) -> BisectResult:
         launch=ctx.settings.launch,
     )
     return BisectResult(
-        first_bad=snapshot_info(done.first_bad),
+        first_bad=snapshot_info(done.first_bad) if done.first_bad is not None else None,
         last_good=snapshot_info(done.last_good),
         probes=tuple(
             ProbeInfo(
@@ -111,7 +127,12 @@ def bisect(ctx: Context, req: BisectRequest) -> BisectResult:
         range_size=done.range_size,
         steps_left=done.steps_left,
         sealed=snapshot_info(done.sealed) if done.sealed is not None else None,
-        next=_next_command(done.outcome, done.last_good.id, done.first_bad.id, req.command),
+        next=_next_command(done.outcome, done.last_good.id, done.bad.id, req.command),
+        range=BisectRange(
+            good=snapshot_info(done.last_good),
+            bad=snapshot_info(done.bad),
+            remaining=len(done.candidates),
+        ),
     )
 
 
@@ -160,7 +181,9 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "timeline from --good (default: the oldest) to --bad (default: the folder now, "
             "sealed first), each probe run in a disposable copy of its snapshot, never in the "
             "workspace. Exit statuses as `git bisect run`: 0 good, 125 skip, 1-127 bad, above "
-            "127 aborts. The probe sees TILLAGE_BISECT_SNAPSHOT.",
+            "127 aborts. The probe sees TILLAGE_BISECT_SNAPSHOT. `first_bad` is set only when "
+            "found; otherwise (only skipped snapshots left, or --limit reached) it is null and "
+            "`range` {good, bad, remaining} says where the first bad one lies.",
         ),
         bisect,
     ),

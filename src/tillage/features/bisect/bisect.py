@@ -64,10 +64,16 @@ class Bisected:
 
     `outcome`: "found" (first_bad is the first snapshot that fails, last_good right before it),
     "only_skipped_left" (the first bad one is among `candidates`: the check skipped the others),
-    or "limit_reached" (--limit stopped it; the first bad one is among `candidates`)."""
+    or "limit_reached" (--limit stopped it; the first bad one is among `candidates`). Only
+    "found" proves a culprit: otherwise first_bad is None and the narrowed range is
+    last_good..bad."""
 
-    first_bad: SnapshotRow
+    # The first snapshot that fails, only when proven (outcome "found").
+    first_bad: SnapshotRow | None
+    # The newest snapshot seen to pass.
     last_good: SnapshotRow
+    # The oldest snapshot seen to fail: first_bad when found, else the range's bad end.
+    bad: SnapshotRow
     probes: tuple[Probe, ...]
     outcome: str
     candidates: tuple[SnapshotRow, ...]
@@ -135,8 +141,9 @@ def bisect(
     else:
         outcome = "limit_reached"
     return Bisected(
-        first_bad=line[search.bad],
+        first_bad=line[search.bad] if outcome == "found" else None,
         last_good=line[search.good],
+        bad=line[search.bad],
         probes=tuple(probes),
         outcome=outcome,
         candidates=tuple(line[p] for p in search.candidates()),

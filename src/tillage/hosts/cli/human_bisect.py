@@ -46,8 +46,11 @@ def _bisect(page: Page) -> None:
     size = int(page.take("range_size") or 0)
     left = int(page.take("steps_left") or 0)
     sealed = page.take("sealed")
+    narrowed = page.take("range") or {}
     page.take("probe_count")
     following = page.take("next")
+    bad = narrowed.get("bad") or first_bad
+    remaining = int(narrowed.get("remaining") or len(candidates))
     if isinstance(sealed, dict):
         page.add("Sealed the folder first: " + page.ref(sealed))
     ran = f"{units.count(len(probes), 'probe')} over {units.count(size, 'snapshot')}"
@@ -66,20 +69,21 @@ def _bisect(page: Page) -> None:
             "skipped the others, so it cannot tell which:"
         )
         page.add(*(f"  {page.style.paint(c[:12], 'yellow')}" for c in candidates))
-        page.fields([("Last good", page.ref(last_good)), ("Bad", page.ref(first_bad))])
+        page.fields([("Last good", page.ref(last_good)), ("Bad", page.ref(bad))])
     else:
+        good_id, bad_id = str(last_good.get("id", ""))[:12], str(bad.get("id", ""))[:12]
         page.add(
-            f"Stopped by --limit after {ran}: the first bad snapshot is one of "
-            f"{units.count(len(candidates), 'snapshot')} (about {units.count(left, 'probe')} "
-            "more):"
+            f"Not found yet: stopped by --limit after {ran}, narrowed to "
+            f"{units.count(remaining, 'candidate')} between {good_id} and {bad_id} (about "
+            f"{units.count(left, 'more probe')} would find it):"
         )
-        page.fields([("Last good", page.ref(last_good)), ("Oldest bad", page.ref(first_bad))])
+        page.fields([("Last good", page.ref(last_good)), ("Oldest bad", page.ref(bad))])
     if probes:
         page.add("Probes, in the order they ran:")
         page.add(*table(_probe_rows(probes), page.style, indent="  "))
     if following:
         intro = (
-            "To go on from there, run:"
+            "To go on from there (or run again with a larger --limit), run:"
             if outcome == "limit_reached"
             else "To see what changed between them, run:"
         )
