@@ -16,7 +16,7 @@ __all__ = [
     "family",  # a workspace's forks and their root
     "journal",  # landing a change crash-safely, finishing an interrupted one
     "locks",  # the workspace lock, the store's shared maintenance lock
-    "materialize",  # a snapshot written into a fresh folder
+    "materialize",  # a snapshot written into a fresh folder, or made in one in place
     "pathindex",  # the stat facts a delta seal trusts
     "policy",  # `.tillagepolicy`
     "recovery",  # open_workspace: find, then finish what a crash left
