@@ -333,8 +333,10 @@ def merge_part(till: Till, run_dir: Path, repeat: int, log: Log) -> dict[str, An
 
 def bisect_part(till: Till, run_dir: Path, log: Log) -> dict[str, Any]:
     """Not an issue target: `till bisect` over 10 snapshots of the workload (a state file
-    breaks at the 7th), so the cost of a probe (the snapshot written from the store into a
-    fresh folder, the check, the folder removed) is on record."""
+    breaks at the 7th), so the cost of a bisect is on record. These snapshots differ in the
+    state file only, so every probe after the first (its folder made the next snapshot in
+    place) writes next to nothing: bench/bisect_probes.py measures probes between snapshots
+    that differ as the standard mutation does."""
     ws = run_dir / "ws"
     state = ws / "bisect-state.txt"
     ids = []

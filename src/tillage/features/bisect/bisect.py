@@ -3,9 +3,11 @@
 The range is the bad snapshot's first-parent line back to the good one (a merge's second parent
 is not followed, like `git bisect --first-parent`): the workspace's timeline in the order it was
 sealed. The ends are checked first (good must pass, bad must fail), then core.bisect picks the
-probes. Each probe is the snapshot written from the store into a fresh folder (materialize) in a
-probe area under the store's tmp dir, the check run there, and the folder set aside at once and
-removed on a worker thread while the next probe's snapshot is written.
+probes. Each probe runs in one folder of a probe area under the store's tmp dir: the first
+snapshot is written into it from the store (materialize), and for each next probe the same
+folder is made exactly that snapshot in place (rematerialize): a stat walk finds what the check
+changed there, and only that and what differs between the two snapshots is written (the
+standard workload's probe: see bench/bisect_probes.py).
 
 The workspace is never touched: nothing is read from it but the seal of its present state when
 no --bad is given (that seal changes no file). The probe area is held under a lock for as long
@@ -39,6 +41,7 @@ from tillage.platform.names import random_hex
 from tillage.store.rows import SnapshotRow
 from tillage.store.store import Store
 from tillage.workspace.attach import Workspace
+from tillage.workspace.pathindex import Row
 
 AREA_PREFIX = "bisect-"
 LOCK_SUFFIX = ".lock"
@@ -259,36 +262,39 @@ def probe_area(store: Store, folder_name: str) -> Iterator[ProbeRunner]:
 
 
 class _Area:
-    """One bisect's probe folder. A probe's copy is set aside (renamed) as soon as its check
-    is done and removed on a worker thread while the next snapshot is written; close() waits
-    for those and removes what is left."""
+    """One bisect's probe folder, used for every probe: the first is the snapshot written out
+    whole (materialize), each next one the same folder made exactly its snapshot in place
+    (rematerialize: what the check changed is found by a stat walk and put back, and only
+    what differs between the two snapshots is written). A folder that cannot be vouched for
+    (replaced, or something in it unreadable) is set aside, removed on a worker thread while
+    a fresh one is written; close() waits for those and removes what is left."""
 
     def __init__(self, store: Store, path: Path, folder_name: str) -> None:
         self.store = store
         self.path = path
         self.folder_name = folder_name
         self.removers: list[threading.Thread] = []
+        # The probe folder's rows (what was written, as a seal's path index) and identity
+        # (st_dev, st_ino), once it exists.
+        self.rows: dict[str, Row] | None = None
+        self.identity: tuple[int, int] | None = None
 
     def run(self, row: SnapshotRow, command: tuple[str, ...], launch: Launch | None) -> Probe:
-        """Writes `row` into a fresh folder (named as the workspace), runs the check there,
-        sets the folder aside for removal."""
+        """Makes the probe folder (named as the workspace) exactly `row`, runs the check
+        there."""
         from tillage.platform.commands import run_command
-        from tillage.workspace.materialize import materialize
 
         dest = self.path / self.folder_name
-        try:
-            materialize(self.store, row, dest)
-            started = time.monotonic()
-            outcome = run_command(
-                command,
-                dest,
-                env={"TILLAGE_BISECT_SNAPSHOT": row.id},
-                launch=launch,
-                cap=OUTPUT_CAP,
-            )
-            seconds = time.monotonic() - started
-        finally:
-            self._discard(dest)
+        self._prepare(row, dest)
+        started = time.monotonic()
+        outcome = run_command(
+            command,
+            dest,
+            env={"TILLAGE_BISECT_SNAPSHOT": row.id},
+            launch=launch,
+            cap=OUTPUT_CAP,
+        )
+        seconds = time.monotonic() - started
         return Probe(
             snapshot=row,
             exit_code=outcome.exit_code,
@@ -296,6 +302,33 @@ class _Area:
             output=outcome.output,
             seconds=seconds,
         )
+
+    def _prepare(self, row: SnapshotRow, dest: Path) -> None:
+        """The folder as `row`, byte-exact: the last probe's folder made so in place when it
+        is still the folder written and can be vouched for, else a fresh one."""
+        from tillage.workspace.materialize import materialize, rematerialize
+
+        rows, self.rows = self.rows, None
+        if rows is not None and self._same_folder(dest):
+            try:
+                self.rows = rematerialize(self.store, row, dest, rows)
+            except OSError:
+                self.rows = None  # in an unknown state: start afresh
+            if self.rows is not None:
+                return
+        self._discard(dest)
+        self.identity = None
+        self.rows = materialize(self.store, row, dest, durable=False)
+        st = os.lstat(dest)
+        self.identity = (st.st_dev, st.st_ino)
+
+    def _same_folder(self, dest: Path) -> bool:
+        """Whether `dest` is still the folder this area wrote (a check may replace it)."""
+        try:
+            st = os.lstat(dest)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self.identity
 
     def _discard(self, dest: Path) -> None:
         trash = self.path / f".done-{len(self.removers)}"
