@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import select
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tests.conftest import Till
 from tillage.core.paths import CONTROL_DIR
@@ -269,31 +271,64 @@ STATE_C: dict[str, Any] = {
 }
 
 
-# -- SIGKILL at a random moment (the kill campaign) --------------------------------------------
+# -- SIGKILL at a random moment (the kill campaigns) -------------------------------------------
 
 # Every failpoint the campaign watches pass by: they mark the phases of a seal and a rewind.
 MARKERS = (*SEAL_FAILPOINTS, "rewind.after_staging", *REWIND_FAILPOINTS)
+# ... and of making, removing and merging a fork (a merge lands as a rewind, then seals).
+UNIVERSE_MARKERS = (
+    *MARKERS,
+    "merge.after_seal",
+    "fork.after_copy",
+    "fork.after_snapshot",
+    "fork.after_record",
+    "fork.after_rename",
+    "fork.remove.after_trash",
+    "fork.remove.after_record",
+)
+# Passed by every marked process just before the command line's `main` runs: the interpreter
+# has started and imported it, so a window from here is the command's own work.
+START_MARK = "till.main"
 
-# Runs the real command line and reports each marker it passes (name and CLOCK_MONOTONIC, which
-# every process shares) on the pipe argv[1]. At the first pass of the anchor argv[3] it stops
-# until the test writes a byte to (or closes) the pipe argv[2]: the test then kills it right
-# there or lets it go and kills it a measured delay later. argv: REPORT ACK ANCHOR NAMES args...
-MARK_SCRIPT = (
-    "import os, sys, time\n"
-    "from tillage.platform import failpoints\n"
-    "report, ack, anchor = int(sys.argv[1]), int(sys.argv[2]), [sys.argv[3]]\n"
-    "def marker(name):\n"
-    "    def hit():\n"
-    "        os.write(report, f'{name} {time.monotonic_ns()}\\n'.encode())\n"
-    "        if name in anchor:\n"
-    "            anchor.clear()\n"
-    "            os.read(ack, 1)\n"
-    "    return hit\n"
-    "for name in sys.argv[4].split(','):\n"
-    "    failpoints.arm(name, marker(name))\n"
+# Defines arm_markers(report, ack, anchor, names): each failpoint in `names` reports its passes
+# (name and CLOCK_MONOTONIC, which every process shares) on the pipe `report`; at the Nth pass
+# of the anchor "NAME#N" ("NAME": the first) it stops until a byte arrives on (or the test
+# closes) the pipe `ack`. Returns the marker maker, so the script can pass START_MARK itself.
+_ARM_MARKERS = (
+    "def arm_markers(report, ack, anchor, names):\n"
+    "    import os, threading, time\n"
+    "    from tillage.platform import failpoints\n"
+    "    stop_at, _, nth = anchor.partition('#')\n"
+    "    passes, lock = {}, threading.Lock()\n"
+    "    def marker(name):\n"
+    "        def hit():\n"
+    "            with lock:\n"
+    "                passes[name] = passes.get(name, 0) + 1\n"
+    "                stop = name == stop_at and passes[name] == int(nth or 1)\n"
+    "                os.write(report, f'{name} {time.monotonic_ns()}\\n'.encode())\n"
+    "            if stop:\n"
+    "                os.read(ack, 1)\n"
+    "        return hit\n"
+    "    for name in names:\n"
+    "        failpoints.arm(name, marker(name))\n"
+    "    return marker\n"
+)
+
+# Runs the real command line with the markers armed. argv: REPORT ACK ANCHOR NAMES args...
+MARK_SCRIPT = _ARM_MARKERS + (
+    "import sys\n"
+    "report, ack, anchor, names = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]\n"
+    "marker = arm_markers(report, ack, anchor, names.split(','))\n"
     "from tillage.hosts.cli.main import main\n"
+    f"marker({START_MARK!r})()\n"
     "sys.exit(main(sys.argv[5:]))\n"
 )
+
+
+def _pass_of(spec: str) -> tuple[str, int | None]:
+    """ "NAME#N" -> (NAME, N), the Nth pass of the failpoint; "NAME" -> (NAME, None)."""
+    name, _, nth = spec.partition("#")
+    return name, int(nth) if nth else None
 
 
 @dataclass
@@ -302,6 +337,8 @@ class Killed:
 
     `returncode` is -9 when the kill landed, else the command's own exit code (it finished first).
     `marks` holds (failpoint, CLOCK_MONOTONIC ns); `start_ns`/`end_ns` bracket the process.
+    A marker is named "NAME" (its first pass, or the first at or after a moment) or "NAME#N"
+    (its Nth pass).
     """
 
     returncode: int
@@ -311,18 +348,32 @@ class Killed:
     stdout: str
     stderr: str
 
-    def passed(self, name: str) -> bool:
-        return any(mark == name for mark, _at in self.marks)
+    def passed(self, spec: str) -> bool:
+        return self.at(spec) is not None
 
-    def at(self, name: str | None, after_ns: int = 0) -> int | None:
-        """When the process first passed `name` at or after `after_ns` (None: it started)."""
-        if name is None:
+    def at(self, spec: str | None, after_ns: int = 0) -> int | None:
+        """When the process passed `spec` at or after `after_ns` (None: when it started)."""
+        if spec is None:
             return self.start_ns
-        return next((at for mark, at in self.marks if mark == name and at >= after_ns), None)
+        name, nth = _pass_of(spec)
+        times = [at for mark, at in self.marks if mark == name]
+        if nth is not None:
+            return times[nth - 1] if len(times) >= nth and times[nth - 1] >= after_ns else None
+        return next((at for at in times if at >= after_ns), None)
+
+    def last(self, before_ns: int | None = None) -> str | None:
+        """The last marker passed (before `before_ns`), as "NAME#N"; None when none was."""
+        counts: dict[str, int] = {}
+        found = None
+        for mark, at in self.marks:
+            counts[mark] = counts.get(mark, 0) + 1
+            if before_ns is None or at <= before_ns:
+                found = f"{mark}#{counts[mark]}"
+        return found
 
     def span(self, start: str | None, stop: str | None) -> float:
-        """Seconds from the first pass of `start` (None: process start) to the first pass of
-        `stop` after it (None: process end); 0 when the process never passed them."""
+        """Seconds from `start` (None: process start) to the first pass of `stop` after it
+        (None: process end); 0 when the process never passed them."""
         begin = self.at(start)
         if begin is None:
             return 0.0
@@ -353,10 +404,11 @@ class _Marks:
             name, at = line.decode().split()
             self.marks.append((name, int(at)))
 
-    def wait_for(self, name: str, timeout: float) -> bool:
-        """Reads until `name` is passed (True) or the process ends without passing it."""
+    def wait_for(self, spec: str, timeout: float) -> bool:
+        """Reads until `spec` is passed (True) or the process ends without passing it."""
+        name, nth = _pass_of(spec)
         deadline = time.monotonic() + timeout
-        while not any(mark == name for mark, _at in self.marks):
+        while sum(1 for mark, _at in self.marks if mark == name) < (nth or 1):
             if self.eof or time.monotonic() > deadline:
                 return False
             self._read(deadline - time.monotonic())
@@ -366,6 +418,30 @@ class _Marks:
         while not self.eof:
             self._read(30)
         return self.marks
+
+
+def _kill_when(
+    reader: _Marks,
+    ack_w: int,
+    alive: Callable[[], bool],
+    kill: Callable[[], None],
+    anchor: str | None,
+    kill_after: float | None,
+) -> None:
+    """Kills the process `kill_after` seconds after it passes `anchor` (after it starts when
+    `anchor` is None); at once, standing at the anchor, when `kill_after` is 0."""
+    if kill_after is None:
+        return
+    reached = anchor is None or reader.wait_for(anchor, timeout=120)
+    if not reached:
+        return
+    if kill_after > 0:
+        if anchor is not None:
+            os.write(ack_w, b"go")
+        # Not a wait for behaviour: this sleep *is* the random kill moment.
+        time.sleep(kill_after)
+    if alive():
+        kill()
 
 
 def run_marked(
@@ -409,27 +485,166 @@ def run_marked(
         os.close(report_w)
         os.close(ack_r)
         try:
-            if kill_after is not None:
-                reached = anchor is None or reader.wait_for(anchor, timeout=120)
-                if reached:
-                    if kill_after > 0:
-                        if anchor is not None:
-                            os.write(ack_w, b"go")
-                        # Not a wait for behaviour: this sleep *is* the random kill moment.
-                        time.sleep(kill_after)
-                    if proc.poll() is None:
-                        os.kill(proc.pid, signal.SIGKILL)
+            _kill_when(
+                reader,
+                ack_w,
+                lambda: proc.poll() is None,
+                lambda: os.kill(proc.pid, signal.SIGKILL),
+                anchor,
+                kill_after,
+            )
         finally:
             os.close(ack_w)  # a process paused at its anchor and not killed goes on
             returncode = proc.wait(timeout=120)
             end = time.monotonic_ns()
             marks = reader.drain()
             os.close(report_r)
-        out.seek(0)
-        err.seek(0)
-        stdout = out.read().decode("utf-8", "replace")
-        stderr = err.read().decode("utf-8", "replace")
-    return Killed(returncode, marks, start, end, stdout, stderr)
+        return Killed(returncode, marks, start, end, *_outputs(out, err))
+
+
+def _outputs(out: IO[bytes], err: IO[bytes]) -> tuple[str, str]:
+    out.seek(0)
+    err.seek(0)
+    return out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
+
+
+def _sigkill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it ended just now
+        os.kill(pid, signal.SIGKILL)
+
+
+# A `till` that has imported every module of the package once and forks a fresh process for
+# each command it is sent on the socket argv[1]: a JSON request {args, cwd, env, anchor,
+# markers} with four descriptors (report, ack, stdout, stderr). It answers "pid N" once the
+# process exists, and "exit S" (S as subprocess tells it: -9 for a SIGKILL) once it ended.
+ZYGOTE_SCRIPT = _ARM_MARKERS + (
+    "import importlib, json, os, pkgutil, socket, sys, traceback\n"
+    "import tillage\n"
+    "from tillage.hosts.cli.main import main\n"
+    "for module in pkgutil.walk_packages(tillage.__path__, 'tillage.'):\n"
+    "    if not module.name.endswith('__main__'):\n"
+    "        importlib.import_module(module.name)\n"
+    "channel = socket.socket(fileno=int(sys.argv[1]))\n"
+    "while True:\n"
+    "    message, fds, _flags, _address = socket.recv_fds(channel, 1 << 20, 4)\n"
+    "    if not message:\n"
+    "        break\n"
+    "    request = json.loads(message)\n"
+    "    pid = os.fork()\n"
+    "    if pid == 0:\n"
+    "        code = 70\n"
+    "        try:\n"
+    "            channel.close()\n"
+    "            os.dup2(fds[2], 1)\n"
+    "            os.dup2(fds[3], 2)\n"
+    "            os.chdir(request['cwd'])\n"
+    "            os.environ.clear()\n"
+    "            os.environ.update(request['env'])\n"
+    "            marker = arm_markers(fds[0], fds[1], request['anchor'], request['markers'])\n"
+    f"            marker({START_MARK!r})()\n"
+    "            code = main(request['args'])\n"
+    "        except SystemExit as exc:\n"
+    "            code = exc.code if isinstance(exc.code, int) else 1\n"
+    "        except BaseException:\n"
+    "            traceback.print_exc()\n"
+    "        finally:\n"
+    "            sys.stdout.flush()\n"
+    "            sys.stderr.flush()\n"
+    "            os._exit(code)\n"
+    "    for fd in fds:\n"
+    "        os.close(fd)\n"
+    "    channel.sendall(f'pid {pid}\\n'.encode())\n"
+    "    status = os.waitpid(pid, 0)[1]\n"
+    "    channel.sendall(f'exit {os.waitstatus_to_exitcode(status)}\\n'.encode())\n"
+)
+
+
+class Zygote:
+    """Runs marked `till` commands as real processes, each forked from one process that has
+    imported the whole package already: a kill campaign spends its time in the commands it
+    kills, not in interpreter start-ups and compiling modules. Each command is a process of its
+    own (its folder, environment and output its own), SIGKILLed like any other;
+    `run_marked(marked=False)` still kills the real `python -m tillage`, start-up included."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair()
+        self.channel = ours
+        self.replies = b""
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", ZYGOTE_SCRIPT, str(theirs.fileno())],
+            env={k: v for k, v in os.environ.items() if not k.startswith("TILLAGE_")},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+        )
+        theirs.close()
+
+    def _running(self) -> bool:
+        """False once the zygote said the command ended (it reaped it: its pid is free)."""
+        while select.select([self.channel], [], [], 0)[0]:
+            data = self.channel.recv(4096)
+            if not data:
+                break
+            self.replies += data
+        return b"exit" not in self.replies
+
+    def _reply(self, word: str) -> int:
+        while b"\n" not in self.replies:
+            ready, _w, _x = select.select([self.channel], [], [], 120)
+            data = self.channel.recv(4096) if ready else b""
+            if not data:
+                raise AssertionError(f"the zygote stopped answering (exit {self.process.poll()})")
+            self.replies += data
+        line, self.replies = self.replies.split(b"\n", 1)
+        said, value = line.decode().split()
+        assert said == word, (said, word)
+        return int(value)
+
+    def run(
+        self,
+        till: Till,
+        args: Sequence[str],
+        *,
+        anchor: str | None = None,
+        kill_after: float | None = None,
+        markers: Sequence[str] = UNIVERSE_MARKERS,
+    ) -> Killed:
+        """As run_marked: runs `till ARGS` and SIGKILLs it `kill_after` seconds after it
+        passes `anchor` (START_MARK: once `main` starts; None: once the process exists)."""
+        report_r, report_w = os.pipe()
+        ack_r, ack_w = os.pipe()
+        reader = _Marks(report_r)
+        pause = anchor if kill_after is not None and anchor is not None else ""
+        request = {
+            "args": list(args),
+            "cwd": str(till.cwd),
+            "env": till.env(),
+            "anchor": pause,
+            "markers": list(markers),
+        }
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            start = time.monotonic_ns()
+            socket.send_fds(
+                self.channel,
+                [json.dumps(request).encode()],
+                [report_w, ack_r, out.fileno(), err.fileno()],
+            )
+            os.close(report_w)
+            os.close(ack_r)
+            pid = self._reply("pid")
+            try:
+                _kill_when(reader, ack_w, self._running, lambda: _sigkill(pid), anchor, kill_after)
+            finally:
+                os.close(ack_w)  # a process paused at its anchor and not killed goes on
+                returncode = self._reply("exit")
+                end = time.monotonic_ns()
+                marks = reader.drain()
+                os.close(report_r)
+            return Killed(returncode, marks, start, end, *_outputs(out, err))
+
+    def close(self) -> None:
+        self.channel.close()  # the zygote reads an empty message and ends
+        self.process.wait(timeout=30)
 
 
 def published_snapshots(home: Path) -> list[str]:

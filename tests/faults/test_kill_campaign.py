@@ -30,16 +30,23 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Run, Till
+from tests.conftest import Till
+from tests.faults.campaign import (
+    BASE_SEED,
+    ROUNDS,
+    Findings,
+    answered,
+    describe_difference,
+    folder_state,
+)
 from tests.faults.harness import (
     Killed,
-    Manifest,
     intent_files,
     manifest,
     noise,
@@ -54,11 +61,6 @@ from tests.faults.harness import (
 from tillage.store.packs import scan_pack
 
 Spec = dict[str, Any]
-
-ROUNDS = int(os.environ.get("TILLAGE_KILL_ROUNDS", "1"))
-_SEED_ENV = os.environ.get("TILLAGE_KILL_SEED")
-BASE_SEED = int(_SEED_ENV) if _SEED_ENV else 0 if os.environ.get("CI") else random.randrange(10**4)
-REPORT = os.environ.get("TILLAGE_KILL_REPORT")
 
 MiB = 1 << 20
 SMALL_DIRS, SMALL_FILES = 25, 32  # 800 small files
@@ -280,66 +282,6 @@ def timings(tmp_path_factory: pytest.TempPathFactory) -> Timings:
 # -- what a user observes ------------------------------------------------------------------------
 
 
-@dataclass
-class Findings:
-    """Every broken expectation of one scenario, each naming the command and the state."""
-
-    scenario: Scenario
-    landed: str = ""
-    problems: list[str] = field(default_factory=list)
-
-    def check(self, ok: bool, what: str) -> bool:
-        if not ok:
-            self.problems.append(what)
-        return ok
-
-    def done(self) -> None:
-        if REPORT:
-            line = {"scenario": self.scenario.id, "landed": self.landed, "problems": self.problems}
-            with open(REPORT, "a") as f:
-                f.write(json.dumps(line) + "\n")
-        assert not self.problems, f"{self.scenario.id} (kill landed {self.landed}):\n- " + (
-            "\n- ".join(self.problems)
-        )
-
-
-def answered(found: Findings, run: Run, command: str) -> dict[str, Any] | None:
-    """Checks `run` answered one JSON result or a structured, non-internal error (exit 0/1)."""
-    where = f"`till {command}`"
-    found.check("Traceback" not in run.stderr, f"{where} printed a traceback: {run.stderr[-800:]}")
-    if not found.check(run.code in (0, 1), f"{where} exited {run.code}: {run.stderr[-800:]}"):
-        return None
-    try:
-        doc = json.loads(run.stdout)
-    except ValueError:
-        found.check(False, f"{where} printed no JSON document: {run.stdout[:300]!r}")
-        return None
-    if run.code == 1:
-        error = doc.get("error") if isinstance(doc, dict) else None
-        shown = json.dumps(error)[:500]
-        if not isinstance(error, dict) or error.get("name") in (None, "internal"):
-            found.check(False, f"{where} answered no structured error: {shown}")
-        else:  # a structured error, but nothing in these scenarios should make it fail
-            found.check(False, f"{where} failed where it should succeed: {shown}")
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-def folder_state(folder: Path, states: dict[str, Manifest]) -> str:
-    """Names the state the folder is in ('mixed' when it is none of them)."""
-    now = manifest(folder)
-    for name, expected in states.items():
-        if now == expected:
-            return name
-    return "mixed"
-
-
-def describe_difference(folder: Path, expected: Manifest) -> str:
-    now = manifest(folder)
-    differ = sorted(p for p in set(now) | set(expected) if now.get(p) != expected.get(p))
-    return f"{len(differ)} paths differ, e.g. {differ[:5]}"
-
-
 def clean_folder(found: Findings, folder: Path, home: Path, after: str) -> None:
     """No temporary file, staging folder or intent is left once `after` has run."""
     found.check(not temp_leftovers(folder), f"after {after}: temp files {temp_leftovers(folder)}")
@@ -482,7 +424,7 @@ def test_a_rewind_killed_at_a_random_moment_leaves_a_folder_any_next_command_fin
     write_state(folder, c)
     state_c_m = manifest(folder)
     before = published_snapshots(till.home)
-    found = Findings(scenario)
+    found = Findings(scenario.id)
 
     killed = _kill(
         till, ["rewind", sa, "--yes"], REWIND_PHASES, scenario.phase, timings.rewind, rng
@@ -578,7 +520,7 @@ def test_a_seal_killed_at_a_random_moment_loses_nothing_and_its_bytes_are_given_
     state_d_m = manifest(folder)
     before = published_snapshots(till.home)
     store_before = pack_bytes(till.home)
-    found = Findings(scenario)
+    found = Findings(scenario.id)
 
     args = ["watch", "--no-daemon"] if scenario.phase == "watch" else ["snap", "-m", "killed"]
     landings = []
