@@ -279,6 +279,7 @@ MARKERS = (*SEAL_FAILPOINTS, "rewind.after_staging", *REWIND_FAILPOINTS)
 UNIVERSE_MARKERS = (
     *MARKERS,
     "merge.after_seal",
+    "fork.after_intent",
     "fork.after_copy",
     "fork.after_snapshot",
     "fork.after_record",

@@ -16,6 +16,7 @@ from tests.helpers import manifest
 pytestmark = pytest.mark.process  # real `till` processes, daemons or servers
 
 FORK_FAILPOINTS = (
+    "fork.after_intent",
     "fork.after_copy",
     "fork.after_snapshot",
     "fork.after_record",

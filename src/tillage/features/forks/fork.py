@@ -326,6 +326,7 @@ def create_fork(
                     }
                 ).encode(),
             )
+            failpoints.hit("fork.after_intent")
             try:
                 if base is not None and at is not None:
                     rows = materialize(store, base, staging)
