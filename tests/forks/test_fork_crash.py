@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Till
-from tests.faults.harness import CRASH_SCRIPT
+from tests.faults.harness import CRASH_SCRIPT, temp_leftovers
 from tests.helpers import manifest
 
 pytestmark = pytest.mark.process  # real `till` processes, daemons or servers
@@ -126,3 +126,36 @@ def test_a_fork_that_fails_to_copy_answers_an_error_and_leaves_nothing(
     assert list(forks_dir.iterdir()) == []
     assert not list((till.home / "intents").glob("fork-*"))
     assert till.json("forks")["forks"] == []
+
+
+# Runs the command line with the reflink copier replaced by a SIGKILL: the process dies inside
+# the copy's driver probe, its probe files made (argv: till-args...).
+KILLED_IN_PROBE = (
+    "import os, signal, sys\n"
+    "from tillage.platform import clone\n"
+    "clone._COPIERS['reflink'] = lambda *a: os.kill(os.getpid(), signal.SIGKILL)\n"
+    "from tillage.hosts.cli.main import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def test_a_fork_killed_while_it_probes_how_to_copy_leaves_no_probe_file(
+    till: Till, project: Path
+) -> None:
+    """The copy first finds its driver by copying a small file; killed there, it must leave
+    that file nowhere: not in the workspace's `.tillage/`, not beside the forks."""
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_IN_PROBE, "--json", "fork", "k"],
+        cwd=project,
+        env=till.env(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == -9, proc.stderr
+    forks_dir = project.parent / f"{project.name}.forks"
+
+    assert till.json("forks")["forks"] == []  # finishes what the kill left
+
+    left = [*temp_leftovers(project), *temp_leftovers(forks_dir)]
+    assert left == []
+    assert leftovers(forks_dir) == []

@@ -212,23 +212,44 @@ def _probe_location(src_dir: Path) -> Path:
     return control if control.is_dir() and not control.is_symlink() else src_dir
 
 
+# Where O_TMPFILE is refused for what the file system is (not for who asks): a named file then.
+_NO_TMPFILE = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL})
+
+
+def _probe_file(folder: Path, name: str) -> tuple[int, Path | None]:
+    """A scratch file on `folder`'s file system, opened read-write: an anonymous one
+    (O_TMPFILE), which a process killed while it holds it leaves nowhere, or, where the file
+    system has none, `folder/name` (returned, to be unlinked)."""
+    try:
+        return os.open(folder, os.O_TMPFILE | os.O_RDWR, 0o600), None
+    except OSError as exc:
+        if exc.errno not in _NO_TMPFILE:
+            raise
+    path = folder / name
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), path
+
+
+def _close_probe(fd: int, path: Path | None) -> None:
+    os.close(fd)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
 def probe(src_dir: Path, dst_dir: Path) -> str:
     """Returns the fastest driver that works from `src_dir`'s file system to `dst_dir`'s:
-    "reflink", "copy_file_range" or "copy", found by copying a small temporary file."""
+    "reflink", "copy_file_range" or "copy", found by copying a small temporary file (anonymous
+    where the file systems allow: a probe killed half-way leaves no file behind)."""
     where = _probe_location(src_dir)
-    src_name = where / f".probe{TEMP_MARK}{os.getpid():x}-src"
-    dst_name = dst_dir / f".probe{TEMP_MARK}{os.getpid():x}-dst"
     try:
-        fd = os.open(src_name, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        fd, src_name = _probe_file(where, f".probe{TEMP_MARK}{os.getpid():x}-src")
     except OSError:
         return "copy"
     try:
         os.write(fd, b"tillage clone probe\n" * 205)
         for driver in DRIVERS[:2]:
             try:
-                out = os.open(
-                    dst_name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600
-                )
+                out, dst_name = _probe_file(dst_dir, f".probe{TEMP_MARK}{os.getpid():x}-dst")
             except OSError:
                 return "copy"
             try:
@@ -238,14 +259,10 @@ def probe(src_dir: Path, dst_dir: Path) -> str:
             except (_UnsupportedError, OSError):
                 continue
             finally:
-                os.close(out)
-                with contextlib.suppress(OSError):
-                    os.unlink(dst_name)
+                _close_probe(out, dst_name)
         return "copy"
     finally:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(src_name)
+        _close_probe(fd, src_name)
 
 
 def _copy_xattrs(src: int, dst: int) -> None:
