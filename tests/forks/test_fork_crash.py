@@ -103,6 +103,21 @@ def test_a_killed_fork_removal_is_undone_or_finished(
         assert not path.exists()
 
 
+def test_removing_again_a_fork_whose_removal_was_killed_after_its_record_finishes_it(
+    till: Till, project: Path
+) -> None:
+    """The removal is recorded, its trash (the fork's files) not deleted yet: `fork-rm` of the
+    name answers not_found, and still deletes that trash on its way."""
+    path = Path(till.json("fork", "r")["fork"]["path"])
+    assert crash(till, "fork.remove.after_record", "fork-rm", "r", "--yes") == -9
+    assert leftovers(path.parent) != []
+
+    again = till("--json", "fork-rm", "r", "--yes")
+
+    assert again.code == 1 and again.error["name"] == "fork.not_found"
+    assert leftovers(path.parent) == []
+
+
 def test_a_fork_that_fails_to_copy_answers_an_error_and_leaves_nothing(
     till: Till, project: Path
 ) -> None:

@@ -355,10 +355,13 @@ def _remove_needs_yes(req: ForkRemoveRequest) -> bool:
 
 
 def _validate_remove(ctx: Context, req: ForkRemoveRequest) -> None:
-    """An unknown or invalid name is answered before asking for --yes."""
-    from tillage.features.forks.fork import require_fork
+    """An unknown or invalid name is answered before asking for --yes, once what a killed fork
+    command left is finished (a removal killed after its record leaves the fork's files in its
+    trash: the name is gone, its files must go too)."""
+    from tillage.features.forks.fork import finish_pending, require_fork
     from tillage.features.forks.ops import check_expected_root
 
+    finish_pending(ctx.workspace)
     check_expected_root(require_fork(ctx.workspace, req.name), _destination(ctx, req.destination))
 
 
