@@ -26,26 +26,8 @@ FORK_FAILPOINTS = (
 PUBLISHED = frozenset({"fork.after_record", "fork.after_rename"})
 REMOVE_FAILPOINTS = ("fork.remove.after_trash", "fork.remove.after_record")
 
-# Found by tests/faults/test_universe_kill_campaign.py; the tests that show them are strict
-# xfails (INV-12 promises only that the next *fork* command finishes a killed one).
-KILLED_FORK_LEFT_BEHIND = (
-    "a killed `till fork k` is finished only by the next fork command: killed after its intent "
-    "(failpoint fork.after_intent, or anywhere until its intent is removed), then `till status` "
-    "(or timeline, radar, verify, merge k), its intent stays in the store and its staging "
-    "folder <ws>.forks/.k.tillage-fork-<id> -- a whole copy of the workspace, .env included -- "
-    "beside the forks; killed after fork.after_record, the fork is recorded but its folder is "
-    "still in staging and `till merge k` answers fork.folder_missing. Only fork, forks, "
-    "fork-rm, run and exec call features/forks/fork.finish_pending; "
-    "workspace/recovery.open_workspace, which every command calls, does not"
-)
-KILLED_REMOVAL_LEFT_BEHIND = (
-    "a killed `till fork-rm k --yes` is finished only by the next fork command: killed after "
-    "its trash rename (failpoint fork.remove.after_trash), then `till status` (or timeline, "
-    "radar, verify, merge k), the fork is live but its folder is "
-    "<ws>.forks/.k.tillage-fork-removed-<id> and `till merge k` answers fork.folder_missing; "
-    "killed after fork.remove.after_record, the removed fork's files stay in that trash "
-    "folder. Only fork, forks, fork-rm, run and exec call features/forks/fork.finish_pending"
-)
+# Found by tests/faults/test_universe_kill_campaign.py: a killed fork or fork-rm was finished
+# only by the next fork command (INV-12 said so); now any next command finishes it.
 
 
 def crash(till: Till, failpoint: str, *args: str, cwd: Path | None = None) -> int:
@@ -164,7 +146,6 @@ def test_a_fork_that_fails_to_copy_answers_an_error_and_leaves_nothing(
     assert till.json("forks")["forks"] == []
 
 
-@pytest.mark.xfail(strict=True, reason=KILLED_FORK_LEFT_BEHIND)
 @pytest.mark.parametrize("failpoint", ["fork.after_copy", "fork.after_record"])
 def test_a_killed_fork_is_finished_by_any_next_command(
     till: Till, project: Path, failpoint: str
@@ -184,7 +165,6 @@ def test_a_killed_fork_is_finished_by_any_next_command(
         assert merged.error["name"] == "fork.not_found"
 
 
-@pytest.mark.xfail(strict=True, reason=KILLED_REMOVAL_LEFT_BEHIND)
 @pytest.mark.parametrize("failpoint", REMOVE_FAILPOINTS)
 def test_a_killed_fork_removal_is_undone_or_finished_by_any_next_command(
     till: Till, project: Path, failpoint: str

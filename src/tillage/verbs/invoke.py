@@ -66,7 +66,26 @@ def resolve_context(verb: Verb[Any, Any], settings: Settings, store: Any = None)
         from tillage.workspace.recovery import open_workspace
 
         ctx.workspace = open_workspace(settings.home, settings.folder, settings.user_home, store)
+        finish_forks(ctx.workspace.store)
     return ctx
+
+
+def finish_forks(store: Any) -> None:
+    """What a killed fork or fork-rm left is finished by the next command of any kind, not
+    only by the next fork command (issue 21's kill campaign): one listing of the store's
+    intents, and the forks feature loaded only when one of them is a fork's."""
+    import os
+
+    if store.read_only:
+        return
+    try:
+        names = os.listdir(store.intents_dir)
+    except FileNotFoundError:
+        return
+    if any(n.startswith("fork") for n in names):
+        from tillage.features.forks.fork import finish_pending_anywhere
+
+        finish_pending_anywhere(store)
 
 
 def invoke(

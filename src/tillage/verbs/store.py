@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
-from tillage.verbs.invoke import Context
+from tillage.verbs.invoke import Context, finish_forks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -79,6 +79,8 @@ def _checked(store: Any, repair: bool) -> tuple[list[str], list[tuple[str, str]]
     from tillage.store.check import check_store
     from tillage.workspace.scratch import sweep_scratch
 
+    if store.log_problem is None:
+        finish_forks(store)  # a killed fork's staging copy, or a killed fork-rm's trash
     with store.maintaining() if repair else store.sharing():
         finished, stuck = _finish_interrupted_rewinds(store)
         if not store.read_only:

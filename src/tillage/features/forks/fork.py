@@ -65,6 +65,8 @@ FORKS_SUFFIX = ".forks"
 STAGING_MARK = ".tillage-fork-"
 TRASH_MARK = ".tillage-fork-removed-"
 INTENT_PREFIX = "fork-"
+# A removal's intent, from before its folder goes to the trash until the trash is deleted.
+REMOVAL_PREFIX = "forkrm-"
 NAME_KEPT = 64  # of a destination's name in its staging and trash names (they stay < 255)
 # A fork of a large workspace copies for a while: another fork of the same parent waits.
 FORKS_LOCK_TIMEOUT = 900.0
@@ -212,12 +214,18 @@ def require_fork_folder(store: Store, row: ForkRow) -> Path:
 @contextmanager
 def forks_lock(ws: Workspace) -> Iterator[None]:
     """Serialises making and removing forks of one workspace (names stay unique)."""
-    with file_lock(
-        ws.store.locks_dir / f"forks-{ws.id}.lock",
-        timeout=FORKS_LOCK_TIMEOUT,
-        what="this workspace's forks",
-    ):
+    with _parent_forks_lock(ws.store, ws.id, FORKS_LOCK_TIMEOUT):
         yield
+
+
+def _parent_forks_lock(
+    store: Store, parent_id: str, timeout: float
+) -> contextlib.AbstractContextManager[None]:
+    return file_lock(
+        store.locks_dir / f"forks-{parent_id}.lock",
+        timeout=timeout,
+        what="this workspace's forks",
+    )
 
 
 def _intent_path(store: Store, fork_id: str) -> Path:
@@ -250,16 +258,75 @@ def finish_pending(ws: Workspace) -> None:
                     _finish_intent(store, intent, fork_id)
             except BusyError:
                 continue
-    for row in store.forks_of(ws.id, removed=True):
-        root = Path(row.root)
-        trash = trash_path(root, row.workspace)
-        if not os.path.lexists(trash):
+    for intent in sorted(store.intents_dir.glob(f"{REMOVAL_PREFIX}*.json")):
+        _finish_removal(store, intent)
+    try:
+        with _parent_forks_lock(store, ws.id, 0):  # a removal running now is left to finish
+            for row in store.forks_of(ws.id, removed=True):
+                _settle_trash(row)
+    except BusyError:
+        pass
+
+
+def finish_pending_anywhere(store: Store) -> None:
+    """What a killed fork or fork-rm left, finished by the next command of any kind from the
+    store's intents alone (a `status` or a `merge` after a killed fork must find neither a
+    staging copy of the workspace, `.env` included, nor a fork whose folder is in the trash).
+    Costs one listing of the intents folder when there is nothing to finish."""
+    try:
+        names = os.listdir(store.intents_dir)
+    except FileNotFoundError:
+        return
+    for name in sorted(names):
+        if not name.endswith(".json"):
             continue
-        if row.removed_ns is None and not os.path.lexists(root):
-            rename_noreplace(trash, root)  # a removal killed before its record: undone
-            fsync_dir(root.parent)
-        elif row.removed_ns is not None:
-            _remove_folder(trash)
+        if name.startswith(REMOVAL_PREFIX):
+            _finish_removal(store, store.intents_dir / name)
+        elif name.startswith(INTENT_PREFIX):
+            fork_id = name[len(INTENT_PREFIX) : -len(".json")]
+            lock = _maker_lock(store, fork_id)
+            if is_held(lock):
+                continue
+            try:
+                with file_lock(lock, timeout=0, what="a fork being made"):
+                    _finish_intent(store, store.intents_dir / name, fork_id)
+            except (BusyError, FileNotFoundError):
+                continue
+
+
+def removal_intent(store: Store, row: ForkRow) -> Path:
+    """Where fork-rm records a removal before the fork's folder goes to the trash."""
+    return store.intents_dir / f"{REMOVAL_PREFIX}{row.workspace}.json"
+
+
+def _finish_removal(store: Store, intent: Path) -> None:
+    """A removal killed half-way: its folder back from the trash (killed before its record)
+    or the trash deleted (after), under its parent's forks lock (a removal still running holds
+    it: left alone)."""
+    fork_id = intent.name[len(REMOVAL_PREFIX) : -len(".json")]
+    row = store.fork_of(fork_id)
+    if row is None:
+        intent.unlink(missing_ok=True)
+        return
+    try:
+        with _parent_forks_lock(store, row.parent, 0):
+            row = store.fork_of(fork_id) or row  # its record may have come meanwhile
+            _settle_trash(row)
+            intent.unlink(missing_ok=True)
+    except BusyError:
+        return
+
+
+def _settle_trash(row: ForkRow) -> None:
+    root = Path(row.root)
+    trash = trash_path(root, row.workspace)
+    if not os.path.lexists(trash):
+        return
+    if row.removed_ns is None and not os.path.lexists(root):
+        rename_noreplace(trash, root)  # a removal killed before its record: undone
+        fsync_dir(root.parent)
+    elif row.removed_ns is not None:
+        _remove_folder(trash)
 
 
 def _finish_intent(store: Store, intent: Path, fork_id: str) -> None:

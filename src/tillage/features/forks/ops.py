@@ -5,6 +5,7 @@ removed only when it really is that fork)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
@@ -28,6 +29,7 @@ from tillage.features.forks.fork import (
     forks_lock,
     is_fork_folder,
     open_fork,
+    removal_intent,
     require_fork,
     require_fork_folder,
     trash_path,
@@ -41,7 +43,7 @@ from tillage.platform.commands import (
     run_command,
     stop_group,
 )
-from tillage.platform.fs import fsync_dir
+from tillage.platform.fs import atomic_write, fsync_dir
 from tillage.platform.launch import Launch
 from tillage.store.rows import ForkRow, SnapshotRow
 from tillage.workspace.attach import Workspace
@@ -423,7 +425,9 @@ def remove_fork(
             else:
                 last = store.head(row.workspace) or store.snapshot(row.base)
             trash = trash_path(root, row.workspace)
+            intent = removal_intent(store, row)
             if delete:
+                atomic_write(intent, json.dumps({"parent": row.parent}).encode())
                 rename_noreplace(root, trash)
                 fsync_dir(root.parent)
                 failpoints.hit("fork.remove.after_trash")
@@ -439,6 +443,7 @@ def remove_fork(
             failpoints.hit("fork.remove.after_record")
             if delete:
                 _remove_folder(trash)
+                intent.unlink(missing_ok=True)
     return Removed(row, last, files, True, keep_files, row.root)
 
 
