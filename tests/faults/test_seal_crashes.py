@@ -87,14 +87,6 @@ KILLED_WHILE_IMAGING = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a seal killed while it images a live WAL database (a writer holds it open with "
-    "frames in its -wal) leaves that private copy, <store>/tmp/.sqlite-image-<random>.db, a "
-    "whole copy of the database, which no command and no `verify --repair` removes: "
-    "workspace/sqlite_image._backup_to_temp names it with tempfile.mkstemp (no TEMP_MARK) in "
-    "the store's tmp/, which store/check._remove_stale_temp_files does not sweep",
-)
 def test_a_seal_killed_while_it_images_a_live_database_leaves_no_copy_of_it(
     till: Till, folder: Path
 ) -> None:

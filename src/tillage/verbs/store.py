@@ -77,14 +77,14 @@ def _checked(store: Any, repair: bool) -> tuple[list[str], list[tuple[str, str]]
     rewrites packs, so it runs alone, as a gc does (INV-14); a check only reads, beside seals,
     but never in the middle of a gc."""
     from tillage.store.check import check_store
-    from tillage.workspace.scratch import sweep_scratch
+    from tillage.workspace.recovery import sweep_leftovers
 
     if store.log_problem is None:
         finish_forks(store)  # a killed fork's staging copy, or a killed fork-rm's trash
     with store.maintaining() if repair else store.sharing():
         finished, stuck = _finish_interrupted_rewinds(store)
         if not store.read_only:
-            sweep_scratch(store)
+            sweep_leftovers(store)
         return finished, stuck, check_store(store, repair=repair)
 
 

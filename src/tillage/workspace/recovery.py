@@ -17,7 +17,7 @@ from tillage.store.store import Store
 from tillage.workspace.attach import Workspace, require_workspace
 from tillage.workspace.journal.intents import intent_path, read_intent, remove_intent
 from tillage.workspace.locks import workspace_lock
-from tillage.workspace.scratch import sweep_scratch
+from tillage.workspace.scratch import remove_orphan_images, sweep_scratch
 
 
 def open_workspace(
@@ -32,8 +32,16 @@ def open_workspace(
     `store` and `restore_pointer`), with any landing a crash interrupted finished first."""
     ws = require_workspace(home, folder, home_dir, store, restore_pointer=restore_pointer)
     recover_if_interrupted(ws)
-    sweep_scratch(ws.store)  # a killed merge's check copy (the folder, `.env` included)
+    sweep_leftovers(ws.store)
     return ws
+
+
+def sweep_leftovers(store: Store) -> None:
+    """Removes what killed processes left that holds a copy of a workspace's data: a merge
+    check's scratch folder (`.env` included) and a seal's image of a live database. Cheap when
+    there are none: one listing each of the intents and tmp folders."""
+    sweep_scratch(store)
+    remove_orphan_images(store.tmp_dir)
 
 
 def recover_if_interrupted(ws: Workspace) -> bool:

@@ -73,3 +73,41 @@ def _remove(path: Path) -> None:
     from tillage.platform.folders import remove_folder  # only when there is something to remove
 
     remove_folder(path)
+
+
+# A seal's private copy of a live SQLite database (workspace/sqlite_image.py), named with its
+# maker's process ID.
+IMAGE_PREFIX = ".sqlite-image-"
+
+
+def image_maker(name: str) -> int | None:
+    """The process ID a temporary image's name carries (None: not an image's name)."""
+    if not (name.startswith(IMAGE_PREFIX) and name.endswith(".db")):
+        return None
+    pid, _, _rest = name[len(IMAGE_PREFIX) :].partition("-")
+    return int(pid) if pid.isdigit() else None
+
+
+def remove_orphan_images(tmp_dir: Path) -> None:
+    """Removes the copies of live databases (a whole database each) whose maker is gone: a
+    seal killed while it imaged a WAL database left one in the store's tmp/."""
+    try:
+        names = os.listdir(tmp_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        pid = image_maker(name)
+        if pid is None or _alive(pid):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_dir / name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tillage.workspace.scratch import IMAGE_PREFIX
+
 SQLITE_HEADER: bytes = b"SQLite format 3\x00"
 SIDECAR_SUFFIXES: tuple[str, ...] = ("-wal", "-shm", "-journal")
 
@@ -177,7 +179,9 @@ def _backup_to_temp(conn: sqlite3.Connection, db_path: Path, tmp_dir: Path) -> P
     """Copies the open read transaction's snapshot into a fresh file (page size and header kept)."""
     import tempfile  # only WAL images need a copy; start-up stays lean
 
-    fd, name = tempfile.mkstemp(prefix=".sqlite-image-", suffix=".db", dir=tmp_dir)
+    # Named with this process's ID: a copy whose maker is gone is a leftover (a seal killed
+    # while it imaged), removed by `verify` (store/check.py); one whose maker lives is in use.
+    fd, name = tempfile.mkstemp(prefix=f"{IMAGE_PREFIX}{os.getpid()}-", suffix=".db", dir=tmp_dir)
     os.close(fd)
     copy = Path(name)
     try:
