@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tillage.platform.folders import regular_files
-from tillage.platform.fs import TEMP_MARK, raise_if_disk_full
+from tillage.platform.fs import TEMP_MARK, current_umask, pwrite_all, raise_if_disk_full
 
 DRIVERS = ("reflink", "copy_file_range", "copy")
 FICLONE = 0x40049409
@@ -165,11 +165,8 @@ def _read_write(src: int, dst: int, start: int, end: int | None) -> None:
         data = os.pread(src, 1 << 20 if end is None else min(1 << 20, end - offset), offset)
         if not data:
             return
-        view = memoryview(data)
-        while view:
-            written = os.pwrite(dst, view, offset)
-            view = view[written:]
-            offset += written
+        pwrite_all(dst, data, offset)
+        offset += len(data)
 
 
 _COPIERS: dict[str, Callable[[int, int, int], None]] = {
@@ -177,20 +174,6 @@ _COPIERS: dict[str, Callable[[int, int, int], None]] = {
     "copy_file_range": _copy_range,
     "copy": _plain_copy,
 }
-
-
-def _current_umask() -> int:
-    """The process's umask, read without changing it (other threads may be creating files)."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _copy_bytes(src: int, dst: int, size: int, driver: str) -> str:
@@ -543,7 +526,7 @@ def copy_tree(
     if driver not in DRIVERS:
         raise ValueError(driver)
     as_root = os.geteuid() == 0
-    own = (_current_umask(), os.geteuid(), os.getegid())
+    own = (current_umask(), os.geteuid(), os.getegid())
     tally = _Tally()
     dirs = 0
     links: list[tuple[str, str]] = []  # (first copy, another name of the same inode)

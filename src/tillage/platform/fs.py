@@ -24,6 +24,30 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    """Writes all of `data` to `fd` at `offset` (os.pwrite may write less than it is given)."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it: setting it to read it back would race
+    the other threads creating files meanwhile (the watcher and the MCP server serve calls on
+    threads). Only where /proc is missing is it set and put back."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def fsync_dir(path: Path | str) -> None:
     """Makes a directory's entries (creations, renames, deletions) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

@@ -15,6 +15,7 @@ from tillage.core.rewind_plan import Op, plan_actions
 from tillage.errors import TillageError
 from tillage.platform import clock
 from tillage.platform.folders import remove_tree
+from tillage.platform.fs import current_umask, pwrite_all
 from tillage.store.rows import SnapshotRow
 from tillage.store.store import Store
 from tillage.workspace.attach import Workspace
@@ -116,7 +117,7 @@ def _rematerialize(
     if seen.notes or seen.manifest is None:
         return None  # an unreadable or special name, or a file that kept changing
     _remove_control_dir(dest)
-    os.chmod(dest, FOLDER_MODE & ~_umask())
+    os.chmod(dest, FOLDER_MODE & ~current_umask())
     want = {
         p: e
         for p, e in flatten(store, bytes.fromhex(snapshot.tree)).items()
@@ -178,7 +179,7 @@ def _patch(store: Store, dest: Path, path: str, live: Entry, want: Entry) -> Row
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != live.size:
             return None
         for at, chunk, _length in sorted(missing):
-            _write_at(fd, store.read(chunk), at)  # verified before a byte of it is written
+            pwrite_all(fd, store.read(chunk), at)  # verified before a byte of it is written
         if want.size != live.size:
             os.ftruncate(fd, want.size)
         if stat.S_IMODE(st.st_mode) != want.mode & 0o7777:
@@ -188,13 +189,6 @@ def _patch(store: Store, dest: Path, path: str, live: Entry, want: Entry) -> Row
     finally:
         os.close(fd)
     return (*stat_facts(st), int(want.content_kind), want.content, int(want.flags), want.size, ())
-
-
-def _write_at(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view, offset = view[n:], offset + n
 
 
 def _placed(refs: list[ChunkRef]) -> set[tuple[int, bytes, int]]:
@@ -246,9 +240,3 @@ def _remove_name(folder: Path, name: str) -> bool:
         return True
     finally:
         os.close(fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

@@ -247,19 +247,7 @@ def finish_pending(ws: Workspace) -> None:
     folder; a removal killed before its record puts the folder back; a removed fork's folder
     left in the trash is deleted. A fork still being made by a live process is left alone."""
     store = ws.store
-    with contextlib.suppress(FileNotFoundError):
-        for intent in sorted(store.intents_dir.glob(f"{INTENT_PREFIX}*.json")):
-            fork_id = intent.name[len(INTENT_PREFIX) : -len(".json")]
-            lock = _maker_lock(store, fork_id)
-            if is_held(lock):
-                continue
-            try:
-                with file_lock(lock, timeout=0, what="a fork being made"):
-                    _finish_intent(store, intent, fork_id)
-            except BusyError:
-                continue
-    for intent in sorted(store.intents_dir.glob(f"{REMOVAL_PREFIX}*.json")):
-        _finish_removal(store, intent)
+    finish_pending_anywhere(store)
     try:
         with _parent_forks_lock(store, ws.id, 0):  # a removal running now is left to finish
             for row in store.forks_of(ws.id, removed=True):

@@ -361,7 +361,9 @@ def file_reader(store: Store, sides: tuple[Side, Side]) -> ReadFile:
         live = sides[side - 1].live if side else None
         if live is None:
             return read_file_bytes(store, entry)
-        with open(os.path.join(live, path), "rb") as f:
+        # Never through a link: a name swapped for one since the scan is not followed out.
+        fd = os.open(os.path.join(live, path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
             return f.read()
 
     return read

@@ -42,8 +42,10 @@ from tillage.platform import failpoints
 from tillage.platform.errors import DiskFullError
 from tillage.platform.folders import remove_tree, spread_new_folders, syncfs
 from tillage.platform.fs import (
+    current_umask,
     fd_budget,
     open_subdir_nofollow,
+    pwrite_all,
     raise_if_disk_full,
     temp_name,
 )
@@ -118,7 +120,7 @@ class Applier:
         self._refs: dict[str, list[ChunkRef]] = {}
         self._locations: dict[bytes, Location] = {}
         self._packs = PackFiles(ws.store.packs_dir)
-        self._umask = _current_umask()
+        self._umask = current_umask()
         # Folders whose mode tillage knows (created or checked), and those lent u+rwx.
         self._dir_modes: dict[str, int] = {}
         self._lent: dict[str, int] = {}
@@ -715,11 +717,7 @@ class Applier:
         offset = 0
         for ref in refs:
             if not is_hole(ref):
-                data = memoryview(self._read_any(ref.id))
-                at = offset
-                while data:
-                    n = os.pwrite(fd, data, at)
-                    data, at = data[n:], at + n
+                pwrite_all(fd, self._read_any(ref.id), offset)
             offset += ref.length
         if offset != entry.size or (refs and is_hole(refs[-1])):
             os.ftruncate(fd, entry.size)
@@ -778,9 +776,3 @@ def _replace_tmp(tmp: str, dir_fd: int, name: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=dir_fd)
         raise
-
-
-def _current_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
