@@ -235,3 +235,26 @@ def test_a_fork_rewound_to_before_its_merge_does_not_undo_it_in_the_parent(
 
     assert (folder / "work.txt").read_text() == "merged work\n"
     assert again["changes"] == 0
+
+
+@pytest.mark.parametrize(
+    "failpoint", ["rewind.after_intent", "rewind.after_first_action", "merge.after_seal"]
+)
+def test_a_merge_into_the_fork_killed_half_way_is_finished_and_still_guards_its_conflicts(
+    till: Till, folder: Path, conflicted: Path, failpoint: str
+) -> None:
+    """Killed at any step of its landing, a merge into the fork is rolled forward by the next
+    command that opens the fork: the markers are whole, the base moved, and what is left to
+    settle still stops the merge that would land it."""
+    from tests.forks.test_fork_crash import crash
+
+    here = (folder / "t.txt").read_text()
+    assert crash(till, failpoint, "merge", "k", "--into-fork") == -9
+
+    refused = till("--json", "merge", "k")
+
+    assert refused.code == 1 and refused.error["name"] == "merge.unsettled", refused.stdout
+    assert "<<<<<<< workspace\nfive from here\n" in (conflicted / "t.txt").read_text()
+    assert (conflicted / "here-only.txt").read_text() == "the workspace's own\n"
+    assert (folder / "t.txt").read_text() == here
+    assert not (folder / "fork-only.txt").exists()
