@@ -190,7 +190,12 @@ def ssh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
     )
     far_home = folder / "far-home"
     far_home.mkdir()
-    till = f"/usr/bin/env TILLAGE_HOME={q(str(far_home))} {q(this_till())}"
+    # The far side runs the tillage under test: the source tree this run imports, not
+    # whatever the venv's script would find on its own (sshd passes no PYTHONPATH).
+    import tillage
+
+    source = str(Path(tillage.__file__).resolve().parent.parent)
+    till = f"/usr/bin/env TILLAGE_HOME={q(str(far_home))} PYTHONPATH={q(source)} {q(this_till())}"
     try:
         yield SshServer(port=port, user=user, folder=folder, ssh=client, till=till)
     finally:

@@ -96,6 +96,21 @@ def test_a_missing_name_is_remote_missing(remote: Remote) -> None:
         remote.get("refs/" + "a" * 64)
 
 
+def test_a_range_reads_exactly_that_part_of_a_name(remote: Remote) -> None:
+    data = os.urandom(3 << 20)
+    remote.put("packs/p", data)
+    assert remote.get_range("packs/p", 0, 10) == data[:10]
+    assert remote.get_range("packs/p", 1 << 20, 65536) == data[1 << 20 : (1 << 20) + 65536]
+    assert remote.get_range("packs/p", len(data) - 5, 100) == data[-5:]  # cut short at the end
+    assert remote.get_range("packs/p", len(data) + 10, 100) == b""  # past the end: nothing
+    assert remote.get_range("packs/p", -57, 57) == data[-57:]  # from the end
+    assert remote.get_range("packs/p", 0, len(data)) == data
+    with pytest.raises(RemoteMissingError):
+        remote.get_range("packs/absent", 0, 10)
+    with pytest.raises(RemoteMissingError):
+        remote.get_range("packs/absent", -57, 57)
+
+
 def test_exists_answers_a_batch_of_a_thousand_names(remote: Remote) -> None:
     present = {object_name(i) for i in range(0, 1000, 7)}
     for name in present:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -183,7 +184,7 @@ def test_a_folder_it_may_not_read_is_unavailable(tmp_path: Path) -> None:
 def test_a_full_disk_is_unavailable_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def full(path: Path, data: bytes) -> None:
+    def full(path: Path, data: bytes, **_options: object) -> None:
         raise DiskFullError("no space left while writing")
 
     remote = DirectoryRemote(tmp_path)
@@ -206,3 +207,17 @@ def test_another_failure_of_the_file_system_is_unavailable_with_its_reason(
         remote.put("config", b"x")
     assert "Input/output error" in caught.value.message
     assert caught.value.details["errno"] == errno.EIO
+
+
+def test_a_directory_remote_is_readable_by_its_owner_alone(tmp_path: Path) -> None:
+    root = tmp_path / "new-remote"
+    remote = DirectoryRemote(root)
+    remote.put("packs/" + "ab" * 32, b"sealed")
+    remote.write_if("refs/" + "cd" * 32, b"head", None)
+    remote.put("config", b"config")
+    assert stat.S_IMODE(os.stat(root).st_mode) == 0o700
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs:
+            assert stat.S_IMODE(os.stat(os.path.join(dirpath, name)).st_mode) == 0o700, name
+        for name in files:  # the names and the lock files beside them
+            assert stat.S_IMODE(os.stat(os.path.join(dirpath, name)).st_mode) == 0o600, name

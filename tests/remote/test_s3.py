@@ -491,6 +491,7 @@ def server_error(status: str, code: str = "") -> GenericError:
 def test_a_write_that_landed_but_whose_reply_was_lost_is_a_win(
     s3_remote: S3Remote, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    s3_remote.check_conditional_writes()  # this process's probe, before the faults
     flaky = FlakyPut(server_error("500 Internal Server Error", "InternalError"), land=True)
     monkeypatch.setattr(obstore, "put", flaky)
     assert s3_remote.write_if("refs/aa", b"mine, sealed with a fresh nonce", None) is True
@@ -520,6 +521,7 @@ def test_a_write_whose_reply_was_lost_while_another_won_is_a_loss(
 def test_a_conflict_between_concurrent_conditional_writes_is_retried(
     s3_remote: S3Remote, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    s3_remote.check_conditional_writes()  # this process's probe, before the faults
     flaky = FlakyPut(server_error("409 Conflict", "ConditionalRequestConflict"), times=2)
     monkeypatch.setattr(obstore, "put", flaky)
     assert s3_remote.write_if("leases/aa", b"held", None) is True

@@ -197,10 +197,10 @@ def test_a_far_side_without_tillage_says_so_and_how_to_name_it(
 @pytest.mark.parametrize(
     "reply",
     [
-        '{"ok": True, "version": 2}',
-        '{"error": {"kind": "version", "message": "speaks 2", "version": 2}}',
+        '{"ok": True, "version": 3}',
+        '{"error": {"kind": "version", "message": "speaks 3", "version": 3}}',
     ],
-    ids=["answers-with-version-2", "refuses-version-1"],
+    ids=["answers-with-version-3", "refuses-version-2"],
 )
 def test_a_far_side_speaking_another_protocol_version_is_a_protocol_error(
     ssh_server: SshServer, tmp_path: Path, reply: str
@@ -210,7 +210,7 @@ def test_a_far_side_speaking_another_protocol_version_is_a_protocol_error(
     with pytest.raises(RemoteProtocolError) as caught:
         _open(ssh_server, tmp_path / "r", TILLAGE_REMOTE_TILL=till)
     assert time.monotonic() - began < BOUND
-    assert "version 2" in caught.value.message and "speaks 1" in caught.value.message
+    assert "version 3" in caught.value.message and "speaks 2" in caught.value.message
     assert caught.value.name == "sync.remote_protocol"
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from tests.faults.harness import manifest
 from tests.sync.conftest import Machine, Site, files_below
-from tillage.core.ids import chunk_id
-from tillage.crypto import RecoveryKey, name_of, open_document
+from tillage.crypto import MasterKey, RecoveryKey, open_document
+from tillage.features.sync.repository import open_repository
+from tillage.remote.base import Remote
 
 REF = "feature-canary-ref-5d1e"
 CANARY = b"tillage-plaintext-canary-93fd0a1c"
@@ -36,6 +37,20 @@ def seed(folder: Path, size: int = 2 << 20) -> int:
     (deep / "app.py").write_text("print('a')\n")
     (folder / "big.bin").write_bytes(random.Random(7).randbytes(size))
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def master_key(remote: Remote, key: str) -> MasterKey:
+    """The master key a recovery key opens (what refs and leases are sealed under)."""
+    return open_repository(remote, RecoveryKey.from_hex(key)).master
+
+
+def remote_kind(stored_key: str) -> str:
+    """The top folder of a stored object's name below the remote's root (`packs`, `index`,
+    `config`...), or `other` (the far side's own home, temporaries, lock files)."""
+    for kind in ("config", "keys", "packs", "index", "refs", "leases"):
+        if f"/{kind}/" in f"/{stored_key}" or stored_key.endswith(f"/{kind}") or stored_key == kind:
+            return kind
+    return "other"
 
 
 def plaintext_in(stored: dict[str, bytes], needles: list[bytes]) -> list[tuple[str, bytes]]:
@@ -79,7 +94,9 @@ def test_the_whole_round_over_each_transport(site: Site, machines: Machines, fol
     delta = a.json("sync", "--push", "--ref", REF)
     assert delta["uploaded_objects"] <= 4, delta
     assert delta["reused_objects"] >= 1
-    assert delta["uploaded_bytes"] < size // 100, delta  # far below the workspace's size
+    # Far below the workspace's size: one small pack, padded to at least 32 KiB so that its
+    # size says little of the edit's.
+    assert delta["uploaded_bytes"] <= 64 << 10, delta
     inode = os.stat(copy / "big.bin").st_ino
     forward = b.json("sync", "--pull", "--ref", REF, cwd=copy)
     assert forward["disposition"] == "fast_forwarded"
@@ -114,7 +131,11 @@ def test_the_whole_round_over_each_transport(site: Site, machines: Machines, fol
     # The remote never held a byte of the workspace, a file name, the ref's name, an object
     # ID or the key in the clear.
     stored = site.stored()
-    assert len(stored) > cold["uploaded_objects"]
+    # Format 2: a config, a key file, packs, their indexes, refs and leases; far fewer objects
+    # than the objects pushed (packs, not one object per file).
+    kinds = {remote_kind(key) for key in stored}
+    assert {"config", "keys", "packs", "index", "refs", "leases"} <= kinds, kinds
+    assert len([k for k in stored if remote_kind(k) == "packs"]) < cold["uploaded_objects"]
     snapshots = [first, delta["snapshot"]["id"], landed["snapshot"]["id"]]
     needles = [
         CANARY,
@@ -137,11 +158,13 @@ def test_the_whole_round_over_each_transport(site: Site, machines: Machines, fol
 
 def store_state(machine: Machine) -> dict[str, bytes]:
     """The store's packs and publication log, byte for byte (what a failed pull must not
-    change), and its remotes' settings."""
+    change), and its remotes' settings (not the cache of the remote's indexes: a copy of what
+    the remote lists, kept whatever a pull then finds)."""
     out: dict[str, bytes] = {}
     for sub in ("packs", "log", "remotes", "intents"):
         for path, data in files_below(machine.home / sub).items():
-            out[path] = data
+            if "/remotes/index/" not in path:
+                out[path] = data
     return out
 
 
@@ -189,31 +212,37 @@ def flipped(data: bytes) -> bytes:
     return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :]
 
 
-def test_a_tampered_object_fails_the_pull_and_writes_nothing(
-    dir_site: Site, machines: Machines, folder: Path
+def test_a_tampered_pack_index_or_key_file_fails_the_pull_and_writes_nothing(
+    dir_site: Site, machines: Machines, folder: Path, tmp_path: Path
 ) -> None:
-    a, b, key = pushed_and_cloned(dir_site, machines, folder)
+    a, b, _key = pushed_and_cloned(dir_site, machines, folder)
     copy = b.cwd / "b"
     remote = dir_site.open()
-    known = set(remote.list("objects/"))
-    # 8 MiB of new chunks near the root, then a small file deep down: the pull walks level by
-    # level, so it has written packs of those chunks when it meets the deep file's bytes, and
-    # must discard them.
-    for i in range(8):
+    known = set(remote.list("packs/")) | set(remote.list("index/"))
+    # 20 MiB of new chunks near the root (two packs of data), then a small file deep down:
+    # the pull has written packs of what it fetched when it meets a damaged one, and must
+    # discard them.
+    for i in range(20):
         (folder / f"fresh-{i}.bin").write_bytes(random.Random(i).randbytes(1 << 20))
-    tail = b"the last object a pull fetches\n"
     (folder / "d1" / "d2" / "d3" / "d4").mkdir(parents=True)
-    (folder / "d1" / "d2" / "d3" / "d4" / "tail.txt").write_bytes(tail)
-    pushed = a.json("sync", "--push", "--ref", REF)
-    fresh = sorted(set(remote.list("objects/")) - known)
-    assert len(fresh) == pushed["uploaded_objects"]
-    originals = {name: remote.get(name) for name in fresh}
-    biggest = max(fresh, key=lambda name: len(originals[name]))
-    smallest = min(fresh, key=lambda name: len(originals[name]))
-    recovery = RecoveryKey.from_hex(key)
-    first = name_of(recovery, "object", pushed["snapshot"]["id"])
-    last = name_of(recovery, "object", chunk_id(tail).hex())
-    assert {first, last} <= set(fresh)
+    (folder / "d1" / "d2" / "d3" / "d4" / "tail.txt").write_bytes(b"the deepest file\n")
+    a.json("sync", "--push", "--ref", REF)
+    packs = sorted(set(remote.list("packs/")) - known)
+    (index,) = sorted(set(remote.list("index/")) - known)
+    assert len(packs) >= 2
+    originals = {name: remote.get(name) for name in [*packs, index]}
+    biggest = max(packs, key=lambda name: len(originals[name]))
+    smallest = min(packs, key=lambda name: len(originals[name]))
+    (key_file,) = remote.list("keys/")
+    own_key_file = remote.get(key_file)
+    # Another remote's key file: what an attacker who made a remote of their own could swap in.
+    other = Machine(b.home.parent / "store-x", b.user_home, tmp_path, b.extra)
+    (tmp_path / "x").mkdir()
+    other.json("watch", "--no-daemon", cwd=tmp_path / "x")
+    other.json("remote", "add", str(tmp_path / "other-remote"), cwd=tmp_path / "x")
+    (foreign,) = [
+        p for p in (tmp_path / "other-remote" / "keys").iterdir() if not p.name.startswith(".")
+    ]
 
     folder_before = manifest(copy)
     store_before = store_state(b)
@@ -227,20 +256,52 @@ def test_a_tampered_object_fails_the_pull_and_writes_nothing(
         assert store_state(b) == store_before, what
         assert b.json("timeline", "-n", "100", cwd=copy)["snapshots"] == timeline_before, what
 
-    for name in (first, biggest, last):  # the first object fetched, one between, the last
-        remote.put(name, flipped(originals[name]))
-        refused(f"a flipped byte in {name}")
-        remote.put(name, originals[name])
-    damages: list[tuple[str, Callable[[], None]]] = [
-        ("another object's bytes", lambda: remote.put(biggest, originals[smallest])),
-        ("cut short", lambda: remote.put(biggest, originals[biggest][:100])),
-        ("gone", lambda: remote.delete(biggest)),
+    # A byte of a blob (the first one's, one in the middle of the data): a pull reads only
+    # blobs, so damage to a pack's header or trailer is `remote check`'s to find.
+    for name, offsets in ((biggest, (0, 30, len(originals[biggest]) // 2)), (smallest, (0, 30))):
+        data = originals[name]
+        for at in offsets:
+            remote.put(name, data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
+            refused(f"a flipped byte at {at} of {name}")
+        remote.put(name, data)
+    damages: list[tuple[str, Callable[[], None], Callable[[], None]]] = [
+        (
+            "another pack's bytes",
+            lambda: remote.put(biggest, originals[smallest]),
+            lambda: remote.put(biggest, originals[biggest]),
+        ),
+        (
+            "a pack cut short",
+            lambda: remote.put(biggest, originals[biggest][:100]),
+            lambda: remote.put(biggest, originals[biggest]),
+        ),
+        (
+            "a pack gone",
+            lambda: remote.delete(biggest),
+            lambda: remote.put(biggest, originals[biggest]),
+        ),
+        (
+            "the index gone",
+            lambda: remote.delete(index),
+            lambda: remote.put(index, originals[index]),
+        ),
+        (
+            "a flipped byte in the index",
+            lambda: remote.put(index, flipped(originals[index])),
+            lambda: remote.put(index, originals[index]),
+        ),
+        (
+            "the key file swapped for another remote's",
+            lambda: remote.put(key_file, foreign.read_bytes()),
+            lambda: remote.put(key_file, own_key_file),
+        ),
     ]
-    for what, damage in damages:
+    for what, damage, mend in damages:
         damage()
         refused(what)
+        mend()
 
-    remote.put(biggest, originals[biggest])  # mended: the next pull lands the whole snapshot
+    # Mended: the next pull lands the whole snapshot.
     assert b.json("sync", "--pull", "--ref", REF, cwd=copy)["disposition"] == "fast_forwarded"
     assert manifest(copy) == manifest(folder)
 
@@ -250,7 +311,7 @@ def test_a_clone_that_fails_while_fetching_leaves_no_folder(
 ) -> None:
     _a, b, key = pushed_and_cloned(dir_site, machines, folder)
     remote = dir_site.open()
-    (name,) = [n for n in remote.list("objects/") if len(remote.get(n)) > 100 << 10]
+    name = max(remote.list("packs/"), key=lambda n: len(remote.get(n)))
     original = remote.get(name)
     remote.put(name, flipped(original))
     third = Machine(b.home.parent / "store-c", b.user_home, b.cwd, b.extra)
@@ -281,8 +342,9 @@ def test_a_truncated_ref_head_is_integrity_everywhere(
         pushed = a("--json", "sync", "--push", "--ref", REF)
         assert pushed.code == 1 and pushed.error["name"] == "integrity", pushed.stdout
         assert remote.get(ref_name) == cut  # the push replaced nothing
+        master = master_key(remote, key)
         for name in remote.list("leases/"):  # and left no lease held
-            assert open_document(RecoveryKey.from_hex(key), name, remote.get(name))["released"]
+            assert open_document(master, name, remote.get(name))["released"]
         cloned = b("--json", "clone", dir_site.url, "c", "--key", key, "--ref", REF)
         assert cloned.code == 1 and cloned.error["name"] == "integrity", cloned.stdout
         assert not (b.cwd / "c").exists()

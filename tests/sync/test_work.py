@@ -16,10 +16,12 @@ import pytest
 
 from tests.conftest import Till
 from tillage.core import codec
-from tillage.crypto import RecoveryKey, name_of, open_object
+from tillage.crypto import RecoveryKey
+from tillage.features.sync import remote_index
 from tillage.features.sync.engine import read_ref
+from tillage.features.sync.repository import open_repository
+from tillage.features.sync.transfer import BlobSource
 from tillage.remote.directory import DirectoryRemote
-from tillage.store.packs import decode_record
 
 
 def published(tmp_path: Path, till: Till, folder: Path) -> tuple[Path, str, str]:
@@ -41,13 +43,13 @@ def runner(tmp_path: Path, till: Till) -> Till:
 def head_of(remote: Path, key: str, ref: str) -> tuple[str, codec.SnapshotRecord, list[str]]:
     """A ref's head as the remote holds it, opened below the transport: (its ID, its record,
     the ref's history)."""
-    k = RecoveryKey.from_hex(key)
     store = DirectoryRemote(remote)
-    state = read_ref(store, k, ref)
+    opened = open_repository(store, RecoveryKey.from_hex(key))
+    state = read_ref(store, opened.key_for_documents, ref)
     assert state is not None
-    oid = bytes.fromhex(state.snapshot)
-    _kind, _id, raw = decode_record(
-        open_object(k, oid, store.get(name_of(k, "object", oid.hex()))), oid
+    source = BlobSource(store, opened.master, remote_index.load(store, opened.master, None))
+    ((_oid, _kind, raw, _size),) = source.fetch(
+        [(bytes.fromhex(state.snapshot), codec.Kind.SNAPSHOT)], "the ref's head"
     )
     return state.snapshot, codec.decode_snapshot(raw), list(state.history)
 

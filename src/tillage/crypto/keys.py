@@ -40,6 +40,9 @@ class RecoveryKey:
 
     __slots__ = ("_document", "_fingerprint", "_material", "_name", "_object")
 
+    # The derive_key contexts of this kind of key (a MasterKey has its own, format 2's).
+    _CONTEXTS = (_OBJECT_CONTEXT, _NAME_CONTEXT, _DOCUMENT_CONTEXT, _FINGERPRINT_CONTEXT)
+
     # The subkeys are read by the sibling modules (seal, names) only; nothing public hands
     # out key bytes but hex().
 
@@ -52,11 +55,12 @@ class RecoveryKey:
     def __init__(self, material: bytes) -> None:
         if not isinstance(material, bytes) or len(material) != KEY_BYTES:
             raise BadKeyError(f"a recovery key is {KEY_BYTES} bytes")
+        objects, names, documents, fingerprint = self._CONTEXTS
         object.__setattr__(self, "_material", material)
-        object.__setattr__(self, "_object", _derive(_OBJECT_CONTEXT, material))
-        object.__setattr__(self, "_name", _derive(_NAME_CONTEXT, material))
-        object.__setattr__(self, "_document", _derive(_DOCUMENT_CONTEXT, material))
-        object.__setattr__(self, "_fingerprint", _derive(_FINGERPRINT_CONTEXT, material)[:4].hex())
+        object.__setattr__(self, "_object", _derive(objects, material))
+        object.__setattr__(self, "_name", _derive(names, material))
+        object.__setattr__(self, "_document", _derive(documents, material))
+        object.__setattr__(self, "_fingerprint", _derive(fingerprint, material)[:4].hex())
 
     @classmethod
     def generate(cls) -> RecoveryKey:
@@ -89,12 +93,12 @@ class RecoveryKey:
         return self._fingerprint
 
     def __repr__(self) -> str:
-        return f"RecoveryKey(fingerprint={self._fingerprint})"
+        return f"{type(self).__name__}(fingerprint={self._fingerprint})"
 
     __str__ = __repr__
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, RecoveryKey):
+        if not isinstance(other, RecoveryKey) or type(other) is not type(self):
             return NotImplemented
         import hmac
 

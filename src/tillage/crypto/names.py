@@ -15,6 +15,7 @@ __all__ = ["KINDS", "name_of"]
 
 # kind -> folder on the remote. Objects are fanned out by their name's first byte, so no
 # folder of a directory remote grows past a few thousand entries per million objects.
+# (Format 1's objects; format 2 keeps data in `packs/` and `index/` under random names.)
 KINDS = {"object": "objects", "ref": "refs", "lease": "leases"}
 
 

@@ -37,10 +37,13 @@ def is_held(path: Path) -> bool:
 
 
 @contextmanager
-def file_lock(path: Path, *, timeout: float = 30.0, what: str = "the store") -> Iterator[None]:
-    """Holds an exclusive flock on `path`; busy after `timeout` seconds of waiting."""
+def file_lock(
+    path: Path, *, timeout: float = 30.0, what: str = "the store", mode: int = 0o644
+) -> Iterator[None]:
+    """Holds an exclusive flock on `path` (made with `mode` when missing); busy after
+    `timeout` seconds of waiting."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
     try:
         deadline = time.monotonic() + timeout
         delay = 0.002

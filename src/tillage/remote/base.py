@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["Remote", "Versioned", "content_token"]
+__all__ = ["Remote", "Versioned", "content_token", "slice_range"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,12 @@ class Remote(Protocol):
         """Returns the bytes under `name`; RemoteMissingError when it is absent."""
         ...
 
+    def get_range(self, name: str, offset: int, length: int) -> bytes:
+        """Returns `length` bytes of `name` from `offset` (a negative offset counts from the
+        end: -n is the last n bytes), fewer when the object ends sooner, none past its end;
+        RemoteMissingError when it is absent. One request: how a pack's blob is read."""
+        ...
+
     def list(self, prefix: str) -> list[str]:
         """Returns every name that starts with `prefix` (a string prefix, not a folder), in
         sorted order."""
@@ -79,3 +85,12 @@ def content_token(data: bytes) -> str:
     """The version token of the memory and directory remotes (and the SSH far side's): the
     BLAKE3 of the content, so two processes reading one version agree without coordination."""
     return blake3(data).hexdigest()
+
+
+def slice_range(data: bytes, offset: int, length: int) -> bytes:
+    """The part of `data` a `get_range(offset, length)` answers (the in-memory transports'
+    and the directory's rule, which every transport keeps)."""
+    if length < 0:
+        raise ValueError(f"a range of {length} bytes")
+    start = max(0, len(data) + offset) if offset < 0 else offset
+    return bytes(data[start : start + length])

@@ -6,7 +6,8 @@ it over the name and fsyncs the folder (platform.fs.atomic_write, INV-1): a cras
 old bytes or the new ones, and at worst a dot-named temporary that is never a name. write_if
 reads, compares and renames under an flock of the name's own dot-named lock file, so two
 processes (or threads, or machines on a share with working locks) racing on one ref cannot both
-win. Version tokens are the content's BLAKE3.
+win. Version tokens are the content's BLAKE3. Files are made 0600 and folders 0700: the sizes and
+times of what a remote holds are its owner's alone.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ __all__ = ["DirectoryRemote"]
 # read-compare-rename, so a wait this long means a stuck process or a share without locks.
 LOCK_WAIT = 30.0
 _ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EISDIR)
+# What it holds is sealed, but its sizes and dates are the owner's business alone.
+FILE_MODE = 0o600
+FOLDER_MODE = 0o700
 
 
 class DirectoryRemote:
@@ -96,7 +100,7 @@ class DirectoryRemote:
         path = self._path(name)
         try:
             self._make_parents(path)
-            atomic_write(path, data)
+            atomic_write(path, data, mode=FILE_MODE)
         except DiskFullError as exc:
             raise RemoteUnavailableError(
                 f"the remote {self.url}: cannot write {name}: no space left on its disk",
@@ -112,6 +116,23 @@ class DirectoryRemote:
         if data is None:
             raise RemoteMissingError(name, self.url)
         return data
+
+    def get_range(self, name: str, offset: int, length: int) -> bytes:
+        """Reads the range from the file (see `Remote.get_range`): one seek and read."""
+        path = self._path(name)
+        if length < 0:
+            raise ValueError(f"a range of {length} bytes")
+        try:
+            with open(path, "rb") as f:
+                if offset < 0:
+                    size = os.fstat(f.fileno()).st_size
+                    offset = max(0, size + offset)
+                f.seek(offset)
+                return f.read(length)
+        except OSError as exc:
+            if exc.errno in _ABSENT:
+                raise RemoteMissingError(name, self.url) from None
+            raise self._unavailable(f"cannot read {name}", exc) from exc
 
     def _read(self, path: Path, name: str) -> bytes | None:
         try:
@@ -196,14 +217,15 @@ class DirectoryRemote:
         try:
             self._make_parents(path)
             lock = path.with_name(f".{path.name}.lock")
-            with file_lock(lock, timeout=LOCK_WAIT, what=f"{name} on the remote {self.url}"):
+            what = f"{name} on the remote {self.url}"
+            with file_lock(lock, timeout=LOCK_WAIT, what=what, mode=FILE_MODE):
                 current = self._read(path, name)
                 if expect is None:
                     if current is not None:
                         return False
                 elif current is None or content_token(current) != expect:
                     return False
-                atomic_write(path, data)
+                atomic_write(path, data, mode=FILE_MODE)
                 return True
         except DiskFullError as exc:
             raise RemoteUnavailableError(
@@ -226,7 +248,7 @@ class DirectoryRemote:
             parent = parent.parent
         for folder in reversed(missing):
             with contextlib.suppress(FileExistsError):
-                os.mkdir(folder, 0o755)
+                os.mkdir(folder, FOLDER_MODE)
             fsync_dir(folder.parent)
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 
 from tillage.platform.names import random_hex
-from tillage.remote.base import Versioned, content_token
+from tillage.remote.base import Versioned, content_token, slice_range
 from tillage.remote.errors import RemoteMissingError
 from tillage.remote.names import check_name, check_prefix
 
@@ -78,6 +78,10 @@ class MemoryRemote:
         if data is None:
             raise RemoteMissingError(name, self.url)
         return data
+
+    def get_range(self, name: str, offset: int, length: int) -> bytes:
+        """Returns the range of `name`'s bytes (see `Remote.get_range`)."""
+        return slice_range(self.get(name), offset, length)
 
     def list(self, prefix: str) -> list[str]:
         """Returns the names starting with `prefix`, sorted."""

@@ -16,6 +16,7 @@ store itself decides which of two racing writers wins; the ETag is the version t
 from __future__ import annotations
 
 import re
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from obstore import PutMode
+    from obstore import GetOptions, PutMode
     from obstore.store import ClientConfig, RetryConfig, S3Credential
 
 __all__ = ["S3Credentials", "S3Location", "S3Remote"]
@@ -67,6 +68,13 @@ RETRY_WINDOW = timedelta(seconds=30)
 # unanswered request); obstore's own retries are off for it (see _write_conditionally).
 CONDITIONAL_ATTEMPTS = 5
 CONDITIONAL_BACKOFF = 0.1
+
+_ENDPOINT_VARIABLES = ("TILLAGE_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+# The stores whose conditional writes this process proved (endpoint, bucket, prefix): each is
+# probed once, before this process's first write to it.
+_PROVEN: set[tuple[str, str, str]] = set()
+_PROVEN_LOCK = threading.Lock()
+_PROBING = threading.local()
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _PREFIX_SEGMENT = re.compile(r"[A-Za-z0-9!_.*'()-]+")
@@ -108,6 +116,7 @@ class S3Location:
     virtual_hosted: bool
     region: str
     allow_http: bool
+    custom: bool = False  # the endpoint came from the environment (not AWS's own)
 
 
 class S3Credentials:
@@ -183,13 +192,37 @@ class S3Remote:
                 ),
                 details={"remote": url},
             )
-        location = S3Location(bucket, prefix, endpoint, virtual_hosted, region, allow_http)
+        custom = any(env.get(v, "").strip() for v in _ENDPOINT_VARIABLES)
+        location = S3Location(bucket, prefix, endpoint, virtual_hosted, region, allow_http, custom)
         credentials = S3Credentials(key_id, secret, env.get("AWS_SESSION_TOKEN"))
         shown = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
         return cls(shown, location, credentials)
 
     def __repr__(self) -> str:
         return f"S3Remote({self.url!r}, endpoint={self.location.endpoint!r})"
+
+    @property
+    def recorded_endpoint(self) -> str | None:
+        """The endpoint to keep with the remote (one the environment named; None for AWS's
+        own, which the bucket and region decide)."""
+        return self.location.endpoint if self.location.custom else None
+
+    def _proven(self) -> None:
+        """Before this process's first write to the store: its conditional writes are proven
+        once (check_conditional_writes), so a store that ignores them is refused before a
+        head can be lost through it, whichever command writes first."""
+        where = (self.location.endpoint, self.location.bucket, self.location.prefix)
+        if where in _PROVEN or getattr(_PROBING, "active", False):
+            return
+        with _PROVEN_LOCK:
+            if where in _PROVEN:
+                return
+            _PROBING.active = True
+            try:
+                self._check_conditional_writes()
+            finally:
+                _PROBING.active = False
+            _PROVEN.add(where)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -257,6 +290,33 @@ class S3Remote:
             raise RemoteMissingError(name, self.url)
         return found.data
 
+    def get_range(self, name: str, offset: int, length: int) -> bytes:
+        """One ranged GET (`Range: bytes=a-b`, or `bytes=-n` for a negative offset); a range
+        past the end is no bytes (S3's 416), a range running past it is cut short."""
+        check_name(name)
+        if length < 0:
+            raise ValueError(f"a range of {length} bytes")
+        if length == 0:
+            self.get_range(name, 0, 1)  # still RemoteMissingError for an absent name
+            return b""
+        options: GetOptions = (
+            {"range": {"suffix": -offset}} if offset < 0 else {"range": (offset, offset + length)}
+        )
+        try:
+            result = obstore.get(self._store, name, options=options)
+            data = bytes(result.bytes())
+        except FileNotFoundError as exc:
+            if _s3_code(exc) == "NoSuchBucket":
+                raise self._failure(exc, f"read {name} from") from None
+            raise RemoteMissingError(name, self.url) from None
+        except (ObstoreError, OSError) as exc:
+            text = str(exc)
+            past_end = _status(exc) == 416 or "InvalidRange" in text or "out of range" in text
+            if past_end and offset >= 0:
+                return b""
+            raise self._failure(exc, f"read {name} from") from None
+        return data[:length]
+
     def read_versioned(self, name: str) -> Versioned | None:
         """Returns `name`'s bytes with their ETag (both from one GET); None when absent."""
         return self._read(name, "read")
@@ -310,6 +370,7 @@ class S3Remote:
         """Stores `data` under `name` in one atomic PUT (in parts above MULTIPART_ABOVE:
         the object appears whole when the upload completes)."""
         check_name(name)
+        self._proven()
         try:
             obstore.put(
                 self._store,
@@ -325,6 +386,7 @@ class S3Remote:
     def delete(self, name: str) -> None:
         """Removes `name`; an absent name is fine (S3 answers it like a present one)."""
         check_name(name)
+        self._proven()
         try:
             obstore.delete(self._store, name)
         except FileNotFoundError as exc:
@@ -340,6 +402,7 @@ class S3Remote:
         the write landed (and this returns True) exactly when it holds `data` — the engine's
         sealed documents carry a random nonce, so no other writer's bytes are equal."""
         check_name(name)
+        self._proven()
         mode: PutMode = "create" if expect is None else {"e_tag": expect}
         unanswered = False
         last: Exception | None = None
@@ -367,6 +430,17 @@ class S3Remote:
         raise self._failure(last, f"write {name} to") from None
 
     def check_conditional_writes(self) -> None:
+        """(Every process runs this once before its first write: see _proven.)"""
+        _PROBING.active = True
+        try:
+            self._check_conditional_writes()
+        finally:
+            _PROBING.active = False
+        where = (self.location.endpoint, self.location.bucket, self.location.prefix)
+        with _PROVEN_LOCK:
+            _PROVEN.add(where)
+
+    def _check_conditional_writes(self) -> None:
         """Proves that this store enforces conditional writes, on a scratch name it removes:
         a second create-only write and a write against a stale ETag must both lose. Some
         S3-compatible servers ignore the headers and overwrite; a sync through one of them
@@ -525,7 +599,7 @@ def _endpoint(
     a custom endpoint (TILLAGE_S3_ENDPOINT, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL) is
     addressed path-style; AWS virtual-hosted (path-style for a dotted bucket, whose name
     would break the TLS certificate's wildcard)."""
-    for variable in ("TILLAGE_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+    for variable in _ENDPOINT_VARIABLES:
         value = env.get(variable, "").strip()
         if value:
             break

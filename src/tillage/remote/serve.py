@@ -110,7 +110,7 @@ def _hello(header: Header, root: str) -> tuple[Remote | None, Reply]:
     try:
         from tillage.remote.directory import DirectoryRemote
 
-        os.makedirs(root, exist_ok=True)
+        os.makedirs(root, mode=0o700, exist_ok=True)
         remote: Remote = DirectoryRemote(root, url=root)
     except Exception as exc:  # a folder it cannot make or open: told to the client
         return None, _failure(exc, f"cannot open {root} on the far side")
@@ -139,6 +139,9 @@ def _dispatch(remote: Remote, op: object, header: Header, payload: bytes) -> Ite
         yield {"ok": True}, b""
     elif op == "get":
         yield {"ok": True}, remote.get(_text(header, "name"))
+    elif op == "get_range":
+        offset, length = _int(header, "offset"), _int(header, "length")
+        yield {"ok": True}, remote.get_range(_text(header, "name"), offset, length)
     elif op == "list":
         yield from _list_frames(remote.list(_text(header, "prefix")))
     elif op == "delete":
@@ -177,6 +180,13 @@ def _text(header: Header, field: str) -> str:
     value = header.get(field)
     if not isinstance(value, str):
         raise FrameError(f"{header.get('op')}: {field} is {value!r}, not a string")
+    return value
+
+
+def _int(header: Header, field: str) -> int:
+    value = header.get(field)
+    if type(value) is not int:
+        raise FrameError(f"{header.get('op')}: {field} is {value!r}, not an integer")
     return value
 
 

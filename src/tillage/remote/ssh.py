@@ -290,6 +290,15 @@ class SshRemote:
         (reply,) = self._call({"op": "get", "name": name})
         return reply[1]
 
+    def get_range(self, name: str, offset: int, length: int) -> bytes:
+        check_name(name)
+        if length < 0:
+            raise ValueError(f"a range of {length} bytes")
+        length = min(length, MAX_PAYLOAD)
+        header: Header = {"op": "get_range", "name": name, "offset": offset, "length": length}
+        (reply,) = self._call(header)
+        return reply[1]
+
     def list(self, prefix: str) -> list[str]:
         check_prefix(prefix)
         names: list[str] = []

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 
-PROTOCOL_VERSION = 1
+# 2: `get_range` (a part of a name: one blob of a pack).
+PROTOCOL_VERSION = 2
 MAX_HEADER = 64 * 1024
 MAX_PAYLOAD = 64 * 1024 * 1024
 # A frame header: JSON values only (str, int, bool, None, lists and objects of them).

@@ -14,11 +14,13 @@ from tillage.features.sync.errors import (
     LeaseExpiredError,
     LeaseHeldError,
     NotARemoteError,
+    OldFormatError,
     PullFirstError,
     RefMissingError,
     RemoteExistsError,
     UnknownRemoteError,
 )
+from tillage.features.sync.repository import RemoteOccupiedError
 from tillage.remote.errors import BadRemoteUrlError, RemoteProtocolError, RemoteUnavailableError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context
@@ -37,6 +39,7 @@ TRANSPORT_ERRORS = (
     RemoteProtocolError,
     BadRemoteUrlError,
     NotARemoteError,
+    OldFormatError,
     IntegrityError,
 )
 
@@ -85,7 +88,8 @@ class RemoteAddResult:
 def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
     from tillage.crypto import RecoveryKey
     from tillage.features.sync import remotes
-    from tillage.features.sync.engine import ensure_config, open_for
+    from tillage.features.sync.engine import open_for
+    from tillage.features.sync.repository import add_place
     from tillage.remote.url import remote_kind
 
     remote_kind(req.url)  # a bad URL is refused before anything else
@@ -110,23 +114,17 @@ def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
             )
     remote = open_for(config, ctx.settings.env, _cwd(ctx))
     try:
-        created = ensure_config(remote, key, create=True)
-        # A store that ignores conditional writes (some S3 look-alikes) could lose a head: one
-        # writer per ref rests on them, so such a store is refused here, before it is used.
-        probe = getattr(remote, "check_conditional_writes", None)
-        if probe is not None:
-            probe()
+        # Probe and look first, write last: a refused add leaves the place as it was.
         url = remote.url
+        endpoint = add_place(remote, key, generated=generated)
     finally:
         remote.close()
-    if generated and not created:
-        # The place holds a remote already: a new key cannot open it.
-        raise IntegrityError(
-            f"{req.url} already holds a tillage remote: give its key with --key",
-        )
     # The transport's own form of the URL: a folder given relative to here is kept absolute,
-    # so the remote is the same place from any folder later.
-    remotes.add(ws.store, ws.id, remotes.RemoteConfig(req.name, url, key, req.remote_till))
+    # so the remote is the same place from any folder later; an S3 endpoint named by the
+    # environment now is recorded, so later processes use this one, whatever theirs says.
+    remotes.add(
+        ws.store, ws.id, remotes.RemoteConfig(req.name, url, key, req.remote_till, endpoint)
+    )
     return RemoteAddResult(
         remote=url, name=req.name, clone_url=url, key=key.hex() if generated else None
     )
@@ -469,7 +467,14 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             request=RemoteAddRequest,
             result=RemoteAddResult,
             cli="remote add",
-            errors=(*TRANSPORT_ERRORS, BadKeyError, RemoteExistsError, InvalidArgumentError),
+            errors=(
+                *TRANSPORT_ERRORS,
+                BadKeyError,
+                RemoteExistsError,
+                RemoteOccupiedError,
+                OldFormatError,
+                InvalidArgumentError,
+            ),
             doc="Add a remote this workspace syncs with: a folder, ssh://[user@]host[:port]/path "
             "or s3://bucket[/prefix]. Everything stored there is encrypted with a 32-byte "
             "recovery key: without --key one is generated and printed once, as `key` — keep "

@@ -40,12 +40,12 @@ def clone(
     config = remotes.RemoteConfig("origin", url, key, remote_till)
     remote = engine.open_for(config, env, str(folder))
     try:  # the key, the ref and every object are checked before anything is made here
-        engine.ensure_config(remote, key, create=False)
-        current = engine.read_ref(remote, key, ref)
+        opened = engine.ensure_config(remote, key, create=False)
+        current = engine.read_ref(remote, opened.key_for_documents, ref)
         if current is None:
             raise RefMissingError(f"nothing was pushed to ref {ref!r} of {url}")
         with Store.open(home) as store, store.sharing():
-            engine.download(store, remote, key, current.snapshot)
+            engine.download(store, remote, opened, current.snapshot)
     finally:
         remote.close()
     target.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,12 @@
 """Sync: a workspace's exact state to a remote and back, encrypted below the transport.
 
-The design is docs/design/sync.md. In short: objects go up bottom-up, sealed under keyed names
-(a tree on the remote means its whole closure is there, so an incremental push descends only
-into what the remote lacks); a ref is one sealed document changed by compare-and-swap under a
-lease; what this machine last synced is a `sync_ref` fact, which decides whether a pull
-fast-forwards or diverged and whether a push would replace someone's newer work.
+The design is docs/design/sync.md. In short: the remote is a repository (repository.py: a
+master key each recovery key's key file opens, a sealed config); objects go up sealed into
+padded packs (packs.py, transfer.py), exactly those the remote's index (remote_index.py) lacks,
+and one index per push names them before the ref moves; a ref is one sealed document changed
+by compare-and-swap under a lease; what this machine last synced is a `sync_ref` fact, which
+decides whether a pull fast-forwards or diverged and whether a push would replace someone's
+newer work.
 """
 
 from __future__ import annotations
@@ -14,32 +16,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tillage.core import codec
-from tillage.core.codec import Kind
 from tillage.crypto import (
     RecoveryKey,
-    key_check,
     name_of,
     open_document,
-    open_object,
     seal_document,
-    seal_object,
-    verify_key_check,
 )
 from tillage.errors import IntegrityError
+from tillage.features.sync import remote_index, repository, transfer
 from tillage.features.sync.errors import (
     LeaseExpiredError,
     LeaseHeldError,
-    NotARemoteError,
     PullFirstError,
     RefMissingError,
 )
 from tillage.features.sync.remotes import RemoteConfig, machine_id
-from tillage.remote.errors import RemoteMissingError
+from tillage.features.sync.repository import Opened
 from tillage.workspace.attach import Workspace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
     from tillage.remote.base import Remote
     from tillage.store.rows import SnapshotRow, SyncRefRow
@@ -49,8 +47,6 @@ DEFAULT_REF = "main"
 CONFIG = "config"
 HISTORY = 1000  # snapshots a ref remembers: a pull fast-forwards from any of them
 LEASE_NS = 10 * 60 * 1_000_000_000
-BATCH = 1000
-PUT_THREADS = 4
 
 
 def sync_timeline(workspace_id: str) -> str:
@@ -68,21 +64,11 @@ def open_for(config: RemoteConfig, env: Mapping[str, str], cwd: str) -> Remote:
     return open_remote(config.url, config.env(dict(env)), cwd)
 
 
-def ensure_config(remote: Remote, key: RecoveryKey, *, create: bool) -> bool:
-    """Checks the remote's key check (a wrong key is `integrity`, told first); with `create`,
-    makes it on an empty remote. True when it was created now."""
-    try:
-        data = remote.get(CONFIG)
-    except RemoteMissingError:
-        if not create:
-            raise NotARemoteError(
-                f"{remote.url} holds no tillage remote (no key check at its root)"
-            ) from None
-        if remote.write_if(CONFIG, key_check(key), None):
-            return True
-        data = remote.get(CONFIG)  # another machine made it first: it must be our key
-    verify_key_check(key, data)
-    return False
+def ensure_config(remote: Remote, key: RecoveryKey, *, create: bool) -> Opened:
+    """Opens the remote with the recovery key (a wrong key is `integrity`, told first); with
+    `create`, makes it in an empty place (features/sync/repository.py). Refs and leases take
+    their key from the answer: `opened.key_for_documents`."""
+    return repository.ensure(remote, key, create_missing=create)[0]
 
 
 @dataclass(frozen=True)
@@ -179,13 +165,6 @@ class Lease:
 # -- objects ------------------------------------------------------------------------------------
 
 
-def _children(store: Store, object_id: bytes, kind: int) -> list[tuple[bytes, int]]:
-    """The objects a stored object reaches directly (codec.children; a chunk is not read)."""
-    if kind == Kind.CHUNK:
-        return []
-    return codec.children(store.read(object_id), kind)
-
-
 @dataclass(frozen=True)
 class Pushed:
     uploaded_objects: int
@@ -193,137 +172,32 @@ class Pushed:
     uploaded_bytes: int
 
 
+def _index_cache(store: Store, opened: Opened) -> Path:
+    return remote_index.cache_folder(store.home, opened.repo)
+
+
 def upload(
     store: Store,
     remote: Remote,
-    key: RecoveryKey,
+    opened: Opened,
     snapshot_id: str,
     keep: Callable[[], None] | None = None,
 ) -> Pushed:
-    """Sends a snapshot's closure, bottom-up: what the remote lacks, children before parents,
-    so a tree there means everything below it is there too."""
-
-    def name(oid: bytes) -> str:
-        return name_of(key, "object", oid.hex())
-
-    missing: dict[bytes, list[bytes]] = {}  # an object the remote lacks -> its children
-    seen: set[bytes] = set()
-    reused = 0
-    root = bytes.fromhex(snapshot_id)
-    level = [(root, int(Kind.SNAPSHOT))]
-    while level:
-        fresh = [(oid, kind) for oid, kind in level if oid not in seen]
-        seen.update(oid for oid, _k in fresh)
-        present: set[str] = set()
-        for start in range(0, len(fresh), BATCH):
-            present |= remote.exists([name(oid) for oid, _k in fresh[start : start + BATCH]])
-        nxt: list[tuple[bytes, int]] = []
-        for oid, kind in fresh:
-            if name(oid) in present:
-                reused += 1  # with everything below it
-                continue
-            children = _children(store, oid, kind)
-            missing[oid] = [child for child, _k in children]
-            nxt.extend(children)
-        level = nxt
-    sent = 0
-    from concurrent.futures import ThreadPoolExecutor
-
-    def send(oid: bytes) -> int:
-        sealed = seal_object(key, oid, store.read_record(oid))
-        remote.put(name(oid), sealed)
-        return len(sealed)
-
-    # Wave by wave (every object after all it reaches), several puts at once within a wave:
-    # a remote's puts are mostly waiting (a durable file, a request), and the order that keeps
-    # a cut push harmless holds between waves.
-    with ThreadPoolExecutor(PUT_THREADS, thread_name_prefix="tillage-push") as pool:
-        for wave in _waves(_children_first(root, missing), missing):
-            sent += sum(pool.map(send, wave))
-            if keep is not None:
-                keep()
-    return Pushed(len(missing), reused, sent)
+    """Sends what the remote's index lacks of a snapshot's closure, in packs, then the index
+    that names them (features/sync/transfer.py): durable before the ref can name them."""
+    sent = transfer.send(
+        store, remote, opened.master, snapshot_id, _index_cache(store, opened), keep
+    )
+    return Pushed(sent.objects, sent.reused, sent.bytes)
 
 
-def _waves(order: list[bytes], missing: dict[bytes, list[bytes]]) -> list[list[bytes]]:
-    """`order` (children first) cut into waves by height: an object's wave comes after the
-    waves of every missing object below it."""
-    height: dict[bytes, int] = {}
-    for oid in order:
-        below = [height[c] for c in missing[oid] if c in height]
-        height[oid] = 1 + max(below) if below else 0
-    waves: list[list[bytes]] = [[] for _ in range(max(height.values(), default=-1) + 1)]
-    for oid in order:
-        waves[height[oid]].append(oid)
-    return waves
-
-
-def _children_first(root: bytes, missing: dict[bytes, list[bytes]]) -> list[bytes]:
-    """The objects to send, each after every missing object below it (an iterative post-order:
-    a push cut anywhere never leaves a tree on the remote without what it reaches, since the
-    next push trusts a tree it finds there)."""
-    order: list[bytes] = []
-    done: set[bytes] = set()
-    if root not in missing:
-        return order
-    stack: list[tuple[bytes, int]] = [(root, 0)]
-    while stack:
-        oid, i = stack.pop()
-        children = missing[oid]
-        while i < len(children) and (children[i] in done or children[i] not in missing):
-            i += 1
-        if i < len(children):
-            stack.append((oid, i + 1))
-            child = children[i]
-            done.add(child)  # entered now; it is emitted after its own children
-            stack.append((child, 0))
-            continue
-        order.append(oid)
-    return order
-
-
-def download(store: Store, remote: Remote, key: RecoveryKey, snapshot_id: str) -> tuple[int, int]:
-    """Fetches what the local store lacks of a snapshot's closure, each object opened and
-    proven against its ID before it is written; any failure discards everything fetched
-    (nothing is written locally). Returns (objects, bytes) fetched."""
-    from tillage.store.packs import decode_record
-
-    fetched = 0
-    size = 0
-    with store.writer() as writer:
-        level = [(bytes.fromhex(snapshot_id), int(Kind.SNAPSHOT))]
-        seen: set[bytes] = set()
-        while level:
-            fresh = [(oid, kind) for oid, kind in level if oid not in seen]
-            seen.update(oid for oid, _k in fresh)
-            local = store.locations([oid for oid, _k in fresh])
-            nxt: list[tuple[bytes, int]] = []
-            for oid, kind in fresh:
-                if oid not in local:
-                    try:
-                        data = remote.get(name_of(key, "object", oid.hex()))
-                    except RemoteMissingError:
-                        raise IntegrityError(
-                            f"the remote lacks object {oid.hex()[:12]} of snapshot "
-                            f"{snapshot_id[:12]}",
-                            next_step="push again from a machine that holds that snapshot "
-                            "(a push sends what the remote lacks); this store is unchanged",
-                        ) from None
-                    record = open_object(key, oid, data)
-                    got_kind, _id, raw = decode_record(record, oid)
-                    if got_kind != kind:
-                        raise IntegrityError(f"object {oid.hex()[:12]} is not what it names")
-                    writer.put(got_kind, oid, raw)
-                    fetched += 1
-                    size += len(data)
-                    if kind in (Kind.SNAPSHOT, Kind.TREE, Kind.BLOB):
-                        nxt.extend(codec.children(raw, kind))
-                    continue
-                if kind in (Kind.SNAPSHOT, Kind.TREE, Kind.BLOB):
-                    nxt.extend(_children(store, oid, kind))
-            level = nxt
-        writer.commit()  # INV-2: durable before anything names it
-    return fetched, size
+def download(store: Store, remote: Remote, opened: Opened, snapshot_id: str) -> tuple[int, int]:
+    """Fetches what the local store lacks of a snapshot's closure from the remote's packs,
+    each object opened and proven against its ID before it is written; any failure discards
+    everything fetched (nothing is written locally). Returns (objects, bytes) fetched."""
+    index = remote_index.load(remote, opened.master, _index_cache(store, opened))
+    source = transfer.BlobSource(remote, opened.master, index)
+    return transfer.fetch_closure(store, source, snapshot_id)
 
 
 # -- push and pull ------------------------------------------------------------------------------
@@ -375,11 +249,12 @@ def push(
     ).row
     remote = open_for(config, env, cwd)
     try:
-        ensure_config(remote, config.key, create=True)
-        lease = Lease(remote, config.key, ref, machine_id(store), lease_ns(env))
+        opened = ensure_config(remote, config.key, create=True)
+        key = opened.key_for_documents  # refs and leases: under the master key
+        lease = Lease(remote, key, ref, machine_id(store), lease_ns(env))
         lease.acquire(takeover=takeover)
         try:
-            current = read_ref(remote, config.key, ref)
+            current = read_ref(remote, key, ref)
             last = store.sync_ref(ws.id, config.name, ref)
             if _nothing_new(store, head, current, last):
                 # The folder is what was last synced: moving the ref to this machine's twin of
@@ -393,9 +268,9 @@ def push(
                         "this machine has not pulled"
                     )
             with store.sharing():
-                pushed = upload(store, remote, config.key, head.id, lease.keep)
+                pushed = upload(store, remote, opened, head.id, lease.keep)
             history = [head.id, *(h for h in (current.history if current else ()) if h != head.id)]
-            name = name_of(config.key, "ref", ref)
+            name = name_of(key, "ref", ref)
             doc = {
                 "ref": ref,
                 "snapshot": head.id,
@@ -404,7 +279,7 @@ def push(
                 "pushed_ns": time.time_ns(),
             }
             if not remote.write_if(
-                name, seal_document(config.key, name, doc), current.token if current else None
+                name, seal_document(key, name, doc), current.token if current else None
             ):
                 raise PullFirstError(f"another push to ref {ref!r} landed first")
             _record(store, ws, config, ref, head.id, head.id)
@@ -464,8 +339,8 @@ def pull(
     store = ws.store
     remote = open_for(config, env, cwd)
     try:
-        ensure_config(remote, config.key, create=False)
-        current = read_ref(remote, config.key, ref)
+        opened = ensure_config(remote, config.key, create=False)
+        current = read_ref(remote, opened.key_for_documents, ref)
         if current is None:
             raise RefMissingError(f"nothing was pushed to ref {ref!r} of {config.name}")
         last = store.sync_ref(ws.id, config.name, ref)
@@ -473,7 +348,7 @@ def pull(
         if last is not None and last.snapshot == incoming:
             return PullOutcome("up_to_date", store.head(ws.id), incoming, 0, 0)
         with store.sharing():
-            fetched, size = download(store, remote, config.key, incoming)
+            fetched, size = download(store, remote, opened, incoming)
             _publish_incoming(store, ws, incoming, last.snapshot if last else None)
     finally:
         remote.close()

@@ -11,6 +11,7 @@ __all__ = [
     "LeaseExpiredError",
     "LeaseHeldError",
     "NotARemoteError",
+    "OldFormatError",
     "PullFirstError",
     "RefMissingError",
     "RemoteExistsError",
@@ -75,3 +76,17 @@ class NotARemoteError(TillageError):
     name = "sync.not_a_remote"
     module = "sync"
     next_step = "give the URL `till remote add` printed, or an empty place for a new remote"
+
+
+class OldFormatError(TillageError):
+    """The remote was written in storage format 1 (one object per file, readable by its
+    sizes and counts), which this tillage neither reads nor writes. Nothing was changed."""
+
+    code = -32296
+    name = "sync.old_format"
+    module = "sync"
+    next_step = (
+        "push to a new place in format 2: `till remote add NEW-PLACE --name NEW`, then "
+        "`till sync --push --remote NEW` from a machine that holds the work (and clone from "
+        "there); remove the old place once every machine moved"
+    )

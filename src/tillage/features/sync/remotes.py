@@ -34,11 +34,19 @@ class RemoteConfig:
     url: str
     key: RecoveryKey
     remote_till: str | None = None
+    # The S3 endpoint the environment named at `remote add`: every later process uses it,
+    # whatever its own environment says (a push must reach the store the add probed).
+    endpoint: str | None = None
 
     def env(self, env: dict[str, str]) -> dict[str, str]:
-        """The environment its transport opens with (`--remote-till` wins over the variable)."""
+        """The environment its transport opens with (`--remote-till` wins over the variable;
+        the recorded endpoint over the environment's)."""
         if self.remote_till:
-            return {**env, "TILLAGE_REMOTE_TILL": self.remote_till}
+            env = {**env, "TILLAGE_REMOTE_TILL": self.remote_till}
+        if self.endpoint:
+            env = {**env, "TILLAGE_S3_ENDPOINT": self.endpoint}
+            if self.endpoint.startswith("http://"):
+                env["TILLAGE_S3_ALLOW_HTTP"] = "1"  # allowed when the remote was added
         return env
 
 
@@ -59,7 +67,13 @@ def load(store: Store, workspace_id: str) -> list[RemoteConfig]:
     except FileNotFoundError:
         return []
     return [
-        RemoteConfig(r["name"], r["url"], RecoveryKey.from_hex(r["key"]), r.get("remote_till"))
+        RemoteConfig(
+            r["name"],
+            r["url"],
+            RecoveryKey.from_hex(r["key"]),
+            r.get("remote_till"),
+            r.get("endpoint"),
+        )
         for r in doc.get("remotes", [])
     ]
 
@@ -89,14 +103,38 @@ def add(store: Store, workspace_id: str, config: RemoteConfig) -> bool:
                     f"this workspace already has a remote called {config.name!r} ({remote.url})"
                 )
         remotes.append(config)
-        doc = {
-            "remotes": [
-                {"name": r.name, "url": r.url, "key": r.key.hex(), "remote_till": r.remote_till}
-                for r in remotes
-            ]
-        }
-        atomic_write(_path(store, workspace_id), json.dumps(doc).encode(), mode=0o600)
+        _save(store, workspace_id, remotes)
         return True
+
+
+def _save(store: Store, workspace_id: str, remotes: list[RemoteConfig]) -> None:
+    doc = {
+        "remotes": [
+            {
+                "name": r.name,
+                "url": r.url,
+                "key": r.key.hex(),
+                "remote_till": r.remote_till,
+                "endpoint": r.endpoint,
+            }
+            for r in remotes
+        ]
+    }
+    atomic_write(_path(store, workspace_id), json.dumps(doc).encode(), mode=0o600)
+
+
+def replace_key(store: Store, workspace_id: str, name: str, key: RecoveryKey) -> RemoteConfig:
+    """Records a remote's new recovery key (after `remote rekey` proved it opens it)."""
+    import dataclasses
+
+    with file_lock(store.locks_dir / f"remotes-{workspace_id}.lock", what="the remotes"):
+        remotes = load(store, workspace_id)
+        for i, remote in enumerate(remotes):
+            if remote.name == name:
+                remotes[i] = dataclasses.replace(remote, key=key)
+                _save(store, workspace_id, remotes)
+                return remotes[i]
+    raise UnknownRemoteError(f"this workspace has no remote called {name!r}")
 
 
 def machine_id(store: Store) -> str:

@@ -89,12 +89,13 @@ def work(
         with store.sharing():  # INV-14: what is fetched is published before a gc may look
             remote = engine.open_for(config, env, cwd)
             try:
-                engine.ensure_config(remote, config.key, create=False)
-                found = engine.read_ref(remote, config.key, in_ref)
+                opened = engine.ensure_config(remote, config.key, create=False)
+                key = opened.key_for_documents
+                found = engine.read_ref(remote, key, in_ref)
                 if found is None:
                     raise RefMissingError(f"nothing was pushed to ref {in_ref!r} of {config.url}")
-                prior = engine.read_ref(remote, config.key, out_ref)
-                engine.download(store, remote, config.key, found.snapshot)
+                prior = engine.read_ref(remote, key, out_ref)
+                engine.download(store, remote, opened, found.snapshot)
             finally:
                 remote.close()
             input_id = found.snapshot
