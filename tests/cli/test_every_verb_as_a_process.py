@@ -68,7 +68,10 @@ STORIES = {
         "session changelog", "session revert", "session end", "session cleanup",
         "project hydrate", "project flush", "retention", "budget", "gc",
     },
-    "sync": {"remote add", "remote list", "sync", "clone", "work", "remote-serve", "mcp"},
+    "sync": {
+        "remote add", "remote list", "sync", "clone", "work", "remote-serve", "mcp",
+        "remote check", "remote repair", "remote rekey",
+    },
 }  # fmt: skip
 
 
@@ -176,6 +179,9 @@ def test_the_sync_verbs_and_the_serving_doors(story: Story, tmp_path: Path) -> N
     assert story("sync", "--pull", cwd=Path(clone["workspace"]))["disposition"] == "up_to_date"
     work = story("work", "--remote", str(remote), "--key", key, "--result-ref", "ci", "--", "true")
     assert work["exit_code"] == 0 and work["input"] == pushed
+    assert story("remote check", "--read-data")["ok"] is True
+    assert story("remote repair")["ok"] is True
+    assert len(story("remote rekey")["key"]) == 64
     assert story("remote-serve", "--stdio", str(remote)) is None  # stdin closed: it ends
     assert story("mcp") is None  # an MCP server on stdio, until stdin closes
     assert story("mcp", "--list")["attached"] is True

@@ -153,3 +153,6 @@ def machines(
         return a, b
 
     return make
+
+
+from tests.remote.s3_proxy import s3_proxy  # noqa: E402, F401  (the counting S3 proxy)

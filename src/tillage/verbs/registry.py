@@ -35,6 +35,7 @@ VERB_MODULES = (
     "tillage.verbs.project",
     "tillage.verbs.lifecycle",
     "tillage.verbs.sync",
+    "tillage.verbs.remote",
     "tillage.verbs.estimate",
     "tillage.verbs.remote_serve",
 )
@@ -93,6 +94,9 @@ COMMANDS = {
     "budget": "tillage.verbs.lifecycle",
     "remote add": "tillage.verbs.sync",
     "remote list": "tillage.verbs.sync",
+    "remote check": "tillage.verbs.remote",
+    "remote repair": "tillage.verbs.remote",
+    "remote rekey": "tillage.verbs.remote",
     "sync": "tillage.verbs.sync",
     "clone": "tillage.verbs.sync",
     "work": "tillage.verbs.sync",

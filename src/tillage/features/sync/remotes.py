@@ -92,16 +92,24 @@ def find(store: Store, workspace_id: str, name: str | None) -> RemoteConfig:
 
 
 def add(store: Store, workspace_id: str, config: RemoteConfig) -> bool:
-    """Records a remote; False when the same one (name and URL) was there already."""
+    """Records a remote; False when the same one was there already. The same name and URL
+    with another key (the remote was rekeyed on another machine) replaces the key: the caller
+    has proven that it opens the remote."""
     with file_lock(store.locks_dir / f"remotes-{workspace_id}.lock", what="the remotes"):
         remotes = load(store, workspace_id)
-        for remote in remotes:
+        for i, remote in enumerate(remotes):
             if remote.name == config.name:
-                if remote.url == config.url and remote.key == config.key:
+                if remote.url != config.url:
+                    raise RemoteExistsError(
+                        f"this workspace already has a remote called {config.name!r} ({remote.url})"
+                    )
+                if remote == config:
                     return False
-                raise RemoteExistsError(
-                    f"this workspace already has a remote called {config.name!r} ({remote.url})"
-                )
+                # The same remote with a new key (it was rekeyed elsewhere; the caller proved
+                # the key opens it) or a new endpoint: recorded in place.
+                remotes[i] = config
+                _save(store, workspace_id, remotes)
+                return True
         remotes.append(config)
         _save(store, workspace_id, remotes)
         return True
