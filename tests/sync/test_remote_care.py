@@ -277,3 +277,70 @@ def test_a_clone_and_a_pull_over_s3_make_requests_by_the_pack_not_by_the_file(
     assert pulled["disposition"] == "fast_forwarded" and pulled["fetched_objects"] >= 10
     assert s3_proxy.counts["GET"] < 12, s3_proxy.counts
     assert manifest(b.cwd / "c") == manifest(folder)
+
+
+# -- what the remote's objects tell --------------------------------------------------------------
+
+
+def test_no_remote_object_has_the_size_of_a_sealed_file_and_counts_say_nothing_of_files(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    from tillage.crypto import OVERHEAD
+    from tillage.features.sync.transfer import closure
+    from tillage.store.store import Store
+
+    a, _b = machines(dir_site)
+    sizes = [300_000, 123_457, 4_096, 77, 1 << 20]
+    for i, size in enumerate(sizes):  # a "known file" of each size, incompressible
+        (folder / f"known-{i}.bin").write_bytes(random.Random(i).randbytes(size))
+    for d in range(2_000):  # 20,000 files in 2,000 folders
+        (folder / "many" / f"d{d:04d}").mkdir(parents=True)
+        for i in range(10):
+            (folder / "many" / f"d{d:04d}" / f"f{i}.txt").write_text(f"{d} {i}\n")
+    a.json("watch", "--no-daemon")
+    a.json("remote", "add", dir_site.url)
+    pushed = a.json("sync", "--push")
+    assert pushed["uploaded_objects"] > 22_000
+    stored = {k: len(v) for k, v in dir_site.stored().items() if "/." not in k}
+    # A few packs and one index: the object count is not the file count (22,000+ objects).
+    assert len([k for k in stored if "/packs/" in k]) <= 4, sorted(stored)
+    assert len(stored) <= 10, sorted(stored)
+    with Store.open(a.home) as store:
+        sealed = {
+            len(store.read_record(oid)) + OVERHEAD
+            for oid, _kind in closure(store, pushed["snapshot"]["id"])
+        }
+    assert not sealed & set(stored.values()), sorted(sealed & set(stored.values()))
+    # Owner-only, everywhere on the remote.
+    root = Path(dir_site.url)
+    for path in [root, *root.rglob("*")]:
+        mode = path.stat().st_mode & 0o777
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+
+
+def test_a_format_1_remote_is_refused_with_the_way_out(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    from tillage.crypto import RecoveryKey, key_check, name_of
+
+    a, b = machines(dir_site)
+    key = RecoveryKey.generate()
+    root = Path(dir_site.url)
+    root.mkdir()
+    (root / "config").write_bytes(key_check(key))  # what tillage before format 2 wrote
+    name = name_of(key, "object", "ab" * 32)
+    (root / name).parent.mkdir(parents=True)
+    (root / name).write_bytes(b"an old object")
+    before = files_below(root)
+    (folder / "x.txt").write_text("x\n")
+    a.json("watch", "--no-daemon")
+    for run in (
+        a("--json", "remote", "add", dir_site.url, "--key", key.hex()),
+        b("--json", "clone", dir_site.url, "c", "--key", key.hex()),
+    ):
+        assert run.code == 1 and run.error["name"] == "sync.old_format", run.stdout
+        assert run.error["code"] == -32296
+        assert "till remote add" in run.error["next"] and "push" in run.error["next"]
+    assert files_below(root) == before and not (b.cwd / "c").exists()
+    wrong = a("--json", "remote", "add", dir_site.url, "--key", "0f" * 32)
+    assert wrong.code == 1 and wrong.error["name"] == "integrity", wrong.stdout
