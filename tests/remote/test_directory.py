@@ -198,7 +198,7 @@ def test_a_full_disk_is_unavailable_and_says_so(
 def test_another_failure_of_the_file_system_is_unavailable_with_its_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(path: Path, data: bytes) -> None:
+    def broken(path: Path, data: bytes, **_options: object) -> None:
         raise OSError(errno.EIO, "Input/output error", str(path))
 
     remote = DirectoryRemote(tmp_path)
