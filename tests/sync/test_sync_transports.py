@@ -136,6 +136,11 @@ def test_the_whole_round_over_each_transport(site: Site, machines: Machines, fol
     kinds = {remote_kind(key) for key in stored}
     assert {"config", "keys", "packs", "index", "refs", "leases"} <= kinds, kinds
     assert len([k for k in stored if remote_kind(k) == "packs"]) < cold["uploaded_objects"]
+    if site.kind in ("directory", "ssh"):  # a folder here or on the far side: owner-only
+        for path in stored:
+            if remote_kind(path) != "other":
+                assert os.stat(path).st_mode & 0o777 == 0o600, path
+                assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700, path
     snapshots = [first, delta["snapshot"]["id"], landed["snapshot"]["id"]]
     needles = [
         CANARY,

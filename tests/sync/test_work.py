@@ -48,10 +48,8 @@ def head_of(remote: Path, key: str, ref: str) -> tuple[str, codec.SnapshotRecord
     state = read_ref(store, opened.key_for_documents, ref)
     assert state is not None
     source = BlobSource(store, opened.master, remote_index.load(store, opened.master, None))
-    ((_oid, _kind, raw, _size),) = source.fetch(
-        [(bytes.fromhex(state.snapshot), codec.Kind.SNAPSHOT)], "the ref's head"
-    )
-    return state.snapshot, codec.decode_snapshot(raw), list(state.history)
+    (got,) = source.fetch([(bytes.fromhex(state.snapshot), codec.Kind.SNAPSHOT)], "the head")
+    return state.snapshot, codec.decode_snapshot(got.raw), list(state.history)
 
 
 def leftovers(tmp: Path) -> list[str]:

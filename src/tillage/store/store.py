@@ -664,11 +664,15 @@ def _is_read_only_failure(exc: BaseException) -> bool:
     return "readonly" in text or "read-only" in text or "unable to open" in text
 
 
-Pending = tuple[int, bytes, bytes]  # kind, id, raw bytes
+# kind, id, raw bytes (or a whole record already encoded), the raw size, whether encoded
+Pending = tuple[int, bytes, bytes, int, bool]
 
 
 def _encode_batch(batch: list[Pending]) -> list[bytes]:
-    return [encode_record(kind, object_id, raw) for kind, object_id, raw in batch]
+    return [
+        data if encoded else encode_record(kind, object_id, data)
+        for kind, object_id, data, _size, encoded in batch
+    ]
 
 
 class ObjectWriter:
@@ -706,12 +710,21 @@ class ObjectWriter:
         Whether it does is asked once per batch, not once per object: a source tree is
         thousands of small objects.
         """
+        data = bytes(raw)
+        self._queue((kind, object_id, data, len(data), False))
+
+    def put_record(self, kind: int, object_id: bytes, record: bytes, raw_size: int) -> None:
+        """Stores a whole record the caller has proven (`packs.decode_record` against
+        `object_id`) as it is, without compressing it again: what a pull fetched."""
+        self._queue((kind, object_id, record, raw_size, True))
+
+    def _queue(self, pending: Pending) -> None:
+        object_id = pending[1]
         if object_id in self._seen:
             return
         self._seen.add(object_id)
-        data = bytes(raw)
-        self._batch.append((kind, object_id, data))
-        self._batch_bytes += len(data)
+        self._batch.append(pending)
+        self._batch_bytes += len(pending[2])
         if self._batch_bytes >= self.BATCH_BYTES or len(self._batch) >= self.BATCH_COUNT:
             self._submit()
 
@@ -719,7 +732,7 @@ class ObjectWriter:
         if not self._batch:
             return
         batch, self._batch, self._batch_bytes = self._batch, [], 0
-        stored = self.store.locations([object_id for _k, object_id, _d in batch])
+        stored = self.store.locations([p[1] for p in batch])
         batch = [p for p in batch if p[1] not in stored or not self._intact(p[1], stored[p[1]])]
         if not batch:
             return
@@ -734,9 +747,11 @@ class ObjectWriter:
     def _drain(self, n: int | None = None) -> None:
         while self._inflight and (n is None or n > 0):
             batch, future = self._inflight.popleft()
-            for (kind, object_id, raw), record in zip(batch, future.result(), strict=True):
+            for (kind, object_id, _data, size, _e), record in zip(
+                batch, future.result(), strict=True
+            ):
                 loc = self._current_pack().append(record)
-                self._rows.append((object_id, kind, loc.pack, loc.offset, loc.length, len(raw)))
+                self._rows.append((object_id, kind, loc.pack, loc.offset, loc.length, size))
             if n is not None:
                 n -= 1
 

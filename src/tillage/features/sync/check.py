@@ -198,15 +198,15 @@ def _walk(
                 from_remote.append((oid, kind))
         what = f"snapshot {snapshot_id[:12]}"
         try:  # the level at once (a few ranged reads a pack), then one by one to tell which
-            got = {oid: raw for oid, _k, raw, _n in source.fetch(from_remote, what)}
+            got = {f.id: f.raw for f in source.fetch(from_remote, what)}
         except IntegrityError:
             got = {}
             for oid, kind in from_remote:
                 try:
-                    ((_o, _k, one, _n),) = source.fetch([(oid, kind)], what)
+                    (one,) = source.fetch([(oid, kind)], what)
                 except IntegrityError:
                     continue
-                got[oid] = one
+                got[oid] = one.raw
         for oid, kind in from_remote:
             found = got.get(oid)
             if found is not None:

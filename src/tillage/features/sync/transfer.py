@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from tillage.remote.base import Remote
     from tillage.store.store import Store
 
-__all__ = ["BlobSource", "Sent", "closure", "fetch_closure", "send", "send_objects"]
+__all__ = ["BlobSource", "Fetched", "Sent", "closure", "fetch_closure", "send", "send_objects"]
 
 PUT_THREADS = 4
 GET_THREADS = 8
@@ -71,6 +71,17 @@ def closure(store: Store, snapshot_id: str) -> list[tuple[bytes, int]]:
                 seen.add(child[0])
                 out.append(child)
     return out
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One blob read from the remote, opened and proven: its record as the store keeps it."""
+
+    id: bytes
+    kind: int
+    raw: bytes
+    sealed: int  # its size on the remote
+    record: bytes
 
 
 @dataclass(frozen=True)
@@ -180,11 +191,9 @@ class BlobSource:
             )
         return found
 
-    def fetch(
-        self, wanted: list[tuple[bytes, int]], what: str
-    ) -> Iterator[tuple[bytes, int, bytes, int]]:
-        """Yields (ID, kind, raw bytes, sealed size) of every wanted blob, in no set order;
-        IntegrityError when one is missing, damaged or not the kind its parent names."""
+    def fetch(self, wanted: list[tuple[bytes, int]], what: str) -> Iterator[Fetched]:
+        """Yields every wanted blob (opened and proven), in no set order; IntegrityError when
+        one is missing, damaged or not the kind its parent names."""
         from tillage.store.packs import decode_record
 
         by_pack: dict[str, list[tuple[bytes, int, Located]]] = {}
@@ -197,12 +206,12 @@ class BlobSource:
             where = self.locate(oid, what)
             by_pack.setdefault(where.pack, []).append((oid, kind, where))
 
-        def opened(oid: bytes, kind: int, sealed: bytes) -> tuple[bytes, int, bytes, int]:
+        def opened(oid: bytes, kind: int, sealed: bytes) -> Fetched:
             record = open_object(self.master, oid, sealed)
             got, _id, raw = decode_record(record, oid)
             if got != kind:
                 raise IntegrityError(f"object {oid.hex()[:12]} is not what it names")
-            return oid, kind, raw, len(sealed)
+            return Fetched(oid, kind, raw, len(sealed), record)
 
         for oid, kind, sealed in ready:
             yield opened(oid, kind, sealed)
@@ -223,12 +232,12 @@ class BlobSource:
         self,
         pack: str,
         items: list[tuple[bytes, int, Located]],
-        opened: Callable[[bytes, int, bytes], tuple[bytes, int, bytes, int]],
-    ) -> list[tuple[bytes, int, bytes, int]]:
+        opened: Callable[[bytes, int, bytes], Fetched],
+    ) -> list[Fetched]:
         info = self.index.packs[pack]
         items.sort(key=lambda item: item[2].offset)
         wanted_bytes = sum(where.length for _o, _k, where in items)
-        out: list[tuple[bytes, int, bytes, int]] = []
+        out: list[Fetched] = []
         try:
             if wanted_bytes >= WHOLE_SHARE * info.size:
                 body = self.remote.get(pack)
@@ -308,15 +317,15 @@ def fetch_closure(store: Store, source: BlobSource, snapshot_id: str) -> tuple[i
                     chunks.append((oid, kind))
                 else:
                     need.append((oid, kind))
-            for oid, kind, raw, sealed in source.fetch(need, what):
-                writer.put(kind, oid, raw)
+            for got in source.fetch(need, what):
+                writer.put_record(got.kind, got.id, got.record, len(got.raw))
                 fetched += 1
-                size += sealed
-                nxt.extend(codec.children(raw, kind))
+                size += got.sealed
+                nxt.extend(codec.children(got.raw, got.kind))
             level = nxt
-        for oid, kind, raw, sealed in source.fetch(chunks, what):
-            writer.put(kind, oid, raw)
+        for got in source.fetch(chunks, what):
+            writer.put_record(got.kind, got.id, got.record, len(got.raw))
             fetched += 1
-            size += sealed
+            size += got.sealed
         writer.commit()  # INV-2: durable before anything names it
     return fetched, size
