@@ -99,6 +99,16 @@ def encode_record(kind: int, object_id: bytes, raw: bytes | memoryview) -> bytes
     return b"".join((header, packed, _CRC.pack(crc)))
 
 
+# An ObjectWriter's queued object: kind, ID, raw bytes (or its whole record, already encoded and
+# proven), the raw size, whether it is encoded.
+Pending = tuple[int, bytes, bytes, int, bool]
+
+
+def encode_batch(batch: list[Pending]) -> list[bytes]:
+    """The records of a batch (what is encoded already passes as it is)."""
+    return [data if done else encode_record(kind, oid, data) for kind, oid, data, _n, done in batch]
+
+
 def decode_record(data: bytes, expect_id: bytes | None = None) -> tuple[int, bytes, bytes]:
     """Returns (kind, id, raw bytes) of one whole record, proving its CRC and its ID."""
     if len(data) < HEADER_SIZE + TRAILER_SIZE:

@@ -28,7 +28,8 @@ from tillage.store.packs import (
     Location,
     PackReader,
     PackWriter,
-    encode_record,
+    Pending,
+    encode_batch,
     iter_packs,
     scan_pack,
 )
@@ -664,17 +665,6 @@ def _is_read_only_failure(exc: BaseException) -> bool:
     return "readonly" in text or "read-only" in text or "unable to open" in text
 
 
-# kind, id, raw bytes (or a whole record already encoded), the raw size, whether encoded
-Pending = tuple[int, bytes, bytes, int, bool]
-
-
-def _encode_batch(batch: list[Pending]) -> list[bytes]:
-    return [
-        data if encoded else encode_record(kind, object_id, data)
-        for kind, object_id, data, _size, encoded in batch
-    ]
-
-
 class ObjectWriter:
     """Writes new objects into this writer's own pack; nothing is referenced before `commit`.
 
@@ -710,19 +700,16 @@ class ObjectWriter:
         Whether it does is asked once per batch, not once per object: a source tree is
         thousands of small objects.
         """
-        data = bytes(raw)
-        self._queue((kind, object_id, data, len(data), False))
+        self._queue((kind, object_id, bytes(raw), len(raw), False))
 
     def put_record(self, kind: int, object_id: bytes, record: bytes, raw_size: int) -> None:
-        """Stores a whole record the caller has proven (`packs.decode_record` against
-        `object_id`) as it is, without compressing it again: what a pull fetched."""
+        """Stores a record the caller proved (decode_record) as it is: not compressed again."""
         self._queue((kind, object_id, record, raw_size, True))
 
     def _queue(self, pending: Pending) -> None:
-        object_id = pending[1]
-        if object_id in self._seen:
+        if pending[1] in self._seen:
             return
-        self._seen.add(object_id)
+        self._seen.add(pending[1])
         self._batch.append(pending)
         self._batch_bytes += len(pending[2])
         if self._batch_bytes >= self.BATCH_BYTES or len(self._batch) >= self.BATCH_COUNT:
@@ -740,16 +727,14 @@ class ObjectWriter:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tillage-zstd")
-        self._inflight.append((batch, self._pool.submit(_encode_batch, batch)))
+        self._inflight.append((batch, self._pool.submit(encode_batch, batch)))
         if len(self._inflight) > self.WINDOW:
             self._drain(1)
 
     def _drain(self, n: int | None = None) -> None:
         while self._inflight and (n is None or n > 0):
             batch, future = self._inflight.popleft()
-            for (kind, object_id, _data, size, _e), record in zip(
-                batch, future.result(), strict=True
-            ):
+            for (kind, object_id, _d, size, _e), record in zip(batch, future.result(), strict=True):
                 loc = self._current_pack().append(record)
                 self._rows.append((object_id, kind, loc.pack, loc.offset, loc.length, size))
             if n is not None:

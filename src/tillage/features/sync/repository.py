@@ -85,8 +85,9 @@ def _bad_key() -> IntegrityError:
     return IntegrityError(
         "the recovery key does not open this remote",
         next_step=(
-            "give this remote's own recovery key, the one shown when the remote was made "
-            "(--key or TILLAGE_RECOVERY_KEY)"
+            "give this remote's own recovery key, the one shown when the remote was made or "
+            "last rekeyed (--key or TILLAGE_RECOVERY_KEY); a workspace whose remote was "
+            "rekeyed elsewhere takes the new key with `till remote add URL --key NEW-KEY`"
         ),
     )
 
