@@ -63,9 +63,9 @@ class Site:
         self.opened.append(remote)
         return remote
 
-    def objects(self) -> list[str]:
-        """The names of the sealed objects on the remote (not its config, refs or leases)."""
-        return self.open().list("objects/")
+    def packs(self) -> list[str]:
+        """The names of the remote's packs (not its config, key files, indexes or refs)."""
+        return self.open().list("packs/")
 
 
 def files_below(*roots: Path) -> dict[str, bytes]:
