@@ -3,10 +3,12 @@ files through a folder remote, the median of N repeats, with the remote requests
 (calls of the Remote seam, counted in the `till` process) and the objects the remote then
 holds; `restic backup` / `restic restore` of the same folder to a folder repository beside it.
 
-Run ``python bench/sync_packs.py [--src SRC] [--repeats 3]``: SRC is the tillage source tree
-to measure (default: this one), so the same script measures a tree before a change and after
-it (``git archive main src | tar -x -C /tmp/old``; ``--src /tmp/old/src``). Times are wall
-times of the `till` process, each step after an ``os.sync()`` and followed by one (timed).
+Run ``python bench/sync_packs.py [--src SRC] [--repeats 3] [--restic] [--s3]`` (`--s3`:
+through moto on 127.0.0.1, started from tests/remote/s3_server.py, instead of a folder): SRC
+is the tillage source tree to measure (default: this one), so the same script measures a tree
+before a change and after it (``git archive main src | tar -x -C /tmp/old``, then
+``--src /tmp/old/src``). Times are wall times of the `till` process, each step after an
+``os.sync()`` and followed by one (timed).
 """
 
 from __future__ import annotations
@@ -31,17 +33,18 @@ TOTAL = 250 << 20
 # the file named by TILLAGE_BENCH_COUNTS when the process ends.
 COUNTING = """
 import atexit, collections, json, os, sys
-from tillage.remote import directory
+from tillage.remote import directory, s3
 counts = collections.Counter()
-for method in ("exists", "put", "get", "get_range", "list", "delete", "read_versioned",
-               "write_if"):
-    plain = getattr(directory.DirectoryRemote, method, None)
-    if plain is None:
-        continue
-    def counted(self, *args, _plain=plain, _m=method, **kwargs):
-        counts[_m] += len(args[0]) if _m == "exists" else 1
-        return _plain(self, *args, **kwargs)
-    setattr(directory.DirectoryRemote, method, counted)
+for cls in (directory.DirectoryRemote, s3.S3Remote):
+    for method in ("exists", "put", "get", "get_range", "list", "delete", "read_versioned",
+                   "write_if"):
+        plain = cls.__dict__.get(method)
+        if plain is None:
+            continue
+        def counted(self, *args, _plain=plain, _m=method, **kwargs):
+            counts[_m] += len(args[0]) if _m == "exists" else 1
+            return _plain(self, *args, **kwargs)
+        setattr(cls, method, counted)
 atexit.register(lambda: open(os.environ["TILLAGE_BENCH_COUNTS"], "w").write(json.dumps(counts)))
 from tillage.hosts.cli.main import main
 sys.exit(main(sys.argv[1:]))
@@ -75,9 +78,13 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
     return took, done.stdout
 
 
+S3_ENV: dict[str, str] = {}  # the moto server's, with --s3
+
+
 def till(src: str, home: Path, counts: Path) -> tuple[list[str], dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILLAGE_")}
     env.update(PYTHONPATH=src, TILLAGE_HOME=str(home), TILLAGE_BENCH_COUNTS=str(counts))
+    env.update(S3_ENV)
     return [sys.executable, "-c", COUNTING], env
 
 
@@ -86,8 +93,9 @@ def objects_below(root: Path) -> tuple[int, int]:
     return len(files), sum(p.stat().st_size for p in files)
 
 
-def one_round(src: str, scratch: Path, data: Path) -> dict[str, object]:
+def one_round(src: str, scratch: Path, data: Path, url: str | None) -> dict[str, object]:
     remote = scratch / "remote"
+    target = url or str(remote)
     a_home, b_home = scratch / "a-home", scratch / "b-home"
     counts = scratch / "counts.json"
     base, env_a = till(src, a_home, counts)
@@ -96,7 +104,7 @@ def one_round(src: str, scratch: Path, data: Path) -> dict[str, object]:
         [*base, "watch", "--no-daemon"], env=env_a, cwd=data, check=True, capture_output=True
     )
     added = subprocess.run(
-        [*base, "--json", "remote", "add", str(remote)],
+        [*base, "--json", "remote", "add", target],
         env=env_a,
         cwd=data,
         check=True,
@@ -107,9 +115,9 @@ def one_round(src: str, scratch: Path, data: Path) -> dict[str, object]:
     push_s, out = timed([*base, "--json", "sync", "--push"], env_a, data)
     push_counts = json.loads(counts.read_text())
     pushed = json.loads(out)
-    objects, stored = objects_below(remote)
+    objects, stored = objects_below(remote) if url is None else (-1, -1)
     clone_s, _ = timed(
-        [*base, "--json", "clone", str(remote), str(scratch / "b"), "--key", key], env_b, scratch
+        [*base, "--json", "clone", target, str(scratch / "b"), "--key", key], env_b, scratch
     )
     clone_counts = json.loads(counts.read_text())
     return {
@@ -125,9 +133,11 @@ def one_round(src: str, scratch: Path, data: Path) -> dict[str, object]:
     }
 
 
-def restic_round(scratch: Path, data: Path) -> dict[str, float]:
-    repo = scratch / "restic-repo"
-    env = {**os.environ, "RESTIC_PASSWORD": "bench", "RESTIC_REPOSITORY": str(repo)}
+def restic_round(scratch: Path, data: Path, url: str | None) -> dict[str, float]:
+    repo = str(scratch / "restic-repo")
+    if url is not None:  # s3://bucket/prefix on the moto endpoint
+        repo = f"s3:{S3_ENV['TILLAGE_S3_ENDPOINT']}/{url[5:]}-restic"
+    env = {**os.environ, **S3_ENV, "RESTIC_PASSWORD": "bench", "RESTIC_REPOSITORY": repo}
     subprocess.run(["restic", "init"], env=env, check=True, capture_output=True)
     backup_s, _ = timed(["restic", "backup", "--quiet", str(data)], env, scratch)
     restore_s, _ = timed(
@@ -141,17 +151,30 @@ def main() -> None:
     parser.add_argument("--src", default=str(Path(__file__).resolve().parent.parent / "src"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--restic", action="store_true", help="also time restic")
+    parser.add_argument("--s3", action="store_true", help="through moto on 127.0.0.1, not a folder")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="till-bench-packs-") as tmp:
         data = Path(tmp) / "data"
         size = make_folder(data)
+        moto = None
+        if args.s3:
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+            from tests.remote.s3_server import start_moto
+
+            (Path(tmp) / "moto").mkdir()
+            moto = start_moto(Path(tmp) / "moto")
+            S3_ENV.update(moto.env())
         rounds, restic = [], []
         for i in range(args.repeats):
             scratch = Path(tmp) / f"round-{i}"
             scratch.mkdir()
-            rounds.append(one_round(args.src, scratch, data))
+            url = None
+            if moto is not None:
+                moto.create_bucket(f"bench-{i}")
+                url = f"s3://bench-{i}/sync"
+            rounds.append(one_round(args.src, scratch, data, url))
             if args.restic:
-                restic.append(restic_round(scratch, data))
+                restic.append(restic_round(scratch, data, url))
             shutil.rmtree(scratch)
             shutil.rmtree(data / ".tillage", ignore_errors=True)
         report: dict[str, object] = {
@@ -162,6 +185,8 @@ def main() -> None:
             "clone_s_median": statistics.median(r["clone_s"] for r in rounds),  # type: ignore[misc]
             "last": rounds[-1],
         }
+        if moto is not None:
+            moto.stop()
         if restic:
             report["restic_backup_s_median"] = statistics.median(r["backup_s"] for r in restic)
             report["restic_restore_s_median"] = statistics.median(r["restore_s"] for r in restic)
