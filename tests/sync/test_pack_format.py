@@ -91,3 +91,21 @@ def test_an_index_round_trips_and_its_cache_follows_the_remote(tmp_path: Path) -
     index = remote_index.load(remote, master, cache)
     adopted = remote_index.adopt_unindexed(remote, master, index)
     assert [p.name for p in adopted] == [builder.name] and set(index.blobs) == set(ids)
+
+
+def test_many_index_documents_are_replaced_by_one_naming_everything(tmp_path: Path) -> None:
+    master = MasterKey.generate()
+    remote = MemoryRemote()
+    packs = []
+    for _ in range(remote_index.COMPACT_AT):
+        builder, body, _ids = built(master, [os.urandom(100)])
+        remote.put(builder.name, body)
+        pack = IndexedPack(builder.name, len(body), tuple(builder.entries))
+        remote_index.write_index(remote, master, [pack], tmp_path)
+        packs.append(pack)
+    index = remote_index.load(remote, master, tmp_path)
+    before = set(index.blobs)
+    written = remote_index.write_superseding(remote, master, index, [], tmp_path)
+    assert remote.list("index/") == [written]
+    assert set(remote_index.load(remote, master, tmp_path).blobs) == before
+    assert len(list(tmp_path.iterdir())) == 1

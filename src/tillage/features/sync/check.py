@@ -311,11 +311,10 @@ def repair(
     removed_packs = removed_indexes = 0
     changed = bool(new_packs or bad or adopted or problems)
     if changed:
-        remote_index.write_index(remote, master, [*good_packs, *new_packs], cache)
-        # Only now, the new index durable: what it supersedes goes.
-        for name in old_indexes:
-            remote.delete(name)
-            removed_indexes += 1
+        kept = RemoteIndex(documents=dict.fromkeys(old_indexes, ()))
+        # One index naming every good pack; only then, it durable, what it supersedes goes.
+        remote_index.write_superseding(remote, master, kept, [*good_packs, *new_packs], cache)
+        removed_indexes += len(old_indexes)
         for p in problems:
             if p.object.startswith(remote_index.INDEX_PREFIX):
                 remote.delete(p.object)  # an index that does not open: its packs adopted

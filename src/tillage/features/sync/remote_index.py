@@ -7,9 +7,11 @@ name) and padded (Padmé) like the packs. Index documents are immutable, so a ma
 each one it has read, opened, under `<store>/remotes/index/<repo id>/` (0600 in 0700), and a
 later push or pull lists `index/` and fetches only the new ones; a cached one the remote no
 longer lists (superseded by a repair, or the remote restored from an older backup) is
-forgotten. A pack no index names (a push cut before its index) is *unindexed*: a push adopts
-it by reading its trailer and header (two ranged reads), so the blobs it holds are not sent
-again, and names it in its own index.
+forgotten. A push that finds more than COMPACT_AT documents writes one naming everything in
+their place (then removes them), so `index/` stays short under `--follow`. A pack no index
+names (a push cut before its index) is *unindexed*: a push adopts it by reading its trailer
+and header (two ranged reads), so the blobs it holds are not sent again, and names it in its
+own index.
 """
 
 from __future__ import annotations
@@ -49,12 +51,14 @@ __all__ = [
     "load",
     "read_pack_entries",
     "write_index",
+    "write_superseding",
 ]
 
 _MAGIC = b"TIX2"
 _HEAD = struct.Struct("<4sI")
 _PACK = struct.Struct("<HQI")  # name length, pack size, blob count
 MIN_INDEX = 4 << 10
+COMPACT_AT = 64  # a push that finds more index documents than this writes one in their place
 PACKS_PREFIX = "packs/"
 INDEX_PREFIX = "index/"
 
@@ -250,6 +254,25 @@ def write_index(
     plain += bytes(max(MIN_INDEX, padme(len(plain))) - len(plain))
     remote.put(name, seal_meta(master, _ad(name), plain))
     _keep(cache, name, plain)
+    return name
+
+
+def write_superseding(
+    remote: Remote,
+    master: MasterKey,
+    index: RemoteIndex,
+    packs: Iterable[IndexedPack],
+    cache: Path | None,
+) -> str:
+    """Writes one index naming every pack `index` knows and `packs`, then (only then, the new
+    one durable) removes the documents `index` was read from: how a push keeps `index/` short
+    (COMPACT_AT) and how a repair drops what it mended. A document another machine writes
+    meanwhile is not among them, so it stays."""
+    merged = {p.name: p for p in index.packs.values()}
+    merged.update((p.name, p) for p in packs)
+    name = write_index(remote, master, merged.values(), cache)
+    for old in index.documents:
+        remote.delete(old)
     return name
 
 

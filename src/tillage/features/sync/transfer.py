@@ -158,7 +158,9 @@ def send(
     objects = closure(store, snapshot_id)
     missing = [(oid, kind) for oid, kind in objects if oid not in index.blobs]
     packs = send_objects(store, remote, master, missing, keep)
-    if packs or adopted:
+    if len(index.documents) >= remote_index.COMPACT_AT:
+        remote_index.write_superseding(remote, master, index, packs, cache)
+    elif packs or adopted:
         remote_index.write_index(remote, master, [*adopted, *packs], cache)
     sent = sum(p.size for p in packs)
     return Sent(len(missing), len(objects) - len(missing), sent, len(packs))
