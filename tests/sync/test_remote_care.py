@@ -344,3 +344,16 @@ def test_a_format_1_remote_is_refused_with_the_way_out(
     assert files_below(root) == before and not (b.cwd / "c").exists()
     wrong = a("--json", "remote", "add", dir_site.url, "--key", "0f" * 32)
     assert wrong.code == 1 and wrong.error["name"] == "integrity", wrong.stdout
+
+
+def test_an_s3_prefix_holding_other_things_is_refused_as_it_was(
+    s3_site: Site, machines: Machines, folder: Path
+) -> None:
+    a, _b = machines(s3_site)
+    (folder / "x.txt").write_text("x\n")
+    a.json("watch", "--no-daemon")
+    s3_site.open().put("reports/2026.csv", b"someone else's data")
+    before = s3_site.stored()
+    run = a("--json", "remote", "add", s3_site.url)
+    assert run.code == 1 and run.error["name"] == "sync.not_a_remote", run.stdout
+    assert s3_site.stored() == before

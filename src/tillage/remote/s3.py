@@ -69,6 +69,7 @@ RETRY_WINDOW = timedelta(seconds=30)
 CONDITIONAL_ATTEMPTS = 5
 CONDITIONAL_BACKOFF = 0.1
 
+_Names = list[str]  # spelled here: inside S3Remote, `list` is the method
 _ENDPOINT_VARIABLES = ("TILLAGE_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 # The stores whose conditional writes this process proved (endpoint, bucket, prefix): each is
 # probed once, before this process's first write to it.
@@ -363,6 +364,16 @@ class S3Remote:
         except (ObstoreError, OSError) as exc:
             raise self._failure(exc, "list") from None
         return sorted(names)
+
+    def first_names(self, limit: int) -> _Names:
+        """Up to `limit` names below the prefix (one listing page): whether a place is empty,
+        without listing a bucket of millions."""
+        try:
+            for page in obstore.list(self._store, None, chunk_size=limit):
+                return [meta["path"] for meta in page][:limit]
+        except (ObstoreError, OSError) as exc:
+            raise self._failure(exc, "list") from None
+        return []
 
     # -- writing ------------------------------------------------------------------------
 

@@ -155,10 +155,15 @@ def place_state(remote: Remote) -> str:
 
 
 def _some_names(remote: Remote) -> list[str]:
-    """The names a place holds. A folder's own entries (dot-files too: a `.git` is not an
-    empty place) are looked at directly, without walking a big tree."""
+    """Names a place holds (some of them, or all). A folder's own entries (dot-files too: a
+    `.git` is not an empty place) are looked at directly, and an S3 prefix by one listing
+    page, without walking a big tree."""
     import os
 
+    first = getattr(remote, "first_names", None)
+    if first is not None:
+        names = first(100)
+        return names if isinstance(names, list) else []
     root = getattr(remote, "root", None)
     if root is not None:
         try:
