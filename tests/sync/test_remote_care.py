@@ -311,9 +311,11 @@ def test_no_remote_object_has_the_size_of_a_sealed_file_and_counts_say_nothing_o
             for oid, _kind in closure(store, pushed["snapshot"]["id"])
         }
     assert not sealed & set(stored.values()), sorted(sealed & set(stored.values()))
-    # Owner-only, everywhere on the remote.
+    # Owner-only, everywhere on the remote, and this machine's cache of its indexes.
     root = Path(dir_site.url)
-    for path in [root, *root.rglob("*")]:
+    cache = a.home / "remotes" / "index"
+    assert list(cache.rglob("*"))
+    for path in [root, *root.rglob("*"), cache, *cache.rglob("*")]:
         mode = path.stat().st_mode & 0o777
         assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
 
