@@ -99,7 +99,7 @@ def test_a_push_killed_half_way_leaves_the_ref_and_the_next_push_sends_the_rest(
     pulled = b.json("sync", "--pull", cwd=copy)
     assert pulled["disposition"] == "up_to_date" and pulled["remote_snapshot"] == first
     # The dead push's lease is live: another machine cannot push, even with --takeover.
-    for extra in ((), ("--takeover",)):
+    for extra in ((), ("--takeover", "--yes")):
         run = b("--json", "sync", "--push", *extra, cwd=copy)
         assert run.code == 1 and run.error["name"] == "sync.lease_held", run.stdout
 
@@ -230,7 +230,7 @@ def test_a_lease_blocks_other_machines_until_it_expires_and_takeover_never_takes
     # A live lease of another machine: busy, even with --takeover; a pull is not blocked.
     leave_lease(dir_site, key, "a-machine-pushing-now", 600)
     (folder / "notes.txt").write_text("two, from a\n")
-    for extra in ((), ("--takeover",)):
+    for extra in ((), ("--takeover", "--yes")):
         run = a("--json", "sync", "--push", *extra)
         assert run.code == 1 and run.error["name"] == "sync.lease_held", run.stdout
     assert on_b.json("sync", "--pull")["disposition"] == "up_to_date"
@@ -254,7 +254,7 @@ def test_a_lease_blocks_other_machines_until_it_expires_and_takeover_never_takes
     run = on_b("--json", "sync", "--push")
     assert run.code == 1 and run.error["name"] == "sync.lease_expired", run.stdout
     assert "--takeover" in run.error["next"]
-    run = on_b("--json", "sync", "--push", "--takeover")
+    run = on_b("--json", "sync", "--push", "--takeover", "--yes")
     assert run.code == 1 and run.error["name"] == "sync.pull_first", run.stdout
     assert a.json("sync", "--pull")["disposition"] == "up_to_date"  # the ref did not move
 
@@ -264,7 +264,7 @@ def test_a_lease_blocks_other_machines_until_it_expires_and_takeover_never_takes
     leave_lease(dir_site, key, "a-machine-that-died", -1)
     run = on_b("--json", "sync", "--push")
     assert run.code == 1 and run.error["name"] == "sync.lease_expired", run.stdout
-    took = on_b.json("sync", "--push", "--takeover")
+    took = on_b.json("sync", "--push", "--takeover", "--yes")
     assert leases() == []
     pulled = a.json("sync", "--pull")
     assert pulled["disposition"] == "fast_forwarded"
@@ -387,8 +387,11 @@ def test_a_remote_restored_from_an_older_backup_gets_the_newer_work_back(
     for path, data in backup.items():
         path.write_bytes(data)
 
+    # This machine saw a newer head: the older one is refused, until the person accepts it.
+    refused = a("--json", "sync", "--pull")
+    assert refused.code == 1 and refused.error["name"] == "sync.rollback", refused.stdout
     # As --follow does, pull then push: the pull takes nothing back from the older head...
-    pulled = a("--json", "sync", "--pull")
+    pulled = a("--json", "sync", "--pull", "--accept-rollback")
     assert pulled.code == 0, pulled.stdout
     assert pulled.doc["remote_snapshot"] == first
     assert manifest(folder) == newer

@@ -137,11 +137,14 @@ def test_the_whole_round_over_each_transport(site: Site, machines: Machines, fol
 
 def store_state(machine: Machine) -> dict[str, bytes]:
     """The store's packs and publication log, byte for byte (what a failed pull must not
-    change), and its remotes' settings."""
+    change), and its remotes' settings; not what it remembers having seen of the remote's
+    refs (`remotes/seen/`), which a pull that read a newer head keeps even when it failed."""
     out: dict[str, bytes] = {}
+    seen = machine.home / "remotes" / "seen"
     for sub in ("packs", "log", "remotes", "intents"):
         for path, data in files_below(machine.home / sub).items():
-            out[path] = data
+            if not Path(path).is_relative_to(seen):
+                out[path] = data
     return out
 
 

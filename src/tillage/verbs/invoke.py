@@ -211,10 +211,13 @@ def _invoke(
         if confirm is None:
             raise ConfirmationRequiredError(
                 f"{contract.cli} changes files and needs --yes; nothing was changed",
-                # A store-wide verb (gc) has no target to name.
+                # A store-wide verb (gc) has no target to name; one with no preview (a sync
+                # takeover) has none to offer.
                 next_step=None
                 if hasattr(request, "id") or hasattr(request, "name")
-                else ("preview with --dry-run, then repeat with --yes"),
+                else "preview with --dry-run, then repeat with --yes"
+                if hasattr(request, "dry_run")
+                else "repeat the same command with --yes",
             )
         preview = contract.preview(request) if contract.preview else None
         shown = verb.handler(ctx, preview) if preview is not None else None

@@ -6,17 +6,19 @@ calls shows it (`remote list`, tools, events, errors)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tillage.crypto import BadKeyError
 from tillage.errors import BusyError, IntegrityError, InvalidArgumentError
 from tillage.features.sync.errors import (
+    LeaseDamagedError,
     LeaseExpiredError,
     LeaseHeldError,
     NotARemoteError,
     PullFirstError,
     RefMissingError,
     RemoteExistsError,
+    RollbackError,
     UnknownRemoteError,
 )
 from tillage.remote.errors import BadRemoteUrlError, RemoteProtocolError, RemoteUnavailableError
@@ -168,7 +170,15 @@ class SyncRequest:
     ref: str = param("the named head on the remote", default="main")
     remote: str | None = param("which remote (default: the only one, or origin)", default=None)
     takeover: bool = param(
-        "with --push: take over a ref whose lease expired (never newer work)", default=False
+        "with --push (or --follow): take over a ref whose lease expired or is damaged (never "
+        "newer work); needs --yes",
+        default=False,
+    )
+    yes: bool = param("confirm --takeover", default=False)
+    accept_rollback: bool = param(
+        "go on although the ref is older than this machine saw it (the remote was restored "
+        "on purpose): it becomes what this machine knows",
+        default=False,
     )
     bootstrap: bool = param(
         "with --pull: take the remote's state although this workspace never synced that ref "
@@ -225,7 +235,13 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
     config = remotes.find(ws.store, ws.id, req.remote)
     if req.push:
         pushed = engine.push(
-            ws, config, ctx.settings.env, _cwd(ctx), req.ref, takeover=req.takeover
+            ws,
+            config,
+            ctx.settings.env,
+            _cwd(ctx),
+            req.ref,
+            takeover=req.takeover,
+            accept_rollback=req.accept_rollback,
         )
         return SyncResult(
             ref=req.ref,
@@ -235,7 +251,15 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
             reused_objects=pushed.pushed.reused_objects,
             uploaded_bytes=pushed.pushed.uploaded_bytes,
         )
-    pulled = engine.pull(ws, config, ctx.settings.env, _cwd(ctx), req.ref, bootstrap=req.bootstrap)
+    pulled = engine.pull(
+        ws,
+        config,
+        ctx.settings.env,
+        _cwd(ctx),
+        req.ref,
+        bootstrap=req.bootstrap,
+        accept_rollback=req.accept_rollback,
+    )
     return SyncResult(
         ref=req.ref,
         remote=config.name,
@@ -262,6 +286,16 @@ def _landing(pulled: PullOutcome, ws: Workspace, remote: str, ref: str) -> str:
     # The base named outright: the incoming snapshot may be known here from another ref, with
     # other parents than this pull gives it.
     return f"till merge --snapshot {pulled.remote_snapshot} --base {synced.snapshot}"
+
+
+def _takeover_needs_yes(req: SyncRequest) -> bool:
+    """A takeover replaces another machine's lease: destructive (CONTRACT), so it needs
+    --yes (or a person's answer at a terminal)."""
+    return req.takeover and not req.yes
+
+
+def _takeover_confirmed(req: SyncRequest) -> SyncRequest:
+    return replace(req, yes=True)
 
 
 def _follow(ctx: Context, req: SyncRequest) -> Follower:
@@ -292,6 +326,7 @@ def _follow(ctx: Context, req: SyncRequest) -> Follower:
         req.ref,
         poll_seconds=seconds,
         takeover=req.takeover,
+        accept_rollback=req.accept_rollback,
         after_write=after_write,
     )
 
@@ -309,6 +344,9 @@ class CloneRequest:
         "the remote's recovery key (or TILLAGE_RECOVERY_KEY)", default=None, metavar="HEX"
     )
     ref: str = param("the named head to clone", default="main")
+    accept_rollback: bool = param(
+        "clone although the ref is older than this store saw it", default=False
+    )
     remote_till: str | None = param(
         "the `till` command on the far side of an ssh:// remote", default=None, metavar="PATH"
     )
@@ -346,6 +384,7 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
         ref=req.ref,
         dest=req.dest,
         remote_till=req.remote_till,
+        accept_rollback=req.accept_rollback,
     )
     ctx.workspace = ws  # the invocation's after-write step follows it
     return CloneResult(str(ws.root), snapshot_info(head), req.url, req.ref)
@@ -383,6 +422,9 @@ class WorkRequest:
     )
     keep: bool = param(
         "keep the disposable folder and its timeline (`folder` says where)", default=False
+    )
+    accept_rollback: bool = param(
+        "run although a ref is older than this store saw it", default=False
     )
     remote_till: str | None = param(
         "the `till` command on the far side of an ssh:// remote", default=None, metavar="PATH"
@@ -443,6 +485,7 @@ def work(ctx: Context, req: WorkRequest) -> WorkResult:
         req.command,
         keep=req.keep,
         launch=ctx.settings.launch,
+        accept_rollback=req.accept_rollback,
     )
     return WorkResult(
         input=done.input,
@@ -506,17 +549,24 @@ VERBS: tuple[Verb[Any, Any], ...] = (
                 PullFirstError,
                 LeaseHeldError,
                 LeaseExpiredError,
+                LeaseDamagedError,
+                RollbackError,
                 RefMissingError,
                 UnknownRemoteError,
                 BusyError,
                 InvalidArgumentError,
             ),
+            needs_confirmation=_takeover_needs_yes,
+            confirmed=_takeover_confirmed,
             doc="--push seals the folder and sends it to a named ref of the remote (only what "
             "the remote lacks; refused with sync.pull_first when the ref moved to work this "
             "machine has not pulled). --pull brings the ref here: fast-forwards the folder when "
             "it has not changed since the last sync (unchanged files keep their inodes), else "
             "exits 3 with disposition diverged, keeping the incoming snapshot for `till merge "
-            "--snapshot ID`. One writer per ref (a lease; --takeover takes an expired one). "
+            "--snapshot ID`. One writer per ref (a lease; --takeover --yes takes an expired or "
+            "damaged one). A ref older than this machine saw it (a lower version, another "
+            "snapshot at the same version, or gone: the remote was rolled back) is refused "
+            "with sync.rollback, nothing changed; --accept-rollback goes on from it. "
             "--follow keeps both current: every --poll-seconds (default 2) it pulls, then "
             "pushes when the folder changed, printing one JSON line per cycle: `cycle`, `at`, "
             "`remote`, `ref`, `pulled` (the disposition, or `missing` before the first push), "
@@ -538,7 +588,13 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             request=CloneRequest,
             result=CloneResult,
             cli="clone",
-            errors=(*TRANSPORT_ERRORS, BadKeyError, RefMissingError, InvalidArgumentError),
+            errors=(
+                *TRANSPORT_ERRORS,
+                BadKeyError,
+                RefMissingError,
+                RollbackError,
+                InvalidArgumentError,
+            ),
             doc="Make a new folder holding a remote ref's exact state, attached and with the "
             "remote added as origin (the key from --key or TILLAGE_RECOVERY_KEY).",
         ),
@@ -561,6 +617,8 @@ VERBS: tuple[Verb[Any, Any], ...] = (
                 PullFirstError,
                 LeaseHeldError,
                 LeaseExpiredError,
+                LeaseDamagedError,
+                RollbackError,
                 BusyError,
                 InvalidArgumentError,
             ),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tillage.crypto import RecoveryKey
 from tillage.errors import InvalidArgumentError
-from tillage.features.sync import engine, remotes
+from tillage.features.sync import engine, remotes, seen
 from tillage.features.sync.errors import RefMissingError
 from tillage.store.rows import SnapshotRow
 from tillage.store.store import Store
@@ -28,6 +28,7 @@ def clone(
     ref: str,
     dest: str | None,
     remote_till: str | None,
+    accept_rollback: bool = False,
 ) -> tuple[Workspace, SnapshotRow]:
     """Clones `ref` of `url` into `dest` (default: the remote's last path segment, below
     `folder`); returns the new workspace and its head, the pulled state."""
@@ -45,6 +46,8 @@ def clone(
         if current is None:
             raise RefMissingError(f"nothing was pushed to ref {ref!r} of {url}")
         with Store.open(home) as store, store.sharing():
+            # A store that saw this remote's ref refuses an older one (sync.rollback).
+            seen.trust(store, remote, ref, current, url, accept=accept_rollback)
             engine.download(store, remote, key, current.snapshot)
     finally:
         remote.close()
@@ -52,6 +55,8 @@ def clone(
     ws = attach(home, target, user_home).workspace
     seal(ws, SealOptions(trigger="initial"))
     remotes.add(ws.store, ws.id, config)
-    pulled = engine.pull(ws, config, env, str(target), ref, bootstrap=True)
+    pulled = engine.pull(
+        ws, config, env, str(target), ref, bootstrap=True, accept_rollback=accept_rollback
+    )
     assert pulled.local is not None
     return ws, pulled.local

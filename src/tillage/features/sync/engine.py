@@ -9,7 +9,6 @@ fast-forwards or diverged and whether a push would replace someone's newer work.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,20 +18,15 @@ from tillage.crypto import (
     RecoveryKey,
     key_check,
     name_of,
-    open_document,
     open_object,
-    seal_document,
     seal_object,
     verify_key_check,
 )
 from tillage.errors import IntegrityError
-from tillage.features.sync.errors import (
-    LeaseExpiredError,
-    LeaseHeldError,
-    NotARemoteError,
-    PullFirstError,
-    RefMissingError,
-)
+from tillage.features.sync import seen
+from tillage.features.sync.errors import NotARemoteError, PullFirstError, RefMissingError
+from tillage.features.sync.refs import Lease, RefState, doc_key, holds, lease_ns, write_ref
+from tillage.features.sync.refs import read_ref as read_ref  # noqa: PLC0414 (for clone)
 from tillage.features.sync.remotes import RemoteConfig, machine_id
 from tillage.remote.errors import RemoteMissingError
 from tillage.workspace.attach import Workspace
@@ -47,8 +41,6 @@ if TYPE_CHECKING:
 
 DEFAULT_REF = "main"
 CONFIG = "config"
-HISTORY = 1000  # snapshots a ref remembers: a pull fast-forwards from any of them
-LEASE_NS = 10 * 60 * 1_000_000_000
 BATCH = 1000
 PUT_THREADS = 4
 
@@ -83,97 +75,6 @@ def ensure_config(remote: Remote, key: RecoveryKey, *, create: bool) -> bool:
         data = remote.get(CONFIG)  # another machine made it first: it must be our key
     verify_key_check(key, data)
     return False
-
-
-@dataclass(frozen=True)
-class RefState:
-    snapshot: str
-    history: tuple[str, ...]
-    token: str
-
-
-def read_ref(remote: Remote, key: RecoveryKey, ref: str) -> RefState | None:
-    name = name_of(key, "ref", ref)
-    found = remote.read_versioned(name)
-    if found is None:
-        return None
-    doc = open_document(key, name, found.data)
-    if doc.get("ref") != ref or not isinstance(doc.get("snapshot"), str):
-        raise IntegrityError(f"the remote's head of ref {ref!r} does not hold a snapshot")
-    return RefState(doc["snapshot"], tuple(doc.get("history") or ()), found.token)
-
-
-def lease_ns(env: Mapping[str, str]) -> int:
-    """How long a lease holds without renewal: `TILLAGE_SYNC_LEASE_SECONDS` (tests, slow
-    links), else ten minutes."""
-    text = env.get("TILLAGE_SYNC_LEASE_SECONDS", "")
-    return int(float(text) * 1_000_000_000) if text.replace(".", "", 1).isdigit() else LEASE_NS
-
-
-class Lease:
-    """The single writer of one ref: created, renewed by its holder (also while a long upload
-    runs), taken over only when it expired and the caller said --takeover, and released by a
-    compare-and-swap to a `released` document (never a delete that could remove a takeover)."""
-
-    def __init__(
-        self, remote: Remote, key: RecoveryKey, ref: str, holder: str, ttl_ns: int = LEASE_NS
-    ) -> None:
-        self.remote, self.key, self.ref, self.holder = remote, key, ref, holder
-        self.name = name_of(key, "lease", ref)
-        self.ttl_ns = ttl_ns
-        self.token: str | None = None
-        self.renewed_ns = 0
-
-    def _doc(self, *, released: bool = False) -> bytes:
-        # The real clock: a lease is read on other machines, whatever TILLAGE_NOW says here.
-        now = time.time_ns()
-        doc = {
-            "ref": self.ref,
-            "holder": self.holder,
-            "expires_ns": 0 if released else now + self.ttl_ns,
-            "released": released,
-        }
-        return seal_document(self.key, self.name, doc)
-
-    def _write(self, expect: str | None, *, released: bool = False) -> bool:
-        data = self._doc(released=released)
-        if not self.remote.write_if(self.name, data, expect):
-            return False
-        found = self.remote.read_versioned(self.name)
-        self.token = found.token if found is not None and found.data == data else None
-        self.renewed_ns = time.time_ns()
-        return True
-
-    def acquire(self, *, takeover: bool) -> None:
-        for _ in range(3):
-            found = self.remote.read_versioned(self.name)
-            if found is None:
-                if self._write(None):
-                    return
-                continue
-            held = open_document(self.key, self.name, found.data)
-            free = bool(held.get("released")) or held.get("holder") == self.holder
-            expired = int(held.get("expires_ns", 0)) < time.time_ns()
-            if not free and not expired:
-                raise LeaseHeldError(f"another machine is pushing to ref {self.ref!r}")
-            if not free and not takeover:
-                raise LeaseExpiredError(
-                    f"ref {self.ref!r} is leased to another machine whose push never finished"
-                )
-            if self._write(found.token):
-                return
-        raise LeaseHeldError(f"another machine is pushing to ref {self.ref!r}")
-
-    def keep(self) -> None:
-        """Renews the lease when a third of its time has gone (a long upload keeps it)."""
-        if self.token is None or time.time_ns() - self.renewed_ns < self.ttl_ns // 3:
-            return
-        if not self._write(self.token):
-            raise LeaseHeldError(f"ref {self.ref!r} was taken over while this push ran")
-
-    def release(self) -> None:
-        if self.token is not None:
-            self._write(self.token, released=True)
 
 
 # -- objects ------------------------------------------------------------------------------------
@@ -362,8 +263,11 @@ def push(
     ref: str,
     *,
     takeover: bool = False,
+    accept_rollback: bool = False,
 ) -> PushOutcome:
-    """Seals the folder, then sends it to `ref` (see the module docstring)."""
+    """Seals the folder, then sends it to `ref` (see the module docstring). A ref older than
+    this machine saw it is refused (`sync.rollback`) before anything is written, unless
+    `accept_rollback`: then the push goes on from the ref as the remote holds it."""
     from tillage.workspace.seal import SealOptions, seal_result
 
     store = ws.store
@@ -376,10 +280,13 @@ def push(
     remote = open_for(config, env, cwd)
     try:
         ensure_config(remote, config.key, create=True)
-        lease = Lease(remote, config.key, ref, machine_id(store), lease_ns(env))
+        key = doc_key(config)
+        # Before the lease: a ref rolled back or damaged is refused with nothing written.
+        seen.read(store, remote, key, ref, config.name, accept=accept_rollback)
+        lease = Lease(remote, key, ref, machine_id(store), lease_ns(env))
         lease.acquire(takeover=takeover)
         try:
-            current = read_ref(remote, config.key, ref)
+            current = seen.read(store, remote, key, ref, config.name, accept=accept_rollback)
             last = store.sync_ref(ws.id, config.name, ref)
             if _nothing_new(store, head, current, last):
                 # The folder is what was last synced: moving the ref to this machine's twin of
@@ -394,19 +301,13 @@ def push(
                     )
             with store.sharing():
                 pushed = upload(store, remote, config.key, head.id, lease.keep)
-            history = [head.id, *(h for h in (current.history if current else ()) if h != head.id)]
-            name = name_of(config.key, "ref", ref)
-            doc = {
-                "ref": ref,
-                "snapshot": head.id,
-                "history": history[:HISTORY],
-                "machine": machine_id(store),
-                "pushed_ns": time.time_ns(),
-            }
-            if not remote.write_if(
-                name, seal_document(config.key, name, doc), current.token if current else None
-            ):
+            expect = current.token if current else None
+            written = write_ref(
+                remote, key, ref, head.id, current, machine_id(store), expect=expect
+            )
+            if written is None:
                 raise PullFirstError(f"another push to ref {ref!r} landed first")
+            seen.remember(store, remote, written)
             _record(store, ws, config, ref, head.id, head.id)
         finally:
             lease.release()
@@ -455,6 +356,7 @@ def pull(
     ref: str,
     *,
     bootstrap: bool = False,
+    accept_rollback: bool = False,
 ) -> PullOutcome:
     """Brings `ref` here: fast-forwards the folder when it has not changed since the last sync
     and the remote descends from it; otherwise keeps the incoming snapshot and says diverged."""
@@ -465,16 +367,21 @@ def pull(
     remote = open_for(config, env, cwd)
     try:
         ensure_config(remote, config.key, create=False)
-        current = read_ref(remote, config.key, ref)
+        key = doc_key(config)
+        last = store.sync_ref(ws.id, config.name, ref)
+        at = seen.seen_at(seen.recall(store, remote, ref), last.snapshot) if last else None
+        current = seen.read(store, remote, key, ref, config.name, accept=accept_rollback)
         if current is None:
             raise RefMissingError(f"nothing was pushed to ref {ref!r} of {config.name}")
-        last = store.sync_ref(ws.id, config.name, ref)
         incoming = current.snapshot
         if last is not None and last.snapshot == incoming:
             return PullOutcome("up_to_date", store.head(ws.id), incoming, 0, 0)
         with store.sharing():
             fetched, size = download(store, remote, config.key, incoming)
             _publish_incoming(store, ws, incoming, last.snapshot if last else None)
+        # Whether the ref moved here from what this machine last synced: its history (recent
+        # heads, then its segments from the version this machine saw that one at) holds it.
+        held = last is not None and holds(remote, key, current, last.snapshot, at)
     finally:
         remote.close()
     head = seal_result(
@@ -494,7 +401,7 @@ def pull(
     if last is not None:
         twin = store.snapshot(last.local)
         clean = twin is not None and twin.tree == head.tree
-    forward = last is not None and clean and last.snapshot in current.history
+    forward = last is not None and clean and held
     if not (forward or bootstrap):
         return PullOutcome("diverged", head, incoming, fetched, size)
     rewind.apply(ws, target, None)

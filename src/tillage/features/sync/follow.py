@@ -96,11 +96,15 @@ class Follower:
         *,
         poll_seconds: float = DEFAULT_POLL_SECONDS,
         takeover: bool = False,
+        accept_rollback: bool = False,
         after_write: AfterWrite | None = None,
     ) -> None:
         self.ws, self.config, self.env, self.cwd, self.ref = ws, config, env, cwd, ref
         self.poll_seconds = poll_seconds
         self.takeover = takeover
+        # Accepted by the first pull that reads the ref, never for the rest of the follow: a
+        # rollback met later is refused (each cycle's error) like any other.
+        self.accept_rollback = accept_rollback
         # What follows a cycle that changed the folder or the store, as it follows a verb
         # (features/after_write.py, handed down by the verb: sync imports no other feature).
         self.after_write = after_write
@@ -150,11 +154,20 @@ class Follower:
             pulled: PullOutcome | None = None
             with interruptions_held():
                 try:
-                    pulled = engine.pull(self.ws, self.config, self.env, self.cwd, self.ref)
+                    pulled = engine.pull(
+                        self.ws,
+                        self.config,
+                        self.env,
+                        self.cwd,
+                        self.ref,
+                        accept_rollback=self.accept_rollback,
+                    )
                 except RefMissingError:
+                    self.accept_rollback = False  # the pull read the ref: it is remembered
                     report["pulled"] = "missing"
                     must_push = True
                 else:
+                    self.accept_rollback = False
                     report["pulled"] = pulled.disposition
                     report["fetched_objects"] = pulled.fetched_objects
             if pulled is not None and pulled.disposition == "diverged":

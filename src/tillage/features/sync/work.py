@@ -72,11 +72,13 @@ def work(
     *,
     keep: bool = False,
     launch: Launch | None = None,
+    accept_rollback: bool = False,
 ) -> WorkOutcome:
     """Runs `command` on the snapshot `in_ref` names and pushes its result to `out_ref` (see
     the module docstring). The command's failure is its status, not an error; a failure of
     the remote or the push is the error, after the folder is removed (unless `keep`)."""
-    from tillage.features.sync import engine
+    from tillage.features.sync import engine, seen
+    from tillage.features.sync.refs import doc_key
     from tillage.platform.commands import argv_of, run_command
     from tillage.store.store import Store
     from tillage.workspace.seal import SealOptions
@@ -90,10 +92,12 @@ def work(
             remote = engine.open_for(config, env, cwd)
             try:
                 engine.ensure_config(remote, config.key, create=False)
-                found = engine.read_ref(remote, config.key, in_ref)
+                # Checked against what this store saw of them (a rolled-back remote is refused).
+                key, accept = doc_key(config), accept_rollback
+                found = seen.read(store, remote, key, in_ref, config.url, accept=accept)
                 if found is None:
                     raise RefMissingError(f"nothing was pushed to ref {in_ref!r} of {config.url}")
-                prior = engine.read_ref(remote, config.key, out_ref)
+                prior = seen.read(store, remote, key, out_ref, config.url, accept=accept)
                 engine.download(store, remote, config.key, found.snapshot)
             finally:
                 remote.close()
@@ -128,7 +132,7 @@ def work(
                     "local": prior.snapshot,
                 },
             )
-        pushed = engine.push(ws, config, env, cwd, out_ref)
+        pushed = engine.push(ws, config, env, cwd, out_ref, accept_rollback=accept_rollback)
         return WorkOutcome(
             input=input_id,
             result=pushed.snapshot.id,
