@@ -35,6 +35,7 @@ VERB_MODULES = (
     "tillage.verbs.project",
     "tillage.verbs.lifecycle",
     "tillage.verbs.sync",
+    "tillage.verbs.remote_refs",
     "tillage.verbs.estimate",
     "tillage.verbs.remote_serve",
 )
@@ -93,6 +94,8 @@ COMMANDS = {
     "budget": "tillage.verbs.lifecycle",
     "remote add": "tillage.verbs.sync",
     "remote list": "tillage.verbs.sync",
+    "remote refs": "tillage.verbs.remote_refs",
+    "remote repair-ref": "tillage.verbs.remote_refs",
     "sync": "tillage.verbs.sync",
     "clone": "tillage.verbs.sync",
     "work": "tillage.verbs.sync",

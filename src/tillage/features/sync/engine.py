@@ -281,6 +281,7 @@ def push(
     try:
         ensure_config(remote, config.key, create=True)
         key = doc_key(config)
+        prior = seen.recall(store, remote, ref)
         # Before the lease: a ref rolled back or damaged is refused with nothing written.
         seen.read(store, remote, key, ref, config.name, accept=accept_rollback)
         lease = Lease(remote, key, ref, machine_id(store), lease_ns(env))
@@ -302,9 +303,17 @@ def push(
             with store.sharing():
                 pushed = upload(store, remote, config.key, head.id, lease.keep)
             expect = current.token if current else None
-            written = write_ref(
-                remote, key, ref, head.id, current, machine_id(store), expect=expect
-            )
+            base = current
+            if (
+                prior
+                and seen.rolled_back(prior, current)
+                and descends(store, head.id, prior.snapshot)
+            ):
+                # An accepted rollback this head holds the newer work of: the ref goes on from
+                # what this machine saw, so that work stays in its history for the others.
+                base = prior
+            machine = machine_id(store)
+            written = write_ref(remote, key, ref, head.id, base, machine, expect=expect)
             if written is None:
                 raise PullFirstError(f"another push to ref {ref!r} landed first")
             seen.remember(store, remote, written)

@@ -119,21 +119,35 @@ def read_ref(remote: Remote, key: RecoveryKey, ref: str) -> RefState | None:
     found = remote.read_versioned(name)
     if found is None:
         return None
+    return open_ref(key, name, found.data, found.token, ref)
+
+
+def open_ref(
+    key: RecoveryKey, name: str, data: bytes, token: str | None, ref: str | None = None
+) -> RefState:
+    """The ref document stored under `name` (of `ref`, when the caller knows which: a
+    listing does not); `integrity` naming the repair when it does not open or is no head of
+    the ref that name is for."""
     try:
-        doc = open_document(key, name, found.data)
+        doc = open_document(key, name, data)
     except IntegrityError as err:
         raise _damaged(ref, str(err)) from None
-    state = _state(ref, doc, found.token)
+    claimed = doc.get("ref")
+    if ref is None and isinstance(claimed, str) and name_of(key, "ref", claimed) == name:
+        ref = claimed
+    state = _state(ref, doc, token) if ref is not None else None
     if state is None:
-        raise _damaged(ref, f"the remote's head of ref {ref!r} does not hold a snapshot")
+        raise _damaged(ref, f"the remote's head {name!r} does not hold a snapshot")
     return state
 
 
-def _damaged(ref: str, message: str) -> IntegrityError:
+def _damaged(ref: str | None, message: str) -> IntegrityError:
+    which = repr(ref) if ref is not None else "REF"
     return IntegrityError(
         message,
-        next_step=f"on a machine that pushed or pulled ref {ref!r}, run `{repair_step(ref)}` "
-        "(it rewrites the head from what that machine saw); nothing was changed here",
+        next_step=f"on a machine that pushed or pulled ref {which}, run "
+        f"`{repair_step(ref or 'REF')}` (it rewrites the head from what that machine saw); "
+        "nothing was changed here",
         details={"ref": ref},
     )
 
@@ -313,9 +327,10 @@ class Lease:
             return None
         return doc
 
-    def acquire(self, *, takeover: bool) -> None:
-        """Takes the lease, or says why not: `busy` while another machine's is live, and an
-        expired or damaged one only with `takeover`."""
+    def acquire(self, *, takeover: bool, damaged: bool = False) -> None:
+        """Takes the lease, or says why not: `busy` while another machine's is live, an
+        expired one only with `takeover`, a damaged one with `takeover` or `damaged` (a
+        repair, which mends what it finds damaged)."""
         for _ in range(3):
             found = self.remote.read_versioned(self.name)
             if found is None:
@@ -324,7 +339,7 @@ class Lease:
                 continue
             held = self._held(found.data)
             if held is None:
-                if not takeover:
+                if not (takeover or damaged):
                     raise LeaseDamagedError(
                         f"the lease of ref {self.ref!r} on the remote is damaged (it does not "
                         "open as a lease of that ref): no machine can renew it"
@@ -352,15 +367,3 @@ class Lease:
     def release(self) -> None:
         if self.token is not None:
             self._write(self.token, released=True)
-
-
-def list_refs(remote: Remote) -> list[str]:
-    """The remote names of every ref document the remote holds."""
-    return remote.list(name_of_folder("ref"))
-
-
-def name_of_folder(kind: str) -> str:
-    """The folder prefix a kind of remote name lives under (`refs/`)."""
-    from tillage.crypto.names import KINDS
-
-    return KINDS[kind] + "/"

@@ -37,6 +37,7 @@ __all__ = [
     "recall",
     "recalled",
     "remember",
+    "rolled_back",
     "seen_at",
     "trust",
 ]
@@ -97,16 +98,21 @@ def recalled(store: Store, remote: Remote) -> dict[str, RefState]:
     return out
 
 
+def rolled_back(seen: RefState | None, found: RefState | None) -> bool:
+    """Tells whether `found` is older than `seen`: gone, a lower version, or another snapshot
+    at the same version."""
+    if seen is None:
+        return False
+    if found is None or found.version < seen.version:
+        return True
+    return found.version == seen.version and found.snapshot != seen.snapshot
+
+
 def check(store: Store, remote: Remote, ref: str, found: RefState | None, where: str) -> None:
     """Refuses a ref older than this machine saw it: a lower version, another snapshot at the
     same version, or none at all (`sync.rollback`, naming both; `where` names the remote)."""
     seen = recall(store, remote, ref)
-    if seen is None:
-        return
-    if found is not None and (
-        found.version > seen.version
-        or (found.version == seen.version and found.snapshot == seen.snapshot)
-    ):
+    if seen is None or not rolled_back(seen, found):
         return
     details = {
         "ref": ref,
