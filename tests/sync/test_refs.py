@@ -300,3 +300,46 @@ def test_remote_refs_lists_every_ref_and_a_damaged_one_with_its_problem(
     assert len(damaged) == 1 and len(sound) == 1 and len(rows) == 2
     assert damaged[0]["snapshot"] is None and damaged[0]["version"] is None
     assert first != second
+
+
+def test_a_follower_reports_a_rollback_each_cycle_and_accepts_it_once_when_told(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    from tests.sync.test_follow import Follow
+
+    a, b = machines(dir_site)
+    _key, _first, on_b = started(a, b, dir_site, folder)
+    remote = dir_site.open()
+    (ref_name,) = remote.list("refs/")
+    old = remote.get(ref_name)
+    (folder / "notes.txt").write_text("two\n")
+    second = a.json("sync", "--push")["snapshot"]["id"]
+    assert on_b.json("sync", "--pull")["disposition"] == "fast_forwarded"
+    remote.put(ref_name, old)
+    held, files = everything(dir_site), manifest(on_b.cwd)
+
+    follower = Follow(on_b, on_b.cwd, "--poll-seconds", "0.05")
+    try:
+        for _ in range(3):  # each cycle, never a push of B's state over the older ref
+            _, line = follower.until(lambda d: True)
+            assert line["error"]["name"] == "sync.rollback", line
+            assert line["pulled"] is None and line["pushed"] is None
+    finally:
+        follower.stop()
+    assert everything(dir_site) == held and manifest(on_b.cwd) == files
+
+    follower = Follow(on_b, on_b.cwd, "--poll-seconds", "0.05", "--accept-rollback")
+    try:
+        _, line = follower.until(lambda d: True)
+        assert line["error"] is None and line["pulled"] == "up_to_date", line
+        # B's folder holds what it saw (S2): its push goes on from there, above the version
+        # every machine saw, so A, which pushed S2, is not refused.
+        assert line["pushed"] is not None
+    finally:
+        follower.stop()
+    listed = a.json("remote", "refs")["refs"]
+    assert [(r["problem"], r["version"]) for r in listed] == [(None, 3)]
+    pulled = a.json("sync", "--pull")
+    assert pulled["disposition"] in ("up_to_date", "fast_forwarded"), pulled
+    assert manifest(folder) == manifest(on_b.cwd)
+    assert second

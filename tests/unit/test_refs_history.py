@@ -4,6 +4,10 @@ reads only the segments newer than what the reader saw, and an older ref is told
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 
 from tillage.crypto import RecoveryKey
@@ -112,3 +116,37 @@ def state(version: int, snapshot: int) -> RefState:
 def test_a_ref_older_than_what_was_seen_is_a_rollback(found: RefState | None, older: bool) -> None:
     assert rolled_back(state(7, 7), found) is older
     assert rolled_back(None, found) is False  # never seen: trusted on first use
+
+
+def test_an_accepted_rollback_is_trusted_and_so_is_what_follows_it_but_nothing_older(
+    tmp_path: Path,
+) -> None:
+    from tillage.errors import TillageError
+    from tillage.features.sync import seen
+
+    store = SimpleNamespace(home=tmp_path, locks_dir=tmp_path / "locks")
+    remote = MemoryRemote()
+    (tmp_path / "remotes").mkdir()
+    any_store: Any = store
+
+    def refused(found: RefState | None) -> bool:
+        try:
+            seen.check(any_store, remote, "main", found, "origin")
+        except TillageError as err:
+            assert err.name == "sync.rollback"
+            return True
+        return False
+
+    seen.remember(any_store, remote, state(9, 9))
+    assert refused(state(5, 5)) and refused(None) and not refused(state(10, 10))
+    seen.accept(any_store, remote, "main", state(5, 5))
+    assert not refused(state(5, 5)) and not refused(state(6, 60))  # it, and what moved on
+    assert refused(state(4, 4)) and refused(state(5, 50)) and refused(None)
+    assert seen.continued(any_store, remote, "main", state(5, 5)) == seen.recall(
+        any_store, remote, "main"
+    )
+    assert seen.continued(any_store, remote, "main", state(6, 60)) is None
+    seen.remember(any_store, remote, state(10, 10))  # newer than seen: the acceptance is behind
+    assert refused(state(5, 5)) and not refused(state(10, 10))
+    (memory,) = (tmp_path / "remotes" / "seen").glob("*/*.json")
+    assert memory.stat().st_mode & 0o777 == 0o600

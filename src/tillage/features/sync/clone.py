@@ -47,7 +47,7 @@ def clone(
             raise RefMissingError(f"nothing was pushed to ref {ref!r} of {url}")
         with Store.open(home) as store, store.sharing():
             # A store that saw this remote's ref refuses an older one (sync.rollback).
-            seen.trust(store, remote, ref, current, url, accept=accept_rollback)
+            seen.trust(store, remote, ref, current, url, accept_rollback=accept_rollback)
             engine.download(store, remote, key, current.snapshot)
     finally:
         remote.close()

@@ -281,13 +281,14 @@ def push(
     try:
         ensure_config(remote, config.key, create=True)
         key = doc_key(config)
-        prior = seen.recall(store, remote, ref)
         # Before the lease: a ref rolled back or damaged is refused with nothing written.
-        seen.read(store, remote, key, ref, config.name, accept=accept_rollback)
+        seen.read(store, remote, key, ref, config.name, accept_rollback=accept_rollback)
         lease = Lease(remote, key, ref, machine_id(store), lease_ns(env))
         lease.acquire(takeover=takeover)
         try:
-            current = seen.read(store, remote, key, ref, config.name, accept=accept_rollback)
+            current = seen.read(
+                store, remote, key, ref, config.name, accept_rollback=accept_rollback
+            )
             last = store.sync_ref(ws.id, config.name, ref)
             if _nothing_new(store, head, current, last):
                 # The folder is what was last synced: moving the ref to this machine's twin of
@@ -304,11 +305,8 @@ def push(
                 pushed = upload(store, remote, config.key, head.id, lease.keep)
             expect = current.token if current else None
             base = current
-            if (
-                prior
-                and seen.rolled_back(prior, current)
-                and descends(store, head.id, prior.snapshot)
-            ):
+            prior = seen.continued(store, remote, ref, current)
+            if prior is not None and descends(store, head.id, prior.snapshot):
                 # An accepted rollback this head holds the newer work of: the ref goes on from
                 # what this machine saw, so that work stays in its history for the others.
                 base = prior
@@ -379,7 +377,7 @@ def pull(
         key = doc_key(config)
         last = store.sync_ref(ws.id, config.name, ref)
         at = seen.seen_at(seen.recall(store, remote, ref), last.snapshot) if last else None
-        current = seen.read(store, remote, key, ref, config.name, accept=accept_rollback)
+        current = seen.read(store, remote, key, ref, config.name, accept_rollback=accept_rollback)
         if current is None:
             raise RefMissingError(f"nothing was pushed to ref {ref!r} of {config.name}")
         incoming = current.snapshot

@@ -26,12 +26,15 @@ from tillage.platform.locks import file_lock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from tillage.remote.base import Remote
     from tillage.store.store import Store
 
 __all__ = [
+    "accept",
     "check",
-    "forget",
+    "continued",
     "identity",
     "read",
     "recall",
@@ -61,11 +64,18 @@ def _path(store: Store, remote: Remote, ref: str) -> Path:
     return _folder(store, remote) / f"{_hash(ref)}.json"
 
 
-def _load(path: Path) -> RefState | None:
+def _read(path: Path) -> dict[str, Any] | None:
     try:
         doc = json.loads(path.read_bytes())
     except (FileNotFoundError, ValueError):
         return None  # never seen (a damaged memory is a forgotten one: it only weakens a check)
+    return doc if isinstance(doc, dict) else None
+
+
+def _load(path: Path) -> RefState | None:
+    doc = _read(path)
+    if doc is None:
+        return None
     try:
         return RefState(
             ref=str(doc["ref"]),
@@ -79,6 +89,20 @@ def _load(path: Path) -> RefState | None:
         )
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _accepted(path: Path) -> tuple[int | None, str | None] | None:
+    """The older state of the ref the person accepted (version and snapshot, both None for
+    an accepted loss), or None."""
+    doc = _read(path)
+    marker = doc.get("accepted") if doc is not None else None
+    if not isinstance(marker, dict):
+        return None
+    version, snapshot = marker.get("version"), marker.get("snapshot")
+    return (
+        version if isinstance(version, int) else None,
+        snapshot if isinstance(snapshot, str) else None,
+    )
 
 
 def recall(store: Store, remote: Remote, ref: str) -> RefState | None:
@@ -108,11 +132,41 @@ def rolled_back(seen: RefState | None, found: RefState | None) -> bool:
     return found.version == seen.version and found.snapshot != seen.snapshot
 
 
+def _since_accepted(marker: tuple[int | None, str | None] | None, found: RefState | None) -> bool:
+    """Tells whether `found` is the state the person accepted or moved on from it (after an
+    accepted loss, any head: as a ref seen for the first time)."""
+    if marker is None:
+        return False
+    version, snapshot = marker
+    if version is None:
+        return True
+    if found is None:
+        return False
+    return found.version > version or (found.version == version and found.snapshot == snapshot)
+
+
+def continued(store: Store, remote: Remote, ref: str, found: RefState | None) -> RefState | None:
+    """What this machine saw of `ref`, when `found` is exactly the older state the person
+    accepted (nothing moved since): a push whose head holds the newer work goes on from that,
+    so the newer heads stay in the history. None otherwise."""
+    path = _path(store, remote, ref)
+    seen = _load(path)
+    if seen is None or not rolled_back(seen, found) or _accepted(path) != _key_of(found):
+        return None
+    return seen
+
+
+def _key_of(found: RefState | None) -> tuple[int | None, str | None]:
+    return (found.version, found.snapshot) if found is not None else (None, None)
+
+
 def check(store: Store, remote: Remote, ref: str, found: RefState | None, where: str) -> None:
     """Refuses a ref older than this machine saw it: a lower version, another snapshot at the
-    same version, or none at all (`sync.rollback`, naming both; `where` names the remote)."""
-    seen = recall(store, remote, ref)
-    if seen is None or not rolled_back(seen, found):
+    same version, or none at all (`sync.rollback`, naming both; `where` names the remote),
+    unless it is the very state the person accepted (`accept`)."""
+    path = _path(store, remote, ref)
+    seen = _load(path)
+    if seen is None or not rolled_back(seen, found) or _since_accepted(_accepted(path), found):
         return
     details = {
         "ref": ref,
@@ -134,33 +188,49 @@ def check(store: Store, remote: Remote, ref: str, found: RefState | None, where:
     )
 
 
-def remember(store: Store, remote: Remote, state: RefState, *, replace: bool = False) -> None:
-    """Records `state` as seen, when it is newer than what was (or, with `replace`, whatever
-    was: a rollback the person accepted)."""
-    path = _path(store, remote, state.ref)
+def _lock(store: Store, remote: Remote) -> Any:
+    return file_lock(store.locks_dir / f"seen-{_hash(identity(remote))}.lock", what="sync memory")
+
+
+def _write(path: Path, remote: Remote, state: RefState, accepted: Any = None) -> None:
+    doc = {
+        "remote": identity(remote),
+        "ref": state.ref,
+        "snapshot": state.snapshot,
+        "version": state.version,
+        "history": list(state.history),
+        "older": state.older,
+        "machine": state.machine,
+        "pushed_ns": state.pushed_ns,
+    }
+    if accepted is not None:
+        doc["accepted"] = accepted
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with file_lock(store.locks_dir / f"seen-{_hash(identity(remote))}.lock", what="sync memory"):
+    atomic_write(path, json.dumps(doc).encode(), mode=0o600)
+
+
+def remember(store: Store, remote: Remote, state: RefState) -> None:
+    """Records `state` as seen when it is newer than what was (an accepted rollback is then
+    behind it, and forgotten)."""
+    path = _path(store, remote, state.ref)
+    with _lock(store, remote):
         was = _load(path)
-        if not replace and was is not None and was.version >= state.version:
+        if was is not None and was.version >= state.version:
             return
-        doc = {
-            "remote": identity(remote),
-            "ref": state.ref,
-            "snapshot": state.snapshot,
-            "version": state.version,
-            "history": list(state.history),
-            "older": state.older,
-            "machine": state.machine,
-            "pushed_ns": state.pushed_ns,
-        }
-        atomic_write(path, json.dumps(doc).encode(), mode=0o600)
+        _write(path, remote, state)
 
 
-def forget(store: Store, remote: Remote, ref: str) -> None:
-    """Drops what was seen of `ref` (a loss the person accepted: the next head is new)."""
-    lock = file_lock(store.locks_dir / f"seen-{_hash(identity(remote))}.lock", what="sync memory")
-    with lock, contextlib.suppress(FileNotFoundError):
-        _path(store, remote, ref).unlink()
+def accept(store: Store, remote: Remote, ref: str, found: RefState | None) -> None:
+    """Records that the person accepted `found` (None: the ref's loss) although this machine
+    saw newer: that state is no rollback any more, while what was seen stays remembered (a
+    push whose head holds it goes on from it, so the newer work stays in the ref's history)."""
+    path = _path(store, remote, ref)
+    with _lock(store, remote):
+        was = _load(path)
+        if was is None:
+            return
+        version, snapshot = _key_of(found)
+        _write(path, remote, was, {"version": version, "snapshot": snapshot})
 
 
 def seen_at(seen: RefState | None, snapshot: str) -> int | None:
@@ -181,19 +251,16 @@ def trust(
     found: RefState | None,
     where: str,
     *,
-    accept: bool = False,
+    accept_rollback: bool = False,
 ) -> RefState | None:
     """Refuses `found` (the ref as just read) when it is older than this machine saw it
-    (unless `accept`: then it becomes what this machine knows), else remembers it as seen."""
+    (unless `accept_rollback`: then it is accepted), else remembers it as seen."""
     try:
         check(store, remote, ref, found, where)
     except RollbackError:
-        if not accept:
+        if not accept_rollback:
             raise
-        if found is None:
-            forget(store, remote, ref)
-        else:
-            remember(store, remote, found, replace=True)
+        accept(store, remote, ref, found)
         return found
     if found is not None:
         remember(store, remote, found)
@@ -201,7 +268,14 @@ def trust(
 
 
 def read(
-    store: Store, remote: Remote, key: RecoveryKey, ref: str, where: str, *, accept: bool = False
+    store: Store,
+    remote: Remote,
+    key: RecoveryKey,
+    ref: str,
+    where: str,
+    *,
+    accept_rollback: bool = False,
 ) -> RefState | None:
     """Reads the ref and `trust`s it: what push, pull and work act on."""
-    return trust(store, remote, ref, read_ref(remote, key, ref), where, accept=accept)
+    found = read_ref(remote, key, ref)
+    return trust(store, remote, ref, found, where, accept_rollback=accept_rollback)

@@ -94,10 +94,10 @@ def work(
                 engine.ensure_config(remote, config.key, create=False)
                 # Checked against what this store saw of them (a rolled-back remote is refused).
                 key, accept = doc_key(config), accept_rollback
-                found = seen.read(store, remote, key, in_ref, config.url, accept=accept)
+                found = seen.read(store, remote, key, in_ref, config.url, accept_rollback=accept)
                 if found is None:
                     raise RefMissingError(f"nothing was pushed to ref {in_ref!r} of {config.url}")
-                prior = seen.read(store, remote, key, out_ref, config.url, accept=accept)
+                prior = seen.read(store, remote, key, out_ref, config.url, accept_rollback=accept)
                 engine.download(store, remote, config.key, found.snapshot)
             finally:
                 remote.close()
