@@ -343,3 +343,26 @@ def test_a_follower_reports_a_rollback_each_cycle_and_accepts_it_once_when_told(
     assert pulled["disposition"] in ("up_to_date", "fast_forwarded"), pulled
     assert manifest(folder) == manifest(on_b.cwd)
     assert second
+
+
+def test_a_clone_in_a_store_that_saw_a_newer_ref_refuses_an_older_one_before_making_a_folder(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    a, b = machines(dir_site)
+    key, first, on_b = started(a, b, dir_site, folder)
+    remote = dir_site.open()
+    (ref_name,) = remote.list("refs/")
+    old = remote.get(ref_name)
+    (folder / "notes.txt").write_text("two\n")
+    a.json("sync", "--push")
+    assert on_b.json("sync", "--pull")["disposition"] == "fast_forwarded"
+    remote.put(ref_name, old)
+
+    run = b("--json", "clone", dir_site.url, "again", "--key", key)
+    assert run.code == 1 and run.error["name"] == "sync.rollback", run.stdout
+    assert not (b.cwd / "again").exists()
+    cloned = b.json("clone", dir_site.url, "again", "--key", key, "--accept-rollback")
+    assert cloned["head"]["merged_from"] == first
+    # A fresh store has seen nothing: it trusts what it finds.
+    third = Machine(b.home.parent / "store-c", b.user_home, b.cwd, b.extra)
+    assert third.json("clone", dir_site.url, "c", "--key", key)["head"]["merged_from"] == first
