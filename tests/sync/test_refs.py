@@ -366,3 +366,25 @@ def test_a_clone_in_a_store_that_saw_a_newer_ref_refuses_an_older_one_before_mak
     # A fresh store has seen nothing: it trusts what it finds.
     third = Machine(b.home.parent / "store-c", b.user_home, b.cwd, b.extra)
     assert third.json("clone", dir_site.url, "c", "--key", key)["head"]["merged_from"] == first
+
+
+def test_a_push_to_an_emptied_remote_this_machine_saw_refs_on_is_refused_until_accepted(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    import shutil
+
+    a, b = machines(dir_site)
+    _key, _first, on_b = started(a, b, dir_site, folder)
+    root = Path(dir_site.url)
+    shutil.rmtree(root)
+    root.mkdir()  # emptied, or a mount point with its disk away
+    (folder / "notes.txt").write_text("two\n")
+
+    run = a("--json", "sync", "--push")
+    assert run.code == 1 and run.error["name"] == "sync.rollback", run.stdout
+    assert "--accept-rollback" in run.error["next"]
+    assert list(root.iterdir()) == []  # no key check, no lease, no object made there
+    pushed = a.json("sync", "--push", "--accept-rollback")["snapshot"]["id"]
+    pulled = on_b.json("sync", "--pull")
+    assert pulled["disposition"] == "fast_forwarded" and pulled["remote_snapshot"] == pushed
+    assert manifest(on_b.cwd) == manifest(folder)

@@ -24,7 +24,12 @@ from tillage.crypto import (
 )
 from tillage.errors import IntegrityError
 from tillage.features.sync import seen
-from tillage.features.sync.errors import NotARemoteError, PullFirstError, RefMissingError
+from tillage.features.sync.errors import (
+    NotARemoteError,
+    PullFirstError,
+    RefMissingError,
+    RollbackError,
+)
 from tillage.features.sync.refs import Lease, RefState, doc_key, holds, lease_ns, write_ref
 from tillage.features.sync.refs import read_ref as read_ref  # noqa: PLC0414 (for clone)
 from tillage.features.sync.remotes import RemoteConfig, machine_id
@@ -279,7 +284,7 @@ def push(
     ).row
     remote = open_for(config, env, cwd)
     try:
-        ensure_config(remote, config.key, create=True)
+        _ensure_pushable(store, remote, config, ref, accept_rollback)
         key = doc_key(config)
         # Before the lease: a ref rolled back or damaged is refused with nothing written.
         seen.read(store, remote, key, ref, config.name, accept_rollback=accept_rollback)
@@ -321,6 +326,25 @@ def push(
     finally:
         remote.close()
     return PushOutcome(head, ref, pushed)
+
+
+def _ensure_pushable(
+    store: Store, remote: Remote, config: RemoteConfig, ref: str, accept_rollback: bool
+) -> None:
+    """Checks the remote's key, making its key check on an empty remote, but not on one this
+    machine saw refs on: that remote lost everything (a wiped bucket, a disk not mounted on
+    its mount point), which is a rollback, refused unless accepted."""
+    try:
+        ensure_config(
+            remote, config.key, create=accept_rollback or not seen.recalled(store, remote)
+        )
+    except NotARemoteError:
+        raise RollbackError(
+            f"{config.name} ({remote.url}) holds nothing (no key check), though this machine "
+            f"saw ref {ref!r} there: it was emptied, or is not the place it was (a disk not "
+            "mounted?); nothing was written",
+            details={"ref": ref, "remote": config.name},
+        ) from None
 
 
 def _nothing_new(
