@@ -177,7 +177,7 @@ class SyncRequest:
     yes: bool = param("confirm --takeover", default=False)
     accept_rollback: bool = param(
         "go on although the ref is older than this machine saw it (the remote was restored "
-        "on purpose): it becomes what this machine knows",
+        "on purpose): that state, and what moves on from it, is trusted from now on",
         default=False,
     )
     bootstrap: bool = param(
