@@ -388,3 +388,26 @@ def test_a_push_to_an_emptied_remote_this_machine_saw_refs_on_is_refused_until_a
     pulled = on_b.json("sync", "--pull")
     assert pulled["disposition"] == "fast_forwarded" and pulled["remote_snapshot"] == pushed
     assert manifest(on_b.cwd) == manifest(folder)
+
+
+def test_a_repair_from_an_older_memory_is_caught_and_the_newer_memory_wins(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    a, b = machines(dir_site)
+    _key, first, on_b = started(a, b, dir_site, folder)
+    (on_b.cwd / "notes.txt").write_text("two, from b\n")
+    second = on_b.json("sync", "--push")["snapshot"]["id"]  # A has not seen it
+    remote = dir_site.open()
+    (ref_name,) = remote.list("refs/")
+    remote.put(ref_name, remote.get(ref_name)[:50])
+
+    fixed = a.json("remote", "repair-ref")  # A saw only version 1
+    assert (fixed["snapshot"], fixed["version"]) == (first, 2)
+    run = on_b("--json", "sync", "--pull")
+    assert run.code == 1 and run.error["name"] == "sync.rollback", run.stdout
+    assert run.error["details"]["found_snapshot"] == first
+    on_b.json("sync", "--push", "--accept-rollback")  # B's head holds what B saw
+    assert a.json("remote", "refs")["refs"][0]["version"] == 3
+    pulled = a.json("sync", "--pull")
+    assert pulled["disposition"] == "fast_forwarded" and pulled["remote_snapshot"] == second
+    assert manifest(folder) == manifest(on_b.cwd)
