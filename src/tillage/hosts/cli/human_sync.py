@@ -83,8 +83,56 @@ def _clone(page: Page) -> None:
     page.next("Keep both machines current:", "till sync --follow")
 
 
+_PROBLEMS = {
+    "damaged": "DAMAGED: its head does not open",
+    "rolled_back": "ROLLED BACK: older than this machine saw",
+    "missing": "MISSING: this machine saw it, the remote lost it",
+}
+
+
+def _remote_refs(page: Page) -> None:
+    doc = _taken(page)
+    rows = doc.get("refs") or []
+    if not rows:
+        page.add(f"{doc.get('remote')} holds no ref yet.")
+        page.next("Send this workspace there:", "till sync --push")
+        return
+    for row in rows:
+        name = units.printable(str(row.get("ref") or "(a ref this machine cannot name)"))
+        problem = row.get("problem")
+        if row.get("snapshot"):
+            when = units.when_text(str(row.get("pushed_at") or ""), page.now)
+            line = f"{name}  v{row.get('version')}  {str(row.get('snapshot'))[:12]}  {when}"
+        else:
+            line = name
+        if problem:
+            seen = row.get("seen_version")
+            line += f"  {_PROBLEMS.get(str(problem), str(problem))}"
+            line += f" (saw v{seen})" if seen is not None else ""
+        page.add(line)
+    broken = [r for r in rows if r.get("problem") in ("damaged", "missing")]
+    if broken:
+        ref = broken[0].get("ref") or "REF"
+        page.next("Rewrite it from what this machine saw:", f"till remote repair-ref --ref {ref}")
+
+
+def _repair_ref(page: Page) -> None:
+    doc = _taken(page)
+    where = f"{doc.get('remote')}/{doc.get('ref')}"
+    snap = str(doc.get("snapshot"))[:12]
+    if doc.get("repaired"):
+        page.add(
+            f"Repaired {where} ({doc.get('problem')}): it holds {snap} again, as version "
+            f"{doc.get('version')}."
+        )
+    else:
+        page.add(f"{where} is sound (version {doc.get('version')}, {snap}): nothing written.")
+
+
 RENDERERS: dict[str, Callable[[Page], None]] = {
     "remote.add": _remote_add,
+    "remote.refs": _remote_refs,
+    "remote.repair_ref": _repair_ref,
     "sync.run": _sync,
     "sync.clone": _clone,
 }
