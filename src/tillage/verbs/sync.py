@@ -196,6 +196,11 @@ class SyncResult:
     remote_snapshot: str | None = field(default=None, metadata={"omit_none": True})
     fetched_objects: int | None = field(default=None, metadata={"omit_none": True})
     fetched_bytes: int | None = field(default=None, metadata={"omit_none": True})
+    # With a pull that landed: the folder as it was before (`till rewind UNDO --yes`).
+    undo: str | None = field(default=None, metadata={"omit_none": True})
+    # Files another writer changed while the pull landed: kept in the `rescue` snapshot.
+    rescued: tuple[str, ...] | None = field(default=None, metadata={"omit_none": True})
+    rescue: str | None = field(default=None, metadata={"omit_none": True})
     # With `diverged`: the exact command that lands the incoming snapshot here.
     next: str | None = field(default=None, metadata={"omit_none": True})
 
@@ -244,6 +249,9 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
         remote_snapshot=pulled.remote_snapshot,
         fetched_objects=pulled.fetched_objects,
         fetched_bytes=pulled.fetched_bytes,
+        undo=pulled.undo,
+        rescued=pulled.rescued or None,
+        rescue=pulled.rescue,
         next=_landing(pulled, ws, config.name, req.ref)
         if pulled.disposition == "diverged"
         else None,
