@@ -76,6 +76,9 @@ class FolderMovedError(ConflictError):
     """The folder changed, along what a landing would write, since the seal its caller decided
     on: nothing was written (a sync pull answers `diverged` and keeps the edits)."""
 
+    code = -32083
+    name = "workspace.folder_moved"
+    module = "workspace"
     next_step = "seal the folder and try again"
 
     def __init__(self, paths: list[str]) -> None:
