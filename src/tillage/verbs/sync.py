@@ -301,6 +301,18 @@ def _follow(ctx: Context, req: SyncRequest) -> Follower:
         poll_seconds=seconds,
         takeover=req.takeover,
         after_write=after_write,
+        merge_incoming=_merge_incoming,
+    )
+
+
+def _merge_incoming(ws: Workspace, incoming: str, base: str) -> tuple[str | None, tuple[str, ...]]:
+    """A follower's three-way merge of a diverged pull (as `till merge --snapshot ID --base
+    BASE`): the result's ID when it landed, and the conflicting paths."""
+    from tillage.features.merge import merge as mg
+
+    outcome = mg.merge_snapshot(ws, incoming, base)
+    return (outcome.result.id if outcome.landed and outcome.result else None), tuple(
+        c.path for c in outcome.conflicts
     )
 
 
@@ -529,9 +541,12 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "pushes when the folder changed, printing one JSON line per cycle: `cycle`, `at`, "
             "`remote`, `ref`, `pulled` (the disposition, or `missing` before the first push), "
             "`fetched_objects`, `pushed` (a snapshot ID or null), `uploaded_objects`, "
-            "`uploaded_bytes`, `paused`, `incoming`, `next_step`, `error`, `retry_in`. On "
-            "diverged it pauses (`paused: true`, `next_step: till merge --snapshot ID`) and "
-            "resumes by itself once the folder descends from the incoming snapshot; an error "
+            "`uploaded_bytes`, `merged`, `paused`, `conflicts`, `incoming`, `next_step`, `error`, "
+            "`retry_in`. On diverged it merges three-way by itself (the last synced snapshot "
+            "the ancestor; `merged` names the result) and pushes the merge; only a conflict "
+            "pauses it (`paused: true`, `conflicts`, `next_step: till merge --snapshot ID`), "
+            "and it resumes by itself once the folder descends from the incoming snapshot; an "
+            "error "
             "is that cycle's `error` envelope and the next cycle comes after a backoff.",
         ),
         sync,
