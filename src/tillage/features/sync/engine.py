@@ -33,6 +33,7 @@ from tillage.features.sync.errors import (
 from tillage.features.sync.refs import Lease, RefState, doc_key, holds, lease_ns, write_ref
 from tillage.features.sync.refs import read_ref as read_ref  # noqa: PLC0414 (for clone)
 from tillage.features.sync.remotes import RemoteConfig, machine_id
+from tillage.platform import failpoints
 from tillage.remote.errors import RemoteMissingError
 from tillage.workspace.attach import Workspace
 
@@ -366,6 +367,10 @@ class PullOutcome:
     remote_snapshot: str
     fetched_objects: int
     fetched_bytes: int
+    undo: str | None = None  # the folder before a pull that landed (a rewind's undo)
+    rescued: tuple[str, ...] = ()  # files a concurrent writer changed while it landed
+    rescue: str | None = None  # the snapshot holding them
+    moved: tuple[str, ...] = ()  # diverged: paths edited while the pull decided
 
 
 def _publish_incoming(store: Store, ws: Workspace, snapshot_id: str, parent: str | None) -> None:
@@ -391,8 +396,7 @@ def pull(
 ) -> PullOutcome:
     """Brings `ref` here: fast-forwards the folder when it has not changed since the last sync
     and the remote descends from it; otherwise keeps the incoming snapshot and says diverged."""
-    from tillage.workspace import rewind
-    from tillage.workspace.seal import SealOptions, seal_result
+    from tillage.workspace.locks import workspace_lock
 
     store = ws.store
     remote = open_for(config, env, cwd)
@@ -415,9 +419,43 @@ def pull(
         held = last is not None and holds(remote, key, current, last.snapshot, at)
     finally:
         remote.close()
-    head = seal_result(
-        ws, SealOptions(trigger="manual", label="before pull", skip_unchanged=True)
+    failpoints.hit("sync.pull.fetched")
+    # One lock from the seal the decision reads to the last byte landed, and the landing
+    # refuses a folder that moved since that seal: an edit made meanwhile is never overwritten.
+    with workspace_lock(ws), store.sharing():
+        held_for = last.snapshot if last is not None else None
+        return _decide_and_land(
+            ws, config, ref, current, bootstrap, fetched, size, (held_for, held)
+        )
+
+
+def _decide_and_land(
+    ws: Workspace,
+    config: RemoteConfig,
+    ref: str,
+    current: RefState,
+    bootstrap: bool,
+    fetched: int,
+    size: int,
+    held: tuple[str | None, bool] = (None, False),
+) -> PullOutcome:
+    """The pull's decision and landing (the caller holds the workspace lock). `held` is
+    (snapshot, whether the ref's history holds it), read from the remote for what was last
+    synced when the pull began."""
+    from tillage.core.models import Entry
+    from tillage.workspace import rewind
+    from tillage.workspace.errors import FolderMovedError
+    from tillage.workspace.seal import SealOptions, seal_result_locked
+
+    store = ws.store
+    incoming = current.snapshot
+    seen: dict[str, Entry] = {}
+    head = seal_result_locked(
+        ws,
+        SealOptions(trigger="manual", label="before pull", skip_unchanged=True),
+        manifest_out=seen,
     ).row
+    last = store.sync_ref(ws.id, config.name, ref)  # again: another pull may have landed
     target = store.snapshot(incoming)
     assert target is not None
     if head.tree == target.tree or descends(store, head.id, incoming):
@@ -432,37 +470,58 @@ def pull(
     if last is not None:
         twin = store.snapshot(last.local)
         clean = twin is not None and twin.tree == head.tree
-    forward = last is not None and clean and held
+    # The ref's history, segments included, as read for the last sync; for one another pull
+    # recorded meanwhile, the document's own recent heads.
+    known, holds_it = held
+    if last is None:
+        in_history = False
+    elif last.snapshot == known:
+        in_history = holds_it
+    else:
+        in_history = last.snapshot in current.history
+    forward = last is not None and clean and in_history
     if not (forward or bootstrap):
         return PullOutcome("diverged", head, incoming, fetched, size)
-    rewind.apply(ws, target, None)
-    landed = _twin(ws, target, f"pulled {incoming[:12]} from {config.name}/{ref}")
-    _record(store, ws, config, ref, incoming, landed.id)
-    return PullOutcome(
-        "fast_forwarded" if forward else "bootstrapped", landed, incoming, fetched, size
-    )
-
-
-def _twin(ws: Workspace, target: SnapshotRow, label: str) -> SnapshotRow:
-    """The local snapshot holding exactly what a pull landed: the target's own tree, not a new
-    walk of the folder (an edit made while the pull applied is the next seal's change, never
-    recorded as synced)."""
-    from tillage.workspace.locks import workspace_lock
-    from tillage.workspace.seal import SealOptions, publish_tree, snapshot_record
-
-    notes = list(snapshot_record(ws.store, target.id).fidelity)
-    options = SealOptions(trigger="sync", label=label, merged_from=target.id)
-    with workspace_lock(ws), ws.store.writer() as writer:
-        return publish_tree(
-            ws.store,
-            ws.id,
-            writer,
-            bytes.fromhex(target.tree),
-            target.files,
-            target.bytes,
-            notes,
-            options,
+    failpoints.hit("sync.pull.decided")
+    # The landing's completion is journaled with it: the local twin (the incoming tree itself,
+    # not a walk: an edit made while it landed is the next seal's change) and the sync fact
+    # naming it, made once, by this command or by the one that finishes a killed pull.
+    completion = {
+        "seal": {
+            "trigger": "sync",
+            "label": f"pulled {incoming[:12]} from {config.name}/{ref}",
+            "merged_from": incoming,
+            "tree_of": incoming,
+        },
+        "tell": {
+            "how": "fact",
+            "kind": "sync_ref",
+            "body": {
+                "workspace": ws.id,
+                "remote": config.name,
+                "ref": ref,
+                "snapshot": incoming,
+            },
+            "result_as": "local",
+        },
+    }
+    try:
+        landed = rewind.apply_sealed(
+            ws, target, None, seen, head, completion=completion, unmoved=True
         )
+    except FolderMovedError as moved:
+        return PullOutcome("diverged", head, incoming, fetched, size, moved=moved.paths)
+    assert landed.completed is not None
+    return PullOutcome(
+        "fast_forwarded" if forward else "bootstrapped",
+        landed.completed,
+        incoming,
+        fetched,
+        size,
+        undo=head.id,
+        rescued=landed.rescued,
+        rescue=landed.rescue,
+    )
 
 
 def _record(
