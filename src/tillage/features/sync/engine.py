@@ -285,7 +285,7 @@ def push(
     ).row
     remote = open_for(config, env, cwd)
     try:
-        _ensure_pushable(store, remote, config, ref, accept_rollback)
+        _ensure_known(store, remote, config, ref, create=True, accept_rollback=accept_rollback)
         key = doc_key(config)
         # Before the lease: a ref rolled back or damaged is refused with nothing written.
         seen.read(store, remote, key, ref, config.name, accept_rollback=accept_rollback)
@@ -329,17 +329,24 @@ def push(
     return PushOutcome(head, ref, pushed)
 
 
-def _ensure_pushable(
-    store: Store, remote: Remote, config: RemoteConfig, ref: str, accept_rollback: bool
+def _ensure_known(
+    store: Store,
+    remote: Remote,
+    config: RemoteConfig,
+    ref: str,
+    *,
+    create: bool,
+    accept_rollback: bool = False,
 ) -> None:
-    """Checks the remote's key, making its key check on an empty remote, but not on one this
-    machine saw refs on: that remote lost everything (a wiped bucket, a disk not mounted on
-    its mount point), which is a rollback, refused unless accepted."""
+    """Checks the remote's key (with `create`, making its key check on an empty remote), but
+    a remote this machine saw refs on that holds nothing lost everything (a wiped bucket, a
+    disk not mounted on its mount point): a rollback, refused unless accepted."""
+    known = bool(seen.recalled(store, remote))
     try:
-        ensure_config(
-            remote, config.key, create=accept_rollback or not seen.recalled(store, remote)
-        )
+        ensure_config(remote, config.key, create=create and (accept_rollback or not known))
     except NotARemoteError:
+        if not known or accept_rollback:
+            raise
         raise RollbackError(
             f"{config.name} ({remote.url}) holds nothing (no key check), though this machine "
             f"saw ref {ref!r} there: it was emptied, or is not the place it was (a disk not "
@@ -401,7 +408,7 @@ def pull(
     store = ws.store
     remote = open_for(config, env, cwd)
     try:
-        ensure_config(remote, config.key, create=False)
+        _ensure_known(store, remote, config, ref, create=False)
         key = doc_key(config)
         last = store.sync_ref(ws.id, config.name, ref)
         at = seen.seen_at(seen.recall(store, remote, ref), last.snapshot) if last else None
