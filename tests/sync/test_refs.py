@@ -413,3 +413,26 @@ def test_a_repair_from_an_older_memory_is_caught_and_the_newer_memory_wins(
     pulled = a.json("sync", "--pull")
     assert pulled["disposition"] == "fast_forwarded" and pulled["remote_snapshot"] == second
     assert manifest(folder) == manifest(on_b.cwd)
+
+
+def test_work_in_a_store_that_saw_a_newer_input_ref_refuses_an_older_one(
+    dir_site: Site, machines: Machines, folder: Path, tmp_path: Path
+) -> None:
+    a, b = machines(dir_site)
+    key, first, on_b = started(a, b, dir_site, folder)
+    remote = dir_site.open()
+    (ref_name,) = remote.list("refs/")
+    old = remote.get(ref_name)
+    (folder / "notes.txt").write_text("two\n")
+    a.json("sync", "--push")
+    assert on_b.json("sync", "--pull")["disposition"] == "fast_forwarded"
+    remote.put(ref_name, old)
+    runner_tmp = tmp_path / "runner-tmp"
+    runner_tmp.mkdir()
+    args = ("work", "--remote", dir_site.url, "--key", key, "--result-ref", "ci")
+
+    run = b("--json", *args, "--", "true", env={"TMPDIR": str(runner_tmp)})
+    assert run.code == 1 and run.error["name"] == "sync.rollback", run.stdout
+    assert [r["ref"] for r in a.json("remote", "refs")["refs"]] == ["main"]  # no result
+    done = b.json(*args, "--accept-rollback", "--", "true", env={"TMPDIR": str(runner_tmp)})
+    assert done["input"] == first and done["exit_code"] == 0
