@@ -39,6 +39,7 @@ __all__ = [
     "doc_key",
     "holds",
     "lease_ns",
+    "open_ref",
     "read_ref",
     "repair_step",
     "write_ref",
@@ -193,8 +194,8 @@ def _seal_segment(
     remote: Remote, key: RecoveryKey, ref: str, newest: int, heads: list[str], older: str | None
 ) -> str:
     """Puts an immutable segment of older heads and returns its name: a keyed hash of the ref,
-    its newest version and its content, so two writers of the same segment write the same
-    bytes' name, and different ones never share a name."""
+    its newest version and its content: two writers of the same segment write it under one
+    name, and different segments never share one."""
     import json
 
     body = {"ref": ref, "newest": newest, "heads": heads, "older": older}
