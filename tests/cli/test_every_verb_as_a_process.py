@@ -68,7 +68,10 @@ STORIES = {
         "session changelog", "session revert", "session end", "session cleanup",
         "project hydrate", "project flush", "retention", "budget", "gc",
     },
-    "sync": {"remote add", "remote list", "sync", "clone", "work", "remote-serve", "mcp"},
+    "sync": {
+        "remote add", "remote list", "sync", "clone", "work", "remote refs", "remote repair-ref",
+        "remote-serve", "mcp",
+    },
 }  # fmt: skip
 
 
@@ -176,6 +179,9 @@ def test_the_sync_verbs_and_the_serving_doors(story: Story, tmp_path: Path) -> N
     assert story("sync", "--pull", cwd=Path(clone["workspace"]))["disposition"] == "up_to_date"
     work = story("work", "--remote", str(remote), "--key", key, "--result-ref", "ci", "--", "true")
     assert work["exit_code"] == 0 and work["input"] == pushed
+    refs = {r["ref"]: r for r in story("remote refs")["refs"]}
+    assert refs["main"]["snapshot"] == pushed and refs["main"]["problem"] is None
+    assert story("remote repair-ref")["repaired"] is False  # a sound ref is left alone
     assert story("remote-serve", "--stdio", str(remote)) is None  # stdin closed: it ends
     assert story("mcp") is None  # an MCP server on stdio, until stdin closes
     assert story("mcp", "--list")["attached"] is True
