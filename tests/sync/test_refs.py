@@ -384,8 +384,8 @@ def test_a_push_to_an_emptied_remote_this_machine_saw_refs_on_is_refused_until_a
     assert run.code == 1 and run.error["name"] == "sync.rollback", run.stdout
     assert "--accept-rollback" in run.error["next"]
     assert list(root.iterdir()) == []  # no key check, no lease, no object made there
-    run = on_b("--json", "sync", "--pull")
-    assert run.code == 1 and run.error["name"] == "sync.rollback", run.stdout
+    run = on_b("--json", "sync", "--pull")  # nothing is written by a pull: as it was
+    assert run.code == 1 and run.error["name"] == "sync.not_a_remote", run.stdout
     pushed = a.json("sync", "--push", "--accept-rollback")["snapshot"]["id"]
     pulled = on_b.json("sync", "--pull")
     assert pulled["disposition"] == "fast_forwarded" and pulled["remote_snapshot"] == pushed

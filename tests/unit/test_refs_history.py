@@ -150,3 +150,20 @@ def test_an_accepted_rollback_is_trusted_and_so_is_what_follows_it_but_nothing_o
     assert refused(state(5, 5)) and not refused(state(10, 10))
     (memory,) = (tmp_path / "remotes" / "seen").glob("*/*.json")
     assert memory.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_version_a_head_was_synced_at_is_known_however_far_the_memory_moved(
+    tmp_path: Path,
+) -> None:
+    from tillage.features.sync import seen
+
+    any_store: Any = SimpleNamespace(home=tmp_path, locks_dir=tmp_path / "locks")
+    remote = MemoryRemote()
+    seen.synced(any_store, remote, state(5, 5))  # pushed or pulled at version 5
+    for version in range(6, 400):  # then only seen (diverged pulls, listings)
+        seen.remember(any_store, remote, state(version, version))
+    assert seen.seen_at(any_store, remote, "main", head(5)) == 5
+    assert seen.seen_at(any_store, remote, "main", head(399)) == 399  # the newest seen
+    assert seen.seen_at(any_store, remote, "main", head(6)) is None  # seen, never synced
+    recalled = seen.recall(any_store, remote, "main")
+    assert recalled is not None and (recalled.version, recalled.snapshot) == (399, head(399))

@@ -285,7 +285,7 @@ def push(
     ).row
     remote = open_for(config, env, cwd)
     try:
-        _ensure_known(store, remote, config, ref, create=True, accept_rollback=accept_rollback)
+        _ensure_pushable(store, remote, config, ref, accept_rollback)
         key = doc_key(config)
         # Before the lease: a ref rolled back or damaged is refused with nothing written.
         seen.read(store, remote, key, ref, config.name, accept_rollback=accept_rollback)
@@ -320,7 +320,7 @@ def push(
             written = write_ref(remote, key, ref, head.id, base, machine, expect=expect)
             if written is None:
                 raise PullFirstError(f"another push to ref {ref!r} landed first")
-            seen.remember(store, remote, written)
+            seen.synced(store, remote, written)
             _record(store, ws, config, ref, head.id, head.id)
         finally:
             lease.release()
@@ -329,28 +329,23 @@ def push(
     return PushOutcome(head, ref, pushed)
 
 
-def _ensure_known(
-    store: Store,
-    remote: Remote,
-    config: RemoteConfig,
-    ref: str,
-    *,
-    create: bool,
-    accept_rollback: bool = False,
+def _ensure_pushable(
+    store: Store, remote: Remote, config: RemoteConfig, ref: str, accept_rollback: bool
 ) -> None:
-    """Checks the remote's key (with `create`, making its key check on an empty remote), but
-    a remote this machine saw refs on that holds nothing lost everything (a wiped bucket, a
-    disk not mounted on its mount point): a rollback, refused unless accepted."""
-    known = bool(seen.recalled(store, remote))
+    """Checks the remote's key, making its key check on an empty remote, but not on one this
+    machine saw refs on: that remote lost everything (a wiped bucket, a disk not mounted on
+    its mount point), which is a rollback, refused unless accepted."""
     try:
-        ensure_config(remote, config.key, create=create and (accept_rollback or not known))
+        ensure_config(
+            remote, config.key, create=accept_rollback or not seen.recalled(store, remote)
+        )
     except NotARemoteError:
-        if not known or accept_rollback:
-            raise
         raise RollbackError(
             f"{config.name} ({remote.url}) holds nothing (no key check), though this machine "
-            f"saw ref {ref!r} there: it was emptied, or is not the place it was (a disk not "
-            "mounted?); nothing was written",
+            f"saw ref {ref!r} there: it was emptied, or is not the place it was; nothing was "
+            "written",
+            next_step="if it is a disk that is not mounted, mount it and push again; if the "
+            "remote was emptied on purpose, repeat with --accept-rollback to make it anew",
             details={"ref": ref, "remote": config.name},
         ) from None
 
@@ -408,10 +403,10 @@ def pull(
     store = ws.store
     remote = open_for(config, env, cwd)
     try:
-        _ensure_known(store, remote, config, ref, create=False)
+        ensure_config(remote, config.key, create=False)
         key = doc_key(config)
         last = store.sync_ref(ws.id, config.name, ref)
-        at = seen.seen_at(seen.recall(store, remote, ref), last.snapshot) if last else None
+        at = seen.seen_at(store, remote, ref, last.snapshot) if last else None
         current = seen.read(store, remote, key, ref, config.name, accept_rollback=accept_rollback)
         if current is None:
             raise RefMissingError(f"nothing was pushed to ref {ref!r} of {config.name}")
@@ -431,9 +426,12 @@ def pull(
     # refuses a folder that moved since that seal: an edit made meanwhile is never overwritten.
     with workspace_lock(ws), store.sharing():
         held_for = last.snapshot if last is not None else None
-        return _decide_and_land(
+        outcome = _decide_and_land(
             ws, config, ref, current, bootstrap, fetched, size, (held_for, held)
         )
+    if outcome.disposition != "diverged":
+        seen.synced(store, remote, current)  # where the next pull's history walk may start
+    return outcome
 
 
 def _decide_and_land(

@@ -42,6 +42,7 @@ __all__ = [
     "remember",
     "rolled_back",
     "seen_at",
+    "synced",
     "trust",
 ]
 
@@ -192,7 +193,9 @@ def _lock(store: Store, remote: Remote) -> Any:
     return file_lock(store.locks_dir / f"seen-{_hash(identity(remote))}.lock", what="sync memory")
 
 
-def _write(path: Path, remote: Remote, state: RefState, accepted: Any = None) -> None:
+def _write(
+    path: Path, remote: Remote, state: RefState, accepted: Any = None, synced: Any = None
+) -> None:
     doc = {
         "remote": identity(remote),
         "ref": state.ref,
@@ -205,8 +208,29 @@ def _write(path: Path, remote: Remote, state: RefState, accepted: Any = None) ->
     }
     if accepted is not None:
         doc["accepted"] = accepted
+    if synced:
+        doc["synced"] = synced
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     atomic_write(path, json.dumps(doc).encode(), mode=0o600)
+
+
+def _synced(path: Path) -> list[list[Any]]:
+    """The heads this machine synced (pushed, or pulled and landed) with their versions,
+    newest first: what a pull's history walk may start from."""
+    doc = _read(path)
+    pairs = doc.get("synced") if doc is not None else None
+    if not isinstance(pairs, list):
+        return []
+    return [
+        p
+        for p in pairs
+        if isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], int)
+    ]
+
+
+# How many synced heads a memory keeps (one per workspace of this store syncing the ref is
+# what matters: the newest synced state of each).
+SYNCED_KEPT = 32
 
 
 def remember(store: Store, remote: Remote, state: RefState) -> None:
@@ -217,7 +241,21 @@ def remember(store: Store, remote: Remote, state: RefState) -> None:
         was = _load(path)
         if was is not None and was.version >= state.version:
             return
-        _write(path, remote, state)
+        _write(path, remote, state, synced=_synced(path))
+
+
+def synced(store: Store, remote: Remote, state: RefState) -> None:
+    """Records that this machine synced `state` (pushed it, or pulled and landed it), so a
+    later pull knows at which version its last synced head was, however far the ref moved."""
+    path = _path(store, remote, state.ref)
+    with _lock(store, remote):
+        was = _load(path)
+        newest = state if was is None or state.version > was.version else was
+        pairs = [[state.snapshot, state.version]]
+        pairs += [p for p in _synced(path) if p[0] != state.snapshot][: SYNCED_KEPT - 1]
+        marker = _read(path) or {}
+        accepted = marker.get("accepted") if newest is was else None
+        _write(path, remote, newest, accepted, pairs)
 
 
 def accept(store: Store, remote: Remote, ref: str, found: RefState | None) -> None:
@@ -230,12 +268,18 @@ def accept(store: Store, remote: Remote, ref: str, found: RefState | None) -> No
         if was is None:
             return
         version, snapshot = _key_of(found)
-        _write(path, remote, was, {"version": version, "snapshot": snapshot})
+        marker = {"version": version, "snapshot": snapshot}
+        _write(path, remote, was, marker, _synced(path))
 
 
-def seen_at(seen: RefState | None, snapshot: str) -> int | None:
-    """The version at which this machine saw `snapshot` as the ref's head (from its memory's
-    recent history), or None when it does not know."""
+def seen_at(store: Store, remote: Remote, ref: str, snapshot: str) -> int | None:
+    """The version at which this machine saw `snapshot` as the ref's head (it synced it then,
+    or its memory's recent history says so), or None when it does not know."""
+    path = _path(store, remote, ref)
+    for head, version in _synced(path):
+        if head == snapshot:
+            return int(version)
+    seen = _load(path)
     if seen is None:
         return None
     for offset, head in enumerate(seen.history):
