@@ -146,6 +146,10 @@ def test_more_pushes_than_a_ref_document_holds_still_fast_forward_the_machine_aw
     assert pulled.doc["remote_snapshot"] == pushed[-1]
     assert manifest(on_b.cwd) == manifest(folder)
     assert len(site.open().list("history/")) >= 3  # the older heads, sealed in segments
+    for name, data in site.stored().items():  # under keyed names, sealed: no ID in the clear
+        for snapshot in (first, *pushed):
+            assert snapshot not in name and snapshot.encode() not in data
+            assert bytes.fromhex(snapshot) not in data
     versions = {r["ref"]: r["version"] for r in on_b.json("remote", "refs")["refs"]}
     assert versions == {"main": 12} and first not in pushed
 
