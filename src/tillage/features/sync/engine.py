@@ -23,7 +23,7 @@ from tillage.crypto import (
     verify_key_check,
 )
 from tillage.errors import IntegrityError
-from tillage.features.sync import seen
+from tillage.features.sync import seen as seen_refs  # (`seen` names local sets below)
 from tillage.features.sync.errors import (
     NotARemoteError,
     PullFirstError,
@@ -288,11 +288,11 @@ def push(
         _ensure_pushable(store, remote, config, ref, accept_rollback)
         key = doc_key(config)
         # Before the lease: a ref rolled back or damaged is refused with nothing written.
-        seen.read(store, remote, key, ref, config.name, accept_rollback=accept_rollback)
+        seen_refs.read(store, remote, key, ref, config.name, accept_rollback=accept_rollback)
         lease = Lease(remote, key, ref, machine_id(store), lease_ns(env))
         lease.acquire(takeover=takeover)
         try:
-            current = seen.read(
+            current = seen_refs.read(
                 store, remote, key, ref, config.name, accept_rollback=accept_rollback
             )
             last = store.sync_ref(ws.id, config.name, ref)
@@ -311,7 +311,7 @@ def push(
                 pushed = upload(store, remote, config.key, head.id, lease.keep)
             expect = current.token if current else None
             base = current
-            prior = seen.continued(store, remote, ref, current)
+            prior = seen_refs.continued(store, remote, ref, current)
             if prior is not None and descends(store, head.id, prior.snapshot):
                 # An accepted rollback this head holds the newer work of: the ref goes on from
                 # what this machine saw, so that work stays in its history for the others.
@@ -320,7 +320,7 @@ def push(
             written = write_ref(remote, key, ref, head.id, base, machine, expect=expect)
             if written is None:
                 raise PullFirstError(f"another push to ref {ref!r} landed first")
-            seen.synced(store, remote, written)
+            seen_refs.synced(store, remote, written)
             _record(store, ws, config, ref, head.id, head.id)
         finally:
             lease.release()
@@ -337,7 +337,7 @@ def _ensure_pushable(
     its mount point), which is a rollback, refused unless accepted."""
     try:
         ensure_config(
-            remote, config.key, create=accept_rollback or not seen.recalled(store, remote)
+            remote, config.key, create=accept_rollback or not seen_refs.recalled(store, remote)
         )
     except NotARemoteError:
         raise RollbackError(
@@ -406,8 +406,10 @@ def pull(
         ensure_config(remote, config.key, create=False)
         key = doc_key(config)
         last = store.sync_ref(ws.id, config.name, ref)
-        at = seen.seen_at(store, remote, ref, last.snapshot) if last else None
-        current = seen.read(store, remote, key, ref, config.name, accept_rollback=accept_rollback)
+        at = seen_refs.seen_at(store, remote, ref, last.snapshot) if last else None
+        current = seen_refs.read(
+            store, remote, key, ref, config.name, accept_rollback=accept_rollback
+        )
         if current is None:
             raise RefMissingError(f"nothing was pushed to ref {ref!r} of {config.name}")
         incoming = current.snapshot
@@ -430,7 +432,7 @@ def pull(
             ws, config, ref, current, bootstrap, fetched, size, (held_for, held)
         )
     if outcome.disposition != "diverged":
-        seen.synced(store, remote, current)  # where the next pull's history walk may start
+        seen_refs.synced(store, remote, current)  # where the next pull's history walk may start
     return outcome
 
 
