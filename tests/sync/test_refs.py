@@ -440,3 +440,19 @@ def test_work_in_a_store_that_saw_a_newer_input_ref_refuses_an_older_one(
     assert [r["ref"] for r in a.json("remote", "refs")["refs"]] == ["main"]  # no result
     done = b.json(*args, "--accept-rollback", "--", "true", env={"TMPDIR": str(runner_tmp)})
     assert done["input"] == first and done["exit_code"] == 0
+
+
+def test_a_repair_sends_what_the_remote_lost_of_the_head_so_a_clone_of_it_works(
+    dir_site: Site, machines: Machines, folder: Path
+) -> None:
+    a, b = machines(dir_site)
+    key, first, _on_b = started(a, b, dir_site, folder)
+    remote = dir_site.open()
+    for name in remote.list("refs/") + remote.list("objects/"):
+        remote.delete(name)  # the head and everything it reached, gone
+
+    fixed = a.json("remote", "repair-ref")
+    assert (fixed["repaired"], fixed["problem"], fixed["snapshot"]) == (True, "missing", first)
+    third = Machine(b.home.parent / "store-c", b.user_home, b.cwd, b.extra)
+    assert third.json("clone", dir_site.url, "c", "--key", key)["head"]["merged_from"] == first
+    assert manifest(b.cwd / "c") == manifest(folder)

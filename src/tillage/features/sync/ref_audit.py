@@ -110,9 +110,10 @@ def repair_ref(
 ) -> RepairOutcome:
     """Rewrites a damaged or missing ref from the newest version of it this machine saw
     (that snapshot, its history and older segments, at the next version), under the ref's
-    lease; a sound ref is left alone. Refused when this machine never saw the ref."""
+    lease, after sending what that snapshot reaches and the remote lacks (when this store
+    holds it); a sound ref is left alone. Refused when this machine never saw the ref."""
     from tillage.crypto import name_of
-    from tillage.features.sync.engine import ensure_config, open_for
+    from tillage.features.sync.engine import ensure_config, open_for, upload
 
     remote = open_for(config, env, cwd)
     try:
@@ -138,6 +139,11 @@ def repair_ref(
                     pass
                 else:
                     return RepairOutcome(None, state)
+            if store.locations([bytes.fromhex(memory.snapshot)]):
+                # What the head reaches goes up first (only what the remote lacks: one
+                # existence check when it holds it all), so the rewritten ref can be pulled.
+                with store.sharing():
+                    upload(store, remote, config.key, memory.snapshot, lease.keep)
             written = write_ref(
                 remote,
                 key,
