@@ -35,7 +35,9 @@ from tillage.hosts.cli.where import (
     store_home,
     workspace_id,
 )
+from tillage.platform import keyhandoff
 from tillage.platform.identity import code_identity
+from tillage.platform.launch import is_secret
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -103,8 +105,12 @@ class _NoDoorError(Exception):
 
 
 def main() -> int:
-    """Runs `till`: through the watcher's socket when it may, else in this process."""
+    """Runs `till`: through the watcher's socket when it may, else in this process (after
+    running itself again when it holds the recovery key in argv or environ, so that nothing
+    it starts can read the key from it: platform/keyhandoff.py)."""
     argv = sys.argv[1:]
+    keyhandoff.receive()
+    _hand_over_key(argv)
     sock = _door(argv)
     read = None
     if sock is not None:
@@ -115,6 +121,19 @@ def main() -> int:
     from tillage.hosts.cli.main import main as local
 
     return local(stdin=read)
+
+
+def _hand_over_key(argv: list[str]) -> None:
+    """Re-executes this process with the key out of its argv and environ when it holds one
+    and is not one of the short calls that run no command (SOCKET_COMMANDS without `--`):
+    those keep their start-up, every other command pays one more (a long-lived server, a
+    command runner, or a verb that takes the key)."""
+    found = keyhandoff.held(argv, os.environ)
+    if found is None:
+        return
+    if command_of(argv, GROUPS) in SOCKET_COMMANDS and "--" not in argv:
+        return
+    keyhandoff.reexec(argv, *found)
 
 
 def _door(argv: list[str]) -> str | None:
@@ -140,8 +159,13 @@ def _door(argv: list[str]) -> str | None:
 
 
 def forwarded_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The part of the environment the watcher's run of the command line needs."""
-    return {k: v for k, v in env.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+    """The part of the environment the watcher's run of the command line needs (never the
+    recovery key, nor the file naming it: none of these commands takes one)."""
+    return {
+        k: v
+        for k, v in env.items()
+        if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and not is_secret(k)
+    }
 
 
 def _through(path: str, argv: list[str]) -> int:
