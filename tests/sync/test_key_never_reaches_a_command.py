@@ -1,0 +1,176 @@
+"""The recovery key never reaches a command tillage runs (issue 11, issue 23 item 1): a command
+that walks every ancestor's /proc/PID/cmdline and /proc/PID/environ (as any process of the same
+user may) and prints its own environment finds the key nowhere, whether the key was given as
+`--key HEX` or exported as TILLAGE_RECOVERY_KEY, through every door that runs a command: `till
+work` (and the result it pushes), `run`, `exec`, `try`, `bisect`, `merge --check`, `fork --
+CMD`, and the MCP server's tools. Real processes throughout: /proc is what is at stake.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from tests.conftest import Till
+from tests.sync.conftest import files_below
+
+pytestmark = pytest.mark.process
+
+# Walks from the command up to (not including) PID 1, appending each ancestor's argv and
+# environment to $SPY_OUT and to stdout, then its own environment.
+SPY = r"""out="${SPY_OUT:?}"
+p=$$
+while [ -n "$p" ] && [ "$p" -gt 1 ]; do
+  { echo "== pid $p"; tr '\0' ' ' < "/proc/$p/cmdline"; echo; tr '\0' '\n' < "/proc/$p/environ"; } \
+    > "$out.one" 2>/dev/null || break
+  cat "$out.one" >> "$out"; cat "$out.one"
+  p=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null)
+done
+rm -f "$out.one"
+echo "== env"; env | tee -a "$out"
+[ ! -f state.txt ] || grep -qx ok state.txt
+"""
+
+
+def spy(tmp_path: Path) -> tuple[str, Path]:
+    """The spying command (one word: run through /bin/sh -c) and the file it writes."""
+    script = tmp_path / "spy.sh"
+    script.write_text(SPY)
+    return f"sh {script}", tmp_path / "spied.txt"
+
+
+def key_of(till: Till, tmp_path: Path, folder: Path) -> tuple[Path, str]:
+    """A folder remote holding `folder`'s workspace, pushed: (the remote, its key)."""
+    (folder / "state.txt").write_text("ok\n")
+    till.json("watch", "--no-daemon")
+    remote = tmp_path / "remote"
+    key = till.json("remote", "add", str(remote))["key"]
+    till.json("sync", "--push")
+    return remote, key
+
+
+def assert_spied_without_key(spied: Path, key: str, *texts: str) -> None:
+    """The spy ran, read a `till` ancestor's argv and environment, and found the key nowhere;
+    nor is it in any of `texts` (what the door answered)."""
+    seen = spied.read_text()
+    blocks = seen.split("== pid ")[1:]
+    tills = [b for b in blocks if "tillage" in b.splitlines()[1]]
+    assert tills, "the spy saw no till ancestor"
+    assert all("TILLAGE_HOME=" in b for b in tills), "the spy could not read a till's environ"
+    assert key not in seen and key.upper() not in seen
+    for text in texts:
+        assert key not in text
+
+
+HOW = ("argv", "environment")
+
+
+def given(how: str, key: str) -> tuple[list[str], dict[str, str]]:
+    """The `--key` words or the environment that give `key` the way `how` says."""
+    return (["--key", key], {}) if how == "argv" else ([], {"TILLAGE_RECOVERY_KEY": key})
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_the_command_under_work_finds_the_key_in_no_ancestor_nor_the_pushed_result(
+    how: str, tmp_path: Path, till: Till, folder: Path
+) -> None:
+    remote, key = key_of(till, tmp_path, folder)
+    command, spied = spy(tmp_path)
+    (tmp_path / "ci").mkdir()
+    ci = Till(tmp_path / "store-ci", till.user_home, tmp_path / "ci", process=True)
+    words, env = given(how, key)
+    run = ci(
+        "--json", "work", "--remote", str(remote), *words, "--result-ref", "spied",
+        "--", f"{command} > seen.txt",
+        env={**env, "SPY_OUT": str(spied)},
+    )  # fmt: skip
+    assert run.code == 0, run.stderr
+    assert_spied_without_key(spied, key, run.stdout, run.stderr)
+
+    # The result the command made (what it saw, sealed and pushed) holds no trace of it.
+    keyfile = tmp_path / "key"
+    keyfile.write_text(key + "\n")
+    keyfile.chmod(0o600)
+    out = ci.json("clone", str(remote), "out", "--ref", "spied", "--key-file", str(keyfile))
+    files = files_below(Path(out["workspace"]))
+    seen = files[str(Path(out["workspace"]) / "seen.txt")].decode()
+    assert "TILLAGE_HOME=" in seen, "the spy's findings were pushed"
+    assert all(key.encode() not in data for data in files.values())
+
+
+@pytest.mark.parametrize(
+    "door",
+    ["run", "exec", "try", "bisect", "merge --check", "fork -- CMD"],
+)
+def test_no_command_the_command_line_runs_finds_an_exported_key(
+    door: str, tmp_path: Path, till: Till, folder: Path
+) -> None:
+    _remote, key = key_of(till, tmp_path, folder)
+    command, spied = spy(tmp_path)
+    env = {"TILLAGE_RECOVERY_KEY": key, "SPY_OUT": str(spied)}
+    if door == "merge --check":
+        till.json("fork", "side")
+        argv = ["merge", "side", "--check", command]
+    elif door == "bisect":
+        (folder / "state.txt").write_text("fail\n")
+        till.json("snap")
+        argv = ["bisect", "--", command]
+    elif door == "fork -- CMD":
+        argv = ["fork", "spied", "--", command]
+    elif door == "run":
+        argv = ["run", "spied", "--", command]
+    else:
+        argv = [door, "--", command]
+    run = till("--json", *argv, env=env, process=True)
+    assert run.code == 0, (run.stdout, run.stderr)
+    assert_spied_without_key(spied, key, run.stdout, run.stderr)
+
+
+@pytest.mark.anyio
+async def test_no_tool_of_the_mcp_server_hands_a_command_the_servers_key(
+    tmp_path: Path, till: Till, folder: Path
+) -> None:
+    _remote, key = key_of(till, tmp_path, folder)
+    command, spied = spy(tmp_path)
+    till.json("fork", "side")
+    (folder / "state.txt").write_text("fail\n")
+    till.json("snap")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "tillage", "--repo", str(folder), "mcp"],
+        env={**till.env(), "TILLAGE_RECOVERY_KEY": key, "SPY_OUT": str(spied)},
+        cwd=str(folder),
+    )
+    calls = [
+        ("workspace_run", {"name": "r", "command": command}),
+        ("workspace_fork", {"name": "f", "command": command}),
+        ("workspace_exec", {"command": command}),
+        ("workspace_bisect", {"command": command}),
+        ("workspace_merge", {"fork": "side", "check": command}),
+        ("workspace_try", {"command": "sh " + str(tmp_path / "spy.sh") + "; true"}),
+    ]
+    async with Client(params) as client:
+        for name, arguments in calls:
+            spied.unlink(missing_ok=True)
+            result = await client.call_tool(name, arguments)
+            said = "\n".join(getattr(c, "text", "") for c in result.content)
+            assert not result.is_error, (name, said)
+            if name == "workspace_run":  # the command's output comes back, `env` and all
+                assert "SPY_OUT=" in said, said
+            assert_spied_without_key(spied, key, said, repr(result.structured_content))
+
+
+def test_the_environment_a_served_call_forwards_holds_no_key() -> None:
+    from tillage.hosts.cli.fast import forwarded_env
+
+    env = {
+        "TILLAGE_HOME": "/s",
+        "TILLAGE_RECOVERY_KEY": "ab" * 32,
+        "TILLAGE_RECOVERY_KEY_FILE": "/k",
+        "TILLAGE_RECOVERY_KEY_FD": "3",
+    }
+    assert forwarded_env(env) == {"TILLAGE_HOME": "/s"}
