@@ -232,6 +232,14 @@ def test_remote_add_writes_a_new_key_to_the_key_file_and_the_other_machine_reads
     assert "key" not in again and "key_file" not in again
     assert path.read_text().strip() == key
 
+    # A new key file for a place that holds a remote already: refused, and the file it wrote
+    # (whose key opens nothing) is gone again.
+    fresh = tmp_path / "fresh.tillage-key"
+    err = error_of(third("--json", "remote", "add", str(remote), "--name", "x", "--key-file",
+                         str(fresh)))  # fmt: skip
+    assert err["name"] == "integrity" and "--key-file PATH" in err["next"]
+    assert not fresh.exists()
+
 
 def test_remote_add_without_a_key_file_keeps_the_new_key_in_a_private_file_of_the_store(
     tmp_path: Path, till: Till, folder: Path

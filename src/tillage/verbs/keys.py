@@ -67,8 +67,14 @@ def key_from(ctx: Context, key: str | None, key_file: str | None) -> GivenKey | 
 
     handed_argv, handed_env = keyhandoff.handed() if ctx.settings.own_process else (None, None)
     if key is not None and key_file is None:
-        text = handed_argv if key == keyhandoff.HIDDEN and handed_argv is not None else key
-        return GivenKey(RecoveryKey.from_hex(text), "flag")
+        if key != keyhandoff.HIDDEN:
+            return GivenKey(RecoveryKey.from_hex(key), "flag")
+        if handed_argv is None:
+            raise BadKeyError(
+                "the key given with --key did not reach this process (its handoff failed)",
+                next_step=HOW,
+            )
+        return GivenKey(RecoveryKey.from_hex(handed_argv), "flag")
     path = named_file(ctx, key, key_file)
     if path is not None:
         return GivenKey(read_key_file(path), "file", path)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from tillage.features.sync.engine import PullOutcome
     from tillage.features.sync.follow import Follower
+    from tillage.verbs.keys import RemoteKey
     from tillage.workspace.attach import Workspace
 
 KEY_FILE_ERRORS = (KeyFileMissingError, KeyFileUnsafeError)
@@ -96,13 +97,11 @@ class RemoteAddResult:
     key_file: str | None = field(default=None, metadata={"omit_none": True})
 
 
-def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
-    from tillage.features.sync import remotes
-    from tillage.features.sync.engine import ensure_config, open_for
+def _check_remote_name(req: RemoteAddRequest) -> None:
+    """A bad URL or name is refused before anything else (no key file is written)."""
     from tillage.remote.url import remote_kind
-    from tillage.verbs.keys import HOW, remote_add_key
 
-    remote_kind(req.url)  # a bad URL is refused before anything else
+    remote_kind(req.url)
     if (
         not req.name
         or len(req.name) > 100
@@ -113,8 +112,31 @@ def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
             f"--name {req.name[:40]!r} is not a remote name",
             next_step="use letters, digits, '.', '-' and '_' (e.g. origin, laptop, my.project)",
         )
-    ws = ctx.workspace
+
+
+def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
+    """Adds the remote (_add_remote) with the key verbs/keys.py finds or makes; a key file
+    written for it is removed again when the remote could not be added (its key opens
+    nothing: a retry makes a new one)."""
+    from tillage.crypto.keyfile import remove_key_file
+    from tillage.verbs.keys import remote_add_key
+
+    _check_remote_name(req)
     chosen = remote_add_key(ctx, req.key, req.key_file, req.name)
+    try:
+        return _add_remote(ctx, req, chosen)
+    except BaseException:
+        if chosen.written is not None:
+            remove_key_file(chosen.written)
+        raise
+
+
+def _add_remote(ctx: Context, req: RemoteAddRequest, chosen: RemoteKey) -> RemoteAddResult:
+    from tillage.features.sync import remotes
+    from tillage.features.sync.engine import ensure_config, open_for
+    from tillage.verbs.keys import HOW
+
+    ws = ctx.workspace
     generated, key = chosen.generated, chosen.key
     config = remotes.RemoteConfig(req.name, req.url, key, req.remote_till)
     for known in remotes.load(ws.store, ws.id):
@@ -135,10 +157,6 @@ def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
         remote.close()
     if generated and not created:
         # The place holds a remote already: a new key cannot open it.
-        if chosen.written is not None:
-            from tillage.crypto.keyfile import remove_key_file
-
-            remove_key_file(chosen.written)
         raise IntegrityError(
             f"{req.url} already holds a tillage remote: give its key", next_step=HOW
         )
