@@ -1,7 +1,8 @@
 """The recovery key never reaches a command tillage runs (issue 11, issue 23 item 1): a command
 that walks every ancestor's /proc/PID/cmdline and /proc/PID/environ (as any process of the same
-user may) and prints its own environment finds the key nowhere, whether the key was given as
-`--key HEX` or exported as TILLAGE_RECOVERY_KEY, through every door that runs a command: `till
+user may) and prints its own environment finds the key nowhere (nor the path of its file),
+whether it was given as `--key HEX`, `--key-file PATH` or exported as TILLAGE_RECOVERY_KEY or
+TILLAGE_RECOVERY_KEY_FILE, through every door that runs a command: `till
 work` (and the result it pushes), `run`, `exec`, `try`, `bisect`, `merge --check`, `fork --
 CMD`, and the MCP server's tools. Real processes throughout: /proc is what is at stake.
 """
@@ -66,12 +67,16 @@ def assert_spied_without_key(spied: Path, key: str, *texts: str) -> None:
         assert key not in text
 
 
-HOW = ("argv", "environment")
+HOW = ("--key", "TILLAGE_RECOVERY_KEY", "--key-file", "TILLAGE_RECOVERY_KEY_FILE")
 
 
-def given(how: str, key: str) -> tuple[list[str], dict[str, str]]:
-    """The `--key` words or the environment that give `key` the way `how` says."""
-    return (["--key", key], {}) if how == "argv" else ([], {"TILLAGE_RECOVERY_KEY": key})
+def given(how: str, key: str, path: Path) -> tuple[list[str], dict[str, str]]:
+    """The words or the environment that give `key` (or `path`, a file holding it) the way
+    `how` names."""
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+    value = str(path) if how.startswith("--key-file") or how.endswith("_FILE") else key
+    return ([how, value], {}) if how.startswith("--") else ([], {how: value})
 
 
 @pytest.mark.parametrize("how", HOW)
@@ -82,7 +87,8 @@ def test_the_command_under_work_finds_the_key_in_no_ancestor_nor_the_pushed_resu
     command, spied = spy(tmp_path)
     (tmp_path / "ci").mkdir()
     ci = Till(tmp_path / "store-ci", till.user_home, tmp_path / "ci", process=True)
-    words, env = given(how, key)
+    keyfile = tmp_path / "secret-place.tillage-key"
+    words, env = given(how, key, keyfile)
     run = ci(
         "--json", "work", "--remote", str(remote), *words, "--result-ref", "spied",
         "--", f"{command} > seen.txt",
@@ -90,16 +96,15 @@ def test_the_command_under_work_finds_the_key_in_no_ancestor_nor_the_pushed_resu
     )  # fmt: skip
     assert run.code == 0, run.stderr
     assert_spied_without_key(spied, key, run.stdout, run.stderr)
+    assert "secret-place" not in spied.read_text()  # nor where the key file is
 
     # The result the command made (what it saw, sealed and pushed) holds no trace of it.
-    keyfile = tmp_path / "key"
-    keyfile.write_text(key + "\n")
-    keyfile.chmod(0o600)
     out = ci.json("clone", str(remote), "out", "--ref", "spied", "--key-file", str(keyfile))
     files = files_below(Path(out["workspace"]))
     seen = files[str(Path(out["workspace"]) / "seen.txt")].decode()
     assert "TILLAGE_HOME=" in seen, "the spy's findings were pushed"
     assert all(key.encode() not in data for data in files.values())
+    assert all(b"secret-place" not in data for data in files.values())
 
 
 @pytest.mark.parametrize(

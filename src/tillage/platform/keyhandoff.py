@@ -1,13 +1,15 @@
-"""The recovery key handed from a `till` process to its own re-execution, so that no process a
-user command can see holds the key in its argv or its environment.
+"""The recovery key (or the path of its file) handed from a `till` process to its own
+re-execution, so that no process a user command can see holds either in its argv or its
+environment.
 
 A process's /proc/PID/cmdline and /proc/PID/environ are fixed at exec and readable by every
 process of the same user: a command `till work` runs could read `--key HEX` or
-TILLAGE_RECOVERY_KEY from its parent. So a `till` given the key that way re-executes itself
-first thing (same pid), with `--key`'s value replaced by HIDDEN and the variable removed, and
-the key written to a pipe it inherits (its descriptor in FD_VARIABLE); the new process reads
-the pipe, closes it and forgets the variable before anything else runs. The key then lives in
-that process's memory only, where `handed()` gives it to the verbs that take one.
+TILLAGE_RECOVERY_KEY from its parent, or the key file `--key-file` or
+TILLAGE_RECOVERY_KEY_FILE names. So a `till` given any of them re-executes itself first thing
+(same pid), with those flags' values replaced by HIDDEN and the variables removed, and what
+they held written to a pipe it inherits (its descriptor in FD_VARIABLE); the new process reads
+the pipe, closes it and forgets the variable before anything else runs. What was handed over
+then lives in that process's memory only, where `handed()` gives it to the verbs.
 
 Light on purpose (`os` and `sys` alone): the console script consults it at every start-up.
 """
@@ -22,82 +24,104 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-FLAG = "--key"
+# Where a key may be given, by the name it is handed over under.
+FLAGS = {"--key": "key", "--key-file": "key_file"}
+VARIABLES = {"TILLAGE_RECOVERY_KEY": "env", "TILLAGE_RECOVERY_KEY_FILE": "env_file"}
 VARIABLE = "TILLAGE_RECOVERY_KEY"
 FD_VARIABLE = "TILLAGE_RECOVERY_KEY_FD"
-# What `--key` reads in argv once its value was handed over (never a valid key).
+# What a flag reads in argv once its value was handed over (never a key, never a path).
 HIDDEN = "<handed-over>"
-_MAGIC = b"tillage-key-handoff-1\0"
-_LIMIT = 4096  # characters of one value handed over: a key is 64, anything longer is no key
+_MAGIC = b"tillage-key-handoff-2\0"
+_LIMIT = 4096  # characters of one value handed over: a key is 64, a path is shorter
 
-# What this process was handed: {"argv": ..., "env": ...} (the origins that were given).
+# What this process was handed, by origin (FLAGS' and VARIABLES' values).
 _HANDED: dict[str, str] = {}
 
 
-def held(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str | None, str | None] | None:
-    """The key this command line holds in its argv (`--key HEX`, `--key=HEX`, before `--`) and
-    in its environment (TILLAGE_RECOVERY_KEY), or None when it holds neither."""
-    given = None
+def _flag_of(word: str) -> str | None:
+    """The key flag `word` spells (argparse takes a unique prefix: `--key-f` is --key-file;
+    `--k` and `--ke` are ambiguous, refused before any command runs), or None."""
+    if word == "--key":
+        return word
+    if len(word) > len("--key-") and "--key-file".startswith(word):
+        return "--key-file"
+    return None
+
+
+def held(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
+    """What this command line holds of the key, by origin: `--key`/`--key-file`'s values
+    (`--flag V` or `--flag=V`, before `--`; the words after it are a user's command) and the
+    variables; empty when nothing."""
+    found: dict[str, str] = {}
     words = list(argv[: argv.index("--")] if "--" in argv else argv)
     for i, word in enumerate(words):
-        if word == FLAG and i + 1 < len(words) and words[i + 1] != HIDDEN:
-            given = words[i + 1]
-        elif word.startswith(FLAG + "=") and word[len(FLAG) + 1 :] != HIDDEN:
-            given = word[len(FLAG) + 1 :]
-    exported = env.get(VARIABLE)
-    if given is None and exported is None:
-        return None
-    return given, exported
+        name, eq, value = word.partition("=")
+        flag = _flag_of(name)
+        if flag is None:
+            continue
+        if not eq:
+            if i + 1 >= len(words):
+                continue
+            value = words[i + 1]
+        if value != HIDDEN:
+            found[FLAGS[flag]] = value
+    for variable, origin in VARIABLES.items():
+        if variable in env:
+            found[origin] = env[variable]
+    return found
 
 
 def scrubbed(argv: Sequence[str]) -> list[str]:
-    """`argv` with every `--key` value before `--` replaced by HIDDEN (the words after `--`
+    """`argv` with every key flag's value before `--` replaced by HIDDEN (the words after `--`
     are a user's command, passed on untouched)."""
     end = argv.index("--") if "--" in argv else len(argv)
     out = list(argv)
     for i in range(end):
-        if out[i] == FLAG and i + 1 < end:
+        name, eq, _value = out[i].partition("=")
+        if _flag_of(name) is None:
+            continue
+        if eq:
+            out[i] = f"{name}={HIDDEN}"
+        elif i + 1 < end:
             out[i + 1] = HIDDEN
-        elif out[i].startswith(FLAG + "="):
-            out[i] = f"{FLAG}={HIDDEN}"
     return out
 
 
-def _pack(given: str | None, exported: str | None) -> bytes:
-    def one(value: str | None) -> bytes:
-        if value is None:
-            return b"-"
-        return b"+" + value[:_LIMIT].encode("utf-8", "surrogateescape").replace(b"\0", b"")
-
-    return _MAGIC + one(given) + b"\0" + one(exported)
+def _pack(found: Mapping[str, str]) -> bytes:
+    return _MAGIC + b"\0".join(
+        f"{origin}={value[:_LIMIT]}".encode("utf-8", "surrogateescape").replace(b"\0", b"")
+        for origin, value in found.items()
+    )
 
 
-def _unpack(data: bytes) -> tuple[str | None, str | None]:
-    if not data.startswith(_MAGIC) or data.count(b"\0", len(_MAGIC)) != 1:
-        return None, None
-    first, second = data[len(_MAGIC) :].split(b"\0")
+def _unpack(data: bytes) -> dict[str, str]:
+    if not data.startswith(_MAGIC):
+        return {}
+    origins = set(FLAGS.values()) | set(VARIABLES.values())
+    out: dict[str, str] = {}
+    for item in data[len(_MAGIC) :].split(b"\0"):
+        origin, eq, value = item.decode("utf-8", "surrogateescape").partition("=")
+        if eq and origin in origins:
+            out[origin] = value
+    return out
 
-    def one(raw: bytes) -> str | None:
-        return raw[1:].decode("utf-8", "surrogateescape") if raw.startswith(b"+") else None
 
-    return one(first), one(second)
-
-
-def reexec(argv: Sequence[str], given: str | None, exported: str | None) -> None:
-    """Replaces this process (same pid) with `till` run again on `argv` scrubbed, without
-    TILLAGE_RECOVERY_KEY in its environment, the key handed over on an inherited pipe.
-    Returns only when the interpreter cannot be run again (this process goes on as it is)."""
-    found = _interpreter()
-    if found is None:
+def reexec(argv: Sequence[str], found: Mapping[str, str]) -> None:
+    """Replaces this process (same pid) with `till` run again on `argv` scrubbed, without the
+    key's variables in its environment, `found` handed over on an inherited pipe. Returns only
+    when the interpreter cannot be run again (this process goes on as it is)."""
+    interpreter = _interpreter()
+    if interpreter is None:
         return
-    path, lead = found
+    path, lead = interpreter
     read_fd, write_fd = os.pipe()
     try:
-        os.write(write_fd, _pack(given, exported))  # far below a pipe's buffer: never blocks
+        os.write(write_fd, _pack(found))  # far below a pipe's buffer: never blocks
     finally:
         os.close(write_fd)
     os.set_inheritable(read_fd, True)
-    env = {k: v for k, v in os.environb.items() if k != VARIABLE.encode()}
+    gone = {v.encode() for v in VARIABLES}
+    env = {k: v for k, v in os.environb.items() if k not in gone}
     env[FD_VARIABLE.encode()] = str(read_fd).encode()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -122,9 +146,10 @@ def _interpreter() -> tuple[str, list[str]] | None:
 
 
 def receive() -> None:
-    """In a process started by reexec: reads the key from the inherited pipe, closes it and
-    removes FD_VARIABLE from the environment, so what this process starts inherits neither.
-    Anything but a pipe holding a handoff is ignored (the variable is still removed)."""
+    """In a process started by reexec: reads what was handed over from the inherited pipe,
+    closes it and removes FD_VARIABLE from the environment, so what this process starts
+    inherits neither. Anything but a pipe holding a handoff is ignored (the variable is still
+    removed): a stray number, stdin included, is never read."""
     text = os.environ.pop(FD_VARIABLE, None)
     if text is None or not text.isdigit():
         return
@@ -147,12 +172,11 @@ def receive() -> None:
         os.close(fd)
     except OSError:
         return
-    given, exported = _unpack(b"".join(chunks))
     _HANDED.clear()
-    _HANDED.update({k: v for k, v in (("argv", given), ("env", exported)) if v is not None})
+    _HANDED.update(_unpack(b"".join(chunks)))
 
 
-def handed() -> tuple[str | None, str | None]:
-    """The key this process was handed by its previous self: (given as `--key`, exported as
-    TILLAGE_RECOVERY_KEY); (None, None) when it was not re-executed."""
-    return _HANDED.get("argv"), _HANDED.get("env")
+def handed(origin: str) -> str | None:
+    """What this process was handed by its previous self under `origin` (`key`, `key_file`:
+    the flags' values; `env`, `env_file`: the variables'); None when nothing was."""
+    return _HANDED.get(origin)

@@ -3,9 +3,10 @@ way for all of them: `--key HEX`, else `--key-file PATH`, else TILLAGE_RECOVERY_
 TILLAGE_RECOVERY_KEY, else (a person at a terminal, not --json) a prompt that does not echo.
 Giving both `--key` and `--key-file` is refused: which one was meant is not ours to guess.
 
-A `till` process given the key in argv or environ has handed it to its own re-execution
-(platform/keyhandoff.py): there `--key` reads HIDDEN and the variable is gone, and the key
-comes from `handed()` instead, in the same place of the order.
+A `till` process given the key or its file in argv or environ has handed them to its own
+re-execution (platform/keyhandoff.py): there `--key`/`--key-file` read HIDDEN and the
+variables are gone, and what they held comes from `handed()` instead, in the same place of
+the order.
 """
 
 from __future__ import annotations
@@ -45,6 +46,26 @@ def key_path(ctx: Context, text: str) -> Path:
     return path if path.is_absolute() else ctx.settings.folder / path
 
 
+def _flag(ctx: Context, value: str | None, origin: str, flag: str) -> str | None:
+    """A flag's value as given, or the one handed over when it reads HIDDEN."""
+    if value != keyhandoff.HIDDEN:
+        return value
+    handed = keyhandoff.handed(origin) if ctx.settings.own_process else None
+    if handed is None:
+        raise BadKeyError(
+            f"what {flag} gave did not reach this process (its handoff failed)", next_step=HOW
+        )
+    return handed
+
+
+def _variable(ctx: Context, name: str, origin: str) -> str | None:
+    """A variable as the caller set it, or as it was handed over (own process only)."""
+    value = ctx.settings.env.get(name)
+    if value is None and ctx.settings.own_process:
+        value = keyhandoff.handed(origin)
+    return value
+
+
 def named_file(ctx: Context, key: str | None, key_file: str | None) -> Path | None:
     """The key file the caller names (--key-file, else TILLAGE_RECOVERY_KEY_FILE unless --key
     was given), whether or not it exists; InvalidArgumentError for --key with --key-file."""
@@ -55,7 +76,10 @@ def named_file(ctx: Context, key: str | None, key_file: str | None) -> Path | No
         )
     if key is not None:
         return None
-    text = key_file if key_file is not None else ctx.settings.env.get(FILE_VARIABLE)
+    if key_file is not None:
+        text = _flag(ctx, key_file, "key_file", "--key-file")
+    else:
+        text = _variable(ctx, FILE_VARIABLE, "env_file")
     return key_path(ctx, text) if text else None
 
 
@@ -65,20 +89,14 @@ def key_from(ctx: Context, key: str | None, key_file: str | None) -> GivenKey | 
     (KeyFileUnsafeError); a malformed key is BadKeyError, never echoed."""
     from tillage.crypto.keyfile import read_key_file
 
-    handed_argv, handed_env = keyhandoff.handed() if ctx.settings.own_process else (None, None)
-    if key is not None and key_file is None:
-        if key != keyhandoff.HIDDEN:
-            return GivenKey(RecoveryKey.from_hex(key), "flag")
-        if handed_argv is None:
-            raise BadKeyError(
-                "the key given with --key did not reach this process (its handoff failed)",
-                next_step=HOW,
-            )
-        return GivenKey(RecoveryKey.from_hex(handed_argv), "flag")
     path = named_file(ctx, key, key_file)
+    if key is not None:
+        text = _flag(ctx, key, "key", "--key")
+        assert text is not None
+        return GivenKey(RecoveryKey.from_hex(text), "flag")
     if path is not None:
         return GivenKey(read_key_file(path), "file", path)
-    exported = ctx.settings.env.get(KEY_VARIABLE) or handed_env
+    exported = _variable(ctx, KEY_VARIABLE, "env")
     if exported:
         return GivenKey(RecoveryKey.from_hex(exported), "env")
     return None
@@ -120,7 +138,8 @@ def remote_add_key(ctx: Context, key: str | None, key_file: str | None, name: st
 
     fresh = None
     if key is None and key_file is not None:
-        path = key_path(ctx, key_file)
+        path = named_file(ctx, key, key_file)
+        assert path is not None
         fresh = None if os.path.lexists(path) else path
     found = key_from(ctx, key, key_file) if fresh is None else None
     if found is not None:

@@ -124,16 +124,17 @@ def main() -> int:
 
 
 def _hand_over_key(argv: list[str]) -> None:
-    """Re-executes this process with the key out of its argv and environ when it holds one
-    and is not one of the short calls that run no command (SOCKET_COMMANDS without `--`):
+    """Re-executes this process with the key (and its file's path) out of its argv and environ
+    when it holds one and is not one of the short calls that run no command (SOCKET_COMMANDS
+    without `--`):
     those keep their start-up, every other command pays one more (a long-lived server, a
     command runner, or a verb that takes the key)."""
     found = keyhandoff.held(argv, os.environ)
-    if found is None:
+    if not found:
         return
     if command_of(argv, GROUPS) in SOCKET_COMMANDS and "--" not in argv:
         return
-    keyhandoff.reexec(argv, *found)
+    keyhandoff.reexec(argv, found)
 
 
 def _door(argv: list[str]) -> str | None:
