@@ -17,7 +17,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from tests.conftest import Till
-from tests.sync.conftest import files_below
+from tests.sync.conftest import Site, files_below
 
 pytestmark = pytest.mark.process
 
@@ -179,3 +179,32 @@ def test_the_environment_a_served_call_forwards_holds_no_key() -> None:
         "TILLAGE_RECOVERY_KEY_FD": "3",
     }
     assert forwarded_env(env) == {"TILLAGE_HOME": "/s"}
+
+
+def test_ssh_and_what_it_runs_never_get_the_key(
+    tmp_path: Path, till: Till, folder: Path, ssh_site: Site
+) -> None:
+    """ssh runs what the user's config says (ProxyCommand, ...): it is started like a user's
+    command, from a `till` that holds the key in neither argv nor environ."""
+    (folder / "state.txt").write_text("ok\n")
+    till.json("watch", "--no-daemon", env=ssh_site.env)
+    key = till.json("remote", "add", ssh_site.url, env=ssh_site.env)["key"]
+    till.json("sync", "--push", env=ssh_site.env)
+    command, spied = spy(tmp_path)
+    wrapper = tmp_path / "spy-ssh.sh"  # spies (its stdout is the protocol's: kept quiet), then ssh
+    wrapper.write_text(f'{command} > /dev/null\nexec "$@"\n')
+    env = {
+        **ssh_site.env,
+        "TILLAGE_SSH": f"sh {wrapper} {ssh_site.env['TILLAGE_SSH']}",
+        "SPY_OUT": str(spied),
+    }
+    (tmp_path / "ci").mkdir()
+    ci = Till(tmp_path / "store-ci", till.user_home, tmp_path / "ci", process=True)
+    for words, extra in ((["--key", key], {}), ([], {"TILLAGE_RECOVERY_KEY": key})):
+        spied.unlink(missing_ok=True)
+        run = ci(
+            "--json", "work", "--remote", ssh_site.url, *words, "--result-ref", "r", "--", "true",
+            env={**env, **extra},
+        )  # fmt: skip
+        assert run.code == 0, run.stderr
+        assert_spied_without_key(spied, key, run.stdout, run.stderr)
