@@ -236,6 +236,11 @@ class SyncResult:
     remote_snapshot: str | None = field(default=None, metadata={"omit_none": True})
     fetched_objects: int | None = field(default=None, metadata={"omit_none": True})
     fetched_bytes: int | None = field(default=None, metadata={"omit_none": True})
+    # With a pull that landed: the folder as it was before (`till rewind UNDO --yes`).
+    undo: str | None = field(default=None, metadata={"omit_none": True})
+    # Files another writer changed while the pull landed: kept in the `rescue` snapshot.
+    rescued: tuple[str, ...] | None = field(default=None, metadata={"omit_none": True})
+    rescue: str | None = field(default=None, metadata={"omit_none": True})
     # With `diverged`: the exact command that lands the incoming snapshot here.
     next: str | None = field(default=None, metadata={"omit_none": True})
 
@@ -284,6 +289,9 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
         remote_snapshot=pulled.remote_snapshot,
         fetched_objects=pulled.fetched_objects,
         fetched_bytes=pulled.fetched_bytes,
+        undo=pulled.undo,
+        rescued=pulled.rescued or None,
+        rescue=pulled.rescue,
         next=_landing(pulled, ws, config.name, req.ref)
         if pulled.disposition == "diverged"
         else None,
@@ -333,6 +341,18 @@ def _follow(ctx: Context, req: SyncRequest) -> Follower:
         poll_seconds=seconds,
         takeover=req.takeover,
         after_write=after_write,
+        merge_incoming=_merge_incoming,
+    )
+
+
+def _merge_incoming(ws: Workspace, incoming: str, base: str) -> tuple[str | None, tuple[str, ...]]:
+    """A follower's three-way merge of a diverged pull (as `till merge --snapshot ID --base
+    BASE`): the result's ID when it landed, and the conflicting paths."""
+    from tillage.features.merge import merge as mg
+
+    outcome = mg.merge_snapshot(ws, incoming, base)
+    return (outcome.result.id if outcome.landed and outcome.result else None), tuple(
+        c.path for c in outcome.conflicts
     )
 
 
@@ -578,9 +598,12 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "pushes when the folder changed, printing one JSON line per cycle: `cycle`, `at`, "
             "`remote`, `ref`, `pulled` (the disposition, or `missing` before the first push), "
             "`fetched_objects`, `pushed` (a snapshot ID or null), `uploaded_objects`, "
-            "`uploaded_bytes`, `paused`, `incoming`, `next_step`, `error`, `retry_in`. On "
-            "diverged it pauses (`paused: true`, `next_step: till merge --snapshot ID`) and "
-            "resumes by itself once the folder descends from the incoming snapshot; an error "
+            "`uploaded_bytes`, `merged`, `paused`, `conflicts`, `incoming`, `next_step`, `error`, "
+            "`retry_in`. On diverged it merges three-way by itself (the last synced snapshot "
+            "the ancestor; `merged` names the result) and pushes the merge; only a conflict "
+            "pauses it (`paused: true`, `conflicts`, `next_step: till merge --snapshot ID`), "
+            "and it resumes by itself once the folder descends from the incoming snapshot; an "
+            "error "
             "is that cycle's `error` envelope and the next cycle comes after a backoff.",
         ),
         sync,
