@@ -208,3 +208,17 @@ def test_ssh_and_what_it_runs_never_get_the_key(
         )  # fmt: skip
         assert run.code == 0, run.stderr
         assert_spied_without_key(spied, key, run.stdout, run.stderr)
+
+
+def test_a_verb_cannot_hand_a_command_the_key_through_its_own_variables(tmp_path: Path) -> None:
+    """run_command's `env` adds to the environment, but never a variable naming the key."""
+    from tillage.platform.commands import run_command
+    from tillage.platform.launch import Launch
+
+    out = run_command(
+        ("env",),
+        tmp_path,
+        env={"TILLAGE_RECOVERY_KEY": "ab" * 32, "TILLAGE_RECOVERY_KEY_FD": "3", "MINE": "1"},
+        launch=Launch(env={"PATH": "/usr/bin:/bin", "TILLAGE_RECOVERY_KEY_FILE": "/k"}),
+    )
+    assert "MINE=1" in out.output and "TILLAGE_RECOVERY_KEY" not in out.output
