@@ -9,6 +9,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import subprocess
 import sys
 import time
@@ -313,3 +314,22 @@ def test_the_offers_commands_run_as_printed_carry_the_key_as_a_file(
     for command in offer.there_commands:
         shell(command, tmp_path / "b", b)
     assert (tmp_path / "b" / "project" / "src.txt").read_text() == "source\n"
+
+
+@pytest.mark.process
+def test_a_key_is_handed_over_even_when_till_starts_with_stdin_closed(
+    tmp_path: Path, till: Till, folder: Path
+) -> None:
+    remote, key = published(tmp_path, till, folder)
+    b = other(tmp_path, till)
+    till_cmd = f"{sys.executable} -m tillage --json clone {remote} out"
+    for how, env in ((f"--key {key}", {}), ("", {"TILLAGE_RECOVERY_KEY": key})):
+        ran = subprocess.run(
+            ["sh", "-c", f"exec {till_cmd} {how} <&-"],
+            cwd=tmp_path / "b",
+            env={**b.env(), **env},
+            capture_output=True,
+            text=True,
+        )
+        assert ran.returncode == 0, ran.stdout
+        shutil.rmtree(tmp_path / "b" / "out")

@@ -119,6 +119,12 @@ def reexec(argv: Sequence[str], found: Mapping[str, str]) -> None:
         os.write(write_fd, _pack(found))  # far below a pipe's buffer: never blocks
     finally:
         os.close(write_fd)
+    if read_fd <= 2:  # this process was started with stdin/stdout/stderr closed
+        import fcntl
+
+        moved = fcntl.fcntl(read_fd, fcntl.F_DUPFD, 3)
+        os.close(read_fd)  # the standard descriptor stays closed, as it was given
+        read_fd = moved
     os.set_inheritable(read_fd, True)
     gone = {v.encode() for v in VARIABLES}
     env = {k: v for k, v in os.environb.items() if k not in gone}
