@@ -95,6 +95,8 @@ def test_a_missing_unreadable_or_wrong_key_file_is_a_clear_error_that_never_echo
     assert str(gone) in err["message"] and "--key-file" in err["next"]
     err = error_of(b("--json", "clone", str(remote), "out", env={"TILLAGE_RECOVERY_KEY_FILE": ""}))
     assert err["name"] == "sync.bad_key"  # an empty variable names nothing
+    err = error_of(b("--json", "clone", str(remote), "out", "--key-file", ""))
+    assert err["name"] == "invalid_argument" and "--key-file PATH" in err["next"]
 
     folder_key = tmp_path / "dir.key"
     folder_key.mkdir(mode=0o700)

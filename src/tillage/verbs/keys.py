@@ -46,7 +46,7 @@ def key_path(ctx: Context, text: str) -> Path:
     return path if path.is_absolute() else ctx.settings.folder / path
 
 
-def _flag(ctx: Context, value: str | None, origin: str, flag: str) -> str | None:
+def _flag(ctx: Context, value: str, origin: str, flag: str) -> str:
     """A flag's value as given, or the one handed over when it reads HIDDEN."""
     if value != keyhandoff.HIDDEN:
         return value
@@ -76,10 +76,15 @@ def named_file(ctx: Context, key: str | None, key_file: str | None) -> Path | No
         )
     if key is not None:
         return None
-    if key_file is not None:
-        text = _flag(ctx, key_file, "key_file", "--key-file")
-    else:
-        text = _variable(ctx, FILE_VARIABLE, "env_file")
+    if key_file is not None and not key_file.strip():
+        raise InvalidArgumentError(
+            "--key-file names no file", next_step="give the key file's path: --key-file PATH"
+        )
+    text = (
+        _flag(ctx, key_file, "key_file", "--key-file")
+        if key_file is not None
+        else _variable(ctx, FILE_VARIABLE, "env_file")
+    )
     return key_path(ctx, text) if text else None
 
 
@@ -91,9 +96,7 @@ def key_from(ctx: Context, key: str | None, key_file: str | None) -> GivenKey | 
 
     path = named_file(ctx, key, key_file)
     if key is not None:
-        text = _flag(ctx, key, "key", "--key")
-        assert text is not None
-        return GivenKey(RecoveryKey.from_hex(text), "flag")
+        return GivenKey(RecoveryKey.from_hex(_flag(ctx, key, "key", "--key")), "flag")
     if path is not None:
         return GivenKey(read_key_file(path), "file", path)
     exported = _variable(ctx, KEY_VARIABLE, "env")
@@ -139,8 +142,7 @@ def remote_add_key(ctx: Context, key: str | None, key_file: str | None, name: st
     fresh = None
     if key is None and key_file is not None:
         path = named_file(ctx, key, key_file)
-        assert path is not None
-        fresh = None if os.path.lexists(path) else path
+        fresh = None if path is None or os.path.lexists(path) else path
     found = key_from(ctx, key, key_file) if fresh is None else None
     if found is not None:
         return RemoteKey(found.key, False, None)
