@@ -9,6 +9,7 @@ CMD`, and the MCP server's tools. Real processes throughout: /proc is what is at
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -32,7 +33,7 @@ while [ -n "$p" ] && [ "$p" -gt 1 ]; do
   p=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null)
 done
 rm -f "$out.one"
-echo "== env"; env | tee -a "$out"
+echo "== env" | tee -a "$out"; env | tee -a "$out"
 [ ! -f state.txt ] || grep -qx ok state.txt
 """
 
@@ -63,8 +64,19 @@ def assert_spied_without_key(spied: Path, key: str, *texts: str) -> None:
     assert tills, "the spy saw no till ancestor"
     assert all("TILLAGE_HOME=" in b for b in tills), "the spy could not read a till's environ"
     assert key not in seen and key.upper() not in seen
+    assert "secret-place" not in seen  # nor where a key file is
+    own = seen.rsplit("== env", 1)[1]  # the command's own environment
+    assert not re.search(r"^TILLAGE_RECOVERY_KEY\w*=", own, re.MULTILINE), own
     for text in texts:
         assert key not in text
+
+
+def exported(key: str, tmp_path: Path) -> dict[str, str]:
+    """Both variables a person may export: the key, and a file holding it."""
+    path = tmp_path / "secret-place.tillage-key"
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+    return {"TILLAGE_RECOVERY_KEY": key, "TILLAGE_RECOVERY_KEY_FILE": str(path)}
 
 
 HOW = ("--key", "TILLAGE_RECOVERY_KEY", "--key-file", "TILLAGE_RECOVERY_KEY_FILE")
@@ -96,7 +108,6 @@ def test_the_command_under_work_finds_the_key_in_no_ancestor_nor_the_pushed_resu
     )  # fmt: skip
     assert run.code == 0, run.stderr
     assert_spied_without_key(spied, key, run.stdout, run.stderr)
-    assert "secret-place" not in spied.read_text()  # nor where the key file is
 
     # The result the command made (what it saw, sealed and pushed) holds no trace of it.
     out = ci.json("clone", str(remote), "out", "--ref", "spied", "--key-file", str(keyfile))
@@ -111,12 +122,12 @@ def test_the_command_under_work_finds_the_key_in_no_ancestor_nor_the_pushed_resu
     "door",
     ["run", "exec", "try", "bisect", "merge --check", "fork -- CMD"],
 )
-def test_no_command_the_command_line_runs_finds_an_exported_key(
+def test_no_command_the_command_line_runs_finds_an_exported_key_or_its_file(
     door: str, tmp_path: Path, till: Till, folder: Path
 ) -> None:
     _remote, key = key_of(till, tmp_path, folder)
     command, spied = spy(tmp_path)
-    env = {"TILLAGE_RECOVERY_KEY": key, "SPY_OUT": str(spied)}
+    env = {**exported(key, tmp_path), "SPY_OUT": str(spied)}
     if door == "merge --check":
         till.json("fork", "side")
         argv = ["merge", "side", "--check", command]
@@ -136,7 +147,7 @@ def test_no_command_the_command_line_runs_finds_an_exported_key(
 
 
 @pytest.mark.anyio
-async def test_no_tool_of_the_mcp_server_hands_a_command_the_servers_key(
+async def test_no_tool_of_the_mcp_server_hands_a_command_the_servers_key_or_its_file(
     tmp_path: Path, till: Till, folder: Path
 ) -> None:
     _remote, key = key_of(till, tmp_path, folder)
@@ -147,7 +158,7 @@ async def test_no_tool_of_the_mcp_server_hands_a_command_the_servers_key(
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "tillage", "--repo", str(folder), "mcp"],
-        env={**till.env(), "TILLAGE_RECOVERY_KEY": key, "SPY_OUT": str(spied)},
+        env={**till.env(), **exported(key, tmp_path), "SPY_OUT": str(spied)},
         cwd=str(folder),
     )
     calls = [
