@@ -233,3 +233,57 @@ def test_a_verb_cannot_hand_a_command_the_key_through_its_own_variables(tmp_path
         launch=Launch(env={"PATH": "/usr/bin:/bin", "TILLAGE_RECOVERY_KEY_FILE": "/k"}),
     )
     assert "MINE=1" in out.output and "TILLAGE_RECOVERY_KEY" not in out.output
+
+
+def _watcher_pid(till: Till) -> int | None:
+    watcher = till.json("status").get("watcher") or {}
+    pid = watcher.get("pid") if isinstance(watcher, dict) else None
+    return pid if isinstance(pid, int) else None
+
+
+def _holds(pid: int, secrets: tuple[str, ...]) -> list[str]:
+    """Which of `secrets` process `pid` holds in its argv or environment."""
+    seen = Path(f"/proc/{pid}/cmdline").read_bytes() + Path(f"/proc/{pid}/environ").read_bytes()
+    return [s for s in secrets if s.encode() in seen]
+
+
+def test_the_watcher_lives_on_without_the_key_in_the_foreground_or_not(
+    tmp_path: Path, till: Till, folder: Path
+) -> None:
+    """The watcher outlives the command line that started it, and a user's command can read
+    any process of the same user: it holds neither the key nor its file's path."""
+    import signal
+    import subprocess
+    import time
+
+    _remote, key = key_of(till, tmp_path, folder)
+    env = {**till.env(), **exported(key, tmp_path)}
+    secrets = (key, "secret-place")
+
+    def wait_watcher() -> int:
+        deadline = time.monotonic() + 30
+        while (pid := _watcher_pid(till)) is None:
+            assert time.monotonic() < deadline, "no watcher"
+            time.sleep(0.05)
+        return pid
+
+    started = till("--json", "watch", env=exported(key, tmp_path), process=True)
+    assert started.code == 0, started.stderr
+    try:
+        assert _holds(wait_watcher(), secrets) == []
+    finally:
+        till.json("watch", "--stop")
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tillage", "--json", "watch", "--foreground"],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert wait_watcher() == proc.pid
+        assert _holds(proc.pid, secrets) == []
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
