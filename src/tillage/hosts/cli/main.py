@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tillage.hosts.cli.payload import read_payload, read_value
+from tillage.hosts.cli.payload import ask_secret, read_payload, read_value
 from tillage.hosts.cli.where import absolute, command_of, expand_user, store_home, user_home
 
 TYPE_CHECKING = False
@@ -588,8 +588,6 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
     folder = _folder(ns.repo, io)
     home = user_home(env)
     interactive = not call.json_mode and io.stdin_tty and io.stderr_tty
-    from tillage.hosts.cli.payload import ask_secret
-
     settings = Settings(
         home=Path(store_home(env, io.cwd or "/")),
         folder=folder,
