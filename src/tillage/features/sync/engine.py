@@ -337,7 +337,7 @@ def _ensure_pushable(
     its mount point), which is a rollback, refused unless accepted."""
     try:
         ensure_config(
-            remote, config.key, create=accept_rollback or not seen_refs.recalled(store, remote)
+            remote, config.key, create=accept_rollback or not seen_refs.knows(store, remote)
         )
     except NotARemoteError:
         raise RollbackError(

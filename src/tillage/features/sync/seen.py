@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from pathlib import Path
 
 from blake3 import blake3
@@ -36,6 +37,7 @@ __all__ = [
     "check",
     "continued",
     "identity",
+    "knows",
     "read",
     "recall",
     "recalled",
@@ -121,6 +123,15 @@ def recalled(store: Store, remote: Remote) -> dict[str, RefState]:
             if state is not None:
                 out[state.ref] = state
     return out
+
+
+def knows(store: Store, remote: Remote) -> bool:
+    """Tells whether this machine saw any ref of `remote` (one listing, no file read)."""
+    try:
+        with os.scandir(_folder(store, remote)) as entries:
+            return any(e.name.endswith(".json") for e in entries)
+    except FileNotFoundError:
+        return False
 
 
 def rolled_back(seen: RefState | None, found: RefState | None) -> bool:
