@@ -69,8 +69,8 @@ STORIES = {
         "project hydrate", "project flush", "retention", "budget", "gc",
     },
     "sync": {
-        "remote add", "remote list", "sync", "clone", "work", "remote-serve", "mcp",
-        "remote check", "remote repair", "remote rekey",
+        "remote add", "remote list", "sync", "clone", "work", "remote refs", "remote repair-ref",
+        "remote-serve", "mcp", "remote check", "remote repair", "remote rekey",
     },
 }  # fmt: skip
 
@@ -179,6 +179,9 @@ def test_the_sync_verbs_and_the_serving_doors(story: Story, tmp_path: Path) -> N
     assert story("sync", "--pull", cwd=Path(clone["workspace"]))["disposition"] == "up_to_date"
     work = story("work", "--remote", str(remote), "--key", key, "--result-ref", "ci", "--", "true")
     assert work["exit_code"] == 0 and work["input"] == pushed
+    refs = {r["ref"]: r for r in story("remote refs")["refs"]}
+    assert refs["main"]["snapshot"] == pushed and refs["main"]["problem"] is None
+    assert story("remote repair-ref")["repaired"] is False  # a sound ref is left alone
     assert story("remote check", "--read-data")["ok"] is True
     assert story("remote repair")["ok"] is True
     assert len(story("remote rekey")["key"]) == 64

@@ -96,7 +96,7 @@ def test_a_push_killed_half_way_leaves_the_ref_and_the_next_push_sends_the_rest(
     pulled = b.json("sync", "--pull", cwd=copy)
     assert pulled["disposition"] == "up_to_date" and pulled["remote_snapshot"] == first
     # The dead push's lease is live: another machine cannot push, even with --takeover.
-    for extra in ((), ("--takeover",)):
+    for extra in ((), ("--takeover", "--yes")):
         run = b("--json", "sync", "--push", *extra, cwd=copy)
         assert run.code == 1 and run.error["name"] == "sync.lease_held", run.stdout
 
@@ -145,6 +145,34 @@ def test_a_pull_killed_while_applying_is_finished_by_the_next_command(
     on_b.json("sync", "--push")
     assert a.json("sync", "--pull")["disposition"] == "fast_forwarded"
     assert manifest(folder) == manifest(copy)
+
+
+# merge.after_seal: between the landing's completion seal (the pull's twin) and its fact.
+@pytest.mark.parametrize("failpoint", (*REWIND_FAILPOINTS, "merge.after_seal"))
+def test_a_killed_pull_finished_by_the_next_command_is_recorded_as_landed(
+    dir_site: Site, machines: Machines, folder: Path, failpoint: str
+) -> None:
+    """The sync fact is part of the journaled pull: finished by another command, the pull
+    still counts as landed, so a newer push from the other side fast-forwards here."""
+    a, b = machines(dir_site)
+    _key, _first, copy = started(a, b, dir_site, folder)
+    (folder / "notes.txt").write_text("two\n")
+    (folder / "src" / "new.py").write_text("X = 1\n")
+    a.json("sync", "--push")
+    on_b = Machine(b.home, b.user_home, copy, b.extra)
+    killed = crash(on_b, failpoint, "kill", "--json", "sync", "--pull")
+    assert_crashed(killed, failpoint, "kill")
+
+    on_b.json("status")  # finishes the pull's landing
+    assert intent_files(b.home) == []
+    (folder / "notes.txt").write_text("three, from a\n")
+    third = a.json("sync", "--push")["snapshot"]["id"]  # before B pulls again
+    pulled = on_b("--json", "sync", "--pull")
+    assert pulled.code == 0, (pulled.code, pulled.stdout)
+    assert pulled.doc["disposition"] == "fast_forwarded"
+    assert pulled.doc["remote_snapshot"] == third
+    assert manifest(copy) == manifest(folder)
+    verify_store(on_b)
 
 
 @pytest.mark.parametrize("kind", ["dir", "ssh", "s3"])
@@ -225,7 +253,7 @@ def test_a_lease_blocks_other_machines_until_it_expires_and_takeover_never_takes
     # A live lease of another machine: busy, even with --takeover; a pull is not blocked.
     leave_lease(dir_site, key, "a-machine-pushing-now", 600)
     (folder / "notes.txt").write_text("two, from a\n")
-    for extra in ((), ("--takeover",)):
+    for extra in ((), ("--takeover", "--yes")):
         run = a("--json", "sync", "--push", *extra)
         assert run.code == 1 and run.error["name"] == "sync.lease_held", run.stdout
     assert on_b.json("sync", "--pull")["disposition"] == "up_to_date"
@@ -249,7 +277,7 @@ def test_a_lease_blocks_other_machines_until_it_expires_and_takeover_never_takes
     run = on_b("--json", "sync", "--push")
     assert run.code == 1 and run.error["name"] == "sync.lease_expired", run.stdout
     assert "--takeover" in run.error["next"]
-    run = on_b("--json", "sync", "--push", "--takeover")
+    run = on_b("--json", "sync", "--push", "--takeover", "--yes")
     assert run.code == 1 and run.error["name"] == "sync.pull_first", run.stdout
     assert a.json("sync", "--pull")["disposition"] == "up_to_date"  # the ref did not move
 
@@ -259,7 +287,7 @@ def test_a_lease_blocks_other_machines_until_it_expires_and_takeover_never_takes
     leave_lease(dir_site, key, "a-machine-that-died", -1)
     run = on_b("--json", "sync", "--push")
     assert run.code == 1 and run.error["name"] == "sync.lease_expired", run.stdout
-    took = on_b.json("sync", "--push", "--takeover")
+    took = on_b.json("sync", "--push", "--takeover", "--yes")
     assert leases() == []
     pulled = a.json("sync", "--pull")
     assert pulled["disposition"] == "fast_forwarded"
@@ -383,8 +411,11 @@ def test_a_remote_restored_from_an_older_backup_gets_the_newer_work_back(
     for path, data in backup.items():
         path.write_bytes(data)
 
+    # This machine saw a newer head: the older one is refused, until the person accepts it.
+    refused = a("--json", "sync", "--pull")
+    assert refused.code == 1 and refused.error["name"] == "sync.rollback", refused.stdout
     # As --follow does, pull then push: the pull takes nothing back from the older head...
-    pulled = a("--json", "sync", "--pull")
+    pulled = a("--json", "sync", "--pull", "--accept-rollback")
     assert pulled.code == 0, pulled.stdout
     assert pulled.doc["remote_snapshot"] == first
     assert manifest(folder) == newer

@@ -46,6 +46,9 @@ class Settings:
     # The environment a verb may consult (remote URLs: TILLAGE_SSH, AWS_*, TILLAGE_S3_*): the
     # host's, read by the host; a library caller passes what it wants seen.
     env: Mapping[str, str] = field(default_factory=dict)
+    # How to ask the person at this process's terminal for a secret without echoing it (the
+    # recovery key: verbs/keys.py); None in machine mode and wherever no person is asked.
+    ask_secret: Callable[[str], str | None] | None = None
 
 
 @dataclass
@@ -211,10 +214,13 @@ def _invoke(
         if confirm is None:
             raise ConfirmationRequiredError(
                 f"{contract.cli} changes files and needs --yes; nothing was changed",
-                # A store-wide verb (gc) has no target to name.
+                # A store-wide verb (gc) has no target to name; one with no preview (a sync
+                # takeover) has none to offer.
                 next_step=None
                 if hasattr(request, "id") or hasattr(request, "name")
-                else ("preview with --dry-run, then repeat with --yes"),
+                else "preview with --dry-run, then repeat with --yes"
+                if hasattr(request, "dry_run")
+                else "repeat the same command with --yes",
             )
         preview = contract.preview(request) if contract.preview else None
         shown = verb.handler(ctx, preview) if preview is not None else None

@@ -1,16 +1,20 @@
 """Verbs of sync: remotes (`remote add`, `remote list`), `sync --push | --pull | --follow`,
 `clone`, `work`.
 
-The recovery key is printed by `remote add` alone, once, when it generated it: nothing an agent
-calls shows it (`remote list`, tools, events, errors)."""
+The recovery key is given as a file (`--key-file`, TILLAGE_RECOVERY_KEY_FILE), in argv or the
+environment, or at a prompt (verbs/keys.py). `remote add` writes a key it generated to a file,
+and answers it (`key`) to its caller alone: nothing an agent calls shows it (`remote list`,
+tools, events, errors), and no command tillage prints spells it out."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tillage.crypto import BadKeyError
+from tillage.crypto.errors import KeyFileMissingError, KeyFileTakenError, KeyFileUnsafeError
 from tillage.errors import BusyError, IntegrityError, InvalidArgumentError
 from tillage.features.sync.errors import (
+    LeaseDamagedError,
     LeaseExpiredError,
     LeaseHeldError,
     NotARemoteError,
@@ -18,6 +22,7 @@ from tillage.features.sync.errors import (
     PullFirstError,
     RefMissingError,
     RemoteExistsError,
+    RollbackError,
     UnknownRemoteError,
 )
 from tillage.features.sync.repository import RemoteOccupiedError
@@ -32,8 +37,10 @@ if TYPE_CHECKING:
 
     from tillage.features.sync.engine import PullOutcome
     from tillage.features.sync.follow import Follower
+    from tillage.verbs.keys import RemoteKey
     from tillage.workspace.attach import Workspace
 
+KEY_FILE_ERRORS = (KeyFileMissingError, KeyFileUnsafeError)
 TRANSPORT_ERRORS = (
     RemoteUnavailableError,
     RemoteProtocolError,
@@ -67,9 +74,16 @@ class RemoteAddRequest:
     )
     name: str = param("what this workspace calls it", default="origin")
     key: str | None = param(
-        "the remote's recovery key (64 hex); without it a new one is generated and shown once",
+        "the remote's recovery key (64 hex; seen by `ps`: prefer --key-file); without one a "
+        "new key is generated and written to a file (`key_file`)",
         default=None,
         metavar="HEX",
+    )
+    key_file: str | None = param(
+        "a file holding the remote's key (chmod 600); when there is no file there, a new key "
+        "is generated and written to it (0600)",
+        default=None,
+        metavar="PATH",
     )
     remote_till: str | None = param(
         "the `till` command on the far side of an ssh:// remote", default=None, metavar="PATH"
@@ -81,18 +95,18 @@ class RemoteAddResult:
     remote: str
     name: str
     clone_url: str
-    # Present only when it was generated now: shown once, for the person to keep.
+    # Present only when it was generated now, and not into the file --key-file named: for the
+    # caller to keep (a person's page shows `key_file` instead).
     key: str | None = field(default=None, metadata={"omit_none": True})
+    # Where the key generated now was written (0600): --key-file, or the store's keys/ folder.
+    key_file: str | None = field(default=None, metadata={"omit_none": True})
 
 
-def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
-    from tillage.crypto import RecoveryKey
-    from tillage.features.sync import remotes
-    from tillage.features.sync.engine import open_for
-    from tillage.features.sync.repository import add_place
+def _check_remote_name(req: RemoteAddRequest) -> None:
+    """A bad URL or name is refused before anything else (no key file is written)."""
     from tillage.remote.url import remote_kind
 
-    remote_kind(req.url)  # a bad URL is refused before anything else
+    remote_kind(req.url)
     if (
         not req.name
         or len(req.name) > 100
@@ -103,9 +117,32 @@ def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
             f"--name {req.name[:40]!r} is not a remote name",
             next_step="use letters, digits, '.', '-' and '_' (e.g. origin, laptop, my.project)",
         )
+
+
+def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
+    """Adds the remote (_add_remote) with the key verbs/keys.py finds or makes; a key file
+    written for it is removed again when the remote could not be added (its key opens
+    nothing: a retry makes a new one)."""
+    from tillage.crypto.keyfile import remove_key_file
+    from tillage.verbs.keys import remote_add_key
+
+    _check_remote_name(req)
+    chosen = remote_add_key(ctx, req.key, req.key_file, req.name)
+    try:
+        return _add_remote(ctx, req, chosen)
+    except BaseException:
+        if chosen.written is not None:
+            remove_key_file(chosen.written)
+        raise
+
+
+def _add_remote(ctx: Context, req: RemoteAddRequest, chosen: RemoteKey) -> RemoteAddResult:
+    from tillage.features.sync import remotes
+    from tillage.features.sync.engine import open_for
+    from tillage.features.sync.repository import add_place
+
     ws = ctx.workspace
-    generated = req.key is None
-    key = RecoveryKey.generate() if req.key is None else RecoveryKey.from_hex(req.key)
+    generated, key = chosen.generated, chosen.key
     config = remotes.RemoteConfig(req.name, req.url, key, req.remote_till)
     for known in remotes.load(ws.store, ws.id):
         if known.name == req.name and known.url not in (req.url, _absolute(req.url, ctx)):
@@ -114,7 +151,8 @@ def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
             )
     remote = open_for(config, ctx.settings.env, _cwd(ctx))
     try:
-        # Probe and look first, write last: a refused add leaves the place as it was.
+        # Probe and look first, write last: a refused add leaves the place as it was (a key
+        # generated now cannot open a remote there: sync.remote_occupied).
         url = remote.url
         endpoint = add_place(remote, key, generated=generated)
     finally:
@@ -126,7 +164,11 @@ def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
         ws.store, ws.id, remotes.RemoteConfig(req.name, url, key, req.remote_till, endpoint)
     )
     return RemoteAddResult(
-        remote=url, name=req.name, clone_url=url, key=key.hex() if generated else None
+        remote=url,
+        name=req.name,
+        clone_url=url,
+        key=key.hex() if generated and req.key_file is None else None,
+        key_file=str(chosen.written) if chosen.written is not None else None,
     )
 
 
@@ -166,7 +208,15 @@ class SyncRequest:
     ref: str = param("the named head on the remote", default="main")
     remote: str | None = param("which remote (default: the only one, or origin)", default=None)
     takeover: bool = param(
-        "with --push: take over a ref whose lease expired (never newer work)", default=False
+        "with --push (or --follow): take over a ref whose lease expired or is damaged (never "
+        "newer work); needs --yes",
+        default=False,
+    )
+    yes: bool = param("confirm --takeover", default=False)
+    accept_rollback: bool = param(
+        "go on although the ref is older than this machine saw it (the remote was restored "
+        "on purpose): that state, and what moves on from it, is trusted from now on",
+        default=False,
     )
     bootstrap: bool = param(
         "with --pull: take the remote's state although this workspace never synced that ref "
@@ -194,6 +244,11 @@ class SyncResult:
     remote_snapshot: str | None = field(default=None, metadata={"omit_none": True})
     fetched_objects: int | None = field(default=None, metadata={"omit_none": True})
     fetched_bytes: int | None = field(default=None, metadata={"omit_none": True})
+    # With a pull that landed: the folder as it was before (`till rewind UNDO --yes`).
+    undo: str | None = field(default=None, metadata={"omit_none": True})
+    # Files another writer changed while the pull landed: kept in the `rescue` snapshot.
+    rescued: tuple[str, ...] | None = field(default=None, metadata={"omit_none": True})
+    rescue: str | None = field(default=None, metadata={"omit_none": True})
     # With `diverged`: the exact command that lands the incoming snapshot here.
     next: str | None = field(default=None, metadata={"omit_none": True})
 
@@ -223,7 +278,13 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
     config = remotes.find(ws.store, ws.id, req.remote)
     if req.push:
         pushed = engine.push(
-            ws, config, ctx.settings.env, _cwd(ctx), req.ref, takeover=req.takeover
+            ws,
+            config,
+            ctx.settings.env,
+            _cwd(ctx),
+            req.ref,
+            takeover=req.takeover,
+            accept_rollback=req.accept_rollback,
         )
         return SyncResult(
             ref=req.ref,
@@ -233,7 +294,15 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
             reused_objects=pushed.pushed.reused_objects,
             uploaded_bytes=pushed.pushed.uploaded_bytes,
         )
-    pulled = engine.pull(ws, config, ctx.settings.env, _cwd(ctx), req.ref, bootstrap=req.bootstrap)
+    pulled = engine.pull(
+        ws,
+        config,
+        ctx.settings.env,
+        _cwd(ctx),
+        req.ref,
+        bootstrap=req.bootstrap,
+        accept_rollback=req.accept_rollback,
+    )
     return SyncResult(
         ref=req.ref,
         remote=config.name,
@@ -242,6 +311,9 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
         remote_snapshot=pulled.remote_snapshot,
         fetched_objects=pulled.fetched_objects,
         fetched_bytes=pulled.fetched_bytes,
+        undo=pulled.undo,
+        rescued=pulled.rescued or None,
+        rescue=pulled.rescue,
         next=_landing(pulled, ws, config.name, req.ref)
         if pulled.disposition == "diverged"
         else None,
@@ -260,6 +332,16 @@ def _landing(pulled: PullOutcome, ws: Workspace, remote: str, ref: str) -> str:
     # The base named outright: the incoming snapshot may be known here from another ref, with
     # other parents than this pull gives it.
     return f"till merge --snapshot {pulled.remote_snapshot} --base {synced.snapshot}"
+
+
+def _takeover_needs_yes(req: SyncRequest) -> bool:
+    """A takeover replaces another machine's lease: destructive (CONTRACT), so it needs
+    --yes (or a person's answer at a terminal)."""
+    return req.takeover and not req.yes
+
+
+def _takeover_confirmed(req: SyncRequest) -> SyncRequest:
+    return replace(req, yes=True)
 
 
 def _follow(ctx: Context, req: SyncRequest) -> Follower:
@@ -290,7 +372,20 @@ def _follow(ctx: Context, req: SyncRequest) -> Follower:
         req.ref,
         poll_seconds=seconds,
         takeover=req.takeover,
+        accept_rollback=req.accept_rollback,
         after_write=after_write,
+        merge_incoming=_merge_incoming,
+    )
+
+
+def _merge_incoming(ws: Workspace, incoming: str, base: str) -> tuple[str | None, tuple[str, ...]]:
+    """A follower's three-way merge of a diverged pull (as `till merge --snapshot ID --base
+    BASE`): the result's ID when it landed, and the conflicting paths."""
+    from tillage.features.merge import merge as mg
+
+    outcome = mg.merge_snapshot(ws, incoming, base)
+    return (outcome.result.id if outcome.landed and outcome.result else None), tuple(
+        c.path for c in outcome.conflicts
     )
 
 
@@ -304,9 +399,20 @@ class CloneRequest:
         "the new folder (default: the remote's last path segment)", default=None, positional=True
     )
     key: str | None = param(
-        "the remote's recovery key (or TILLAGE_RECOVERY_KEY)", default=None, metavar="HEX"
+        "the remote's recovery key (seen by `ps`: prefer --key-file; or TILLAGE_RECOVERY_KEY)",
+        default=None,
+        metavar="HEX",
+    )
+    key_file: str | None = param(
+        "a file holding the remote's key, chmod 600 (or TILLAGE_RECOVERY_KEY_FILE); without "
+        "any, a terminal asks for it",
+        default=None,
+        metavar="PATH",
     )
     ref: str = param("the named head to clone", default="main")
+    accept_rollback: bool = param(
+        "clone although the ref is older than this store saw it", default=False
+    )
     remote_till: str | None = param(
         "the `till` command on the far side of an ssh:// remote", default=None, metavar="PATH"
     )
@@ -321,18 +427,13 @@ class CloneResult:
 
 
 def clone(ctx: Context, req: CloneRequest) -> CloneResult:
-    from tillage.crypto import RecoveryKey
     from tillage.features.sync.clone import clone as clone_remote
     from tillage.remote.url import remote_kind
+    from tillage.verbs.keys import required_key
 
     remote_kind(req.url)
     _check_ref(req.ref)
-    text = req.key or ctx.settings.env.get("TILLAGE_RECOVERY_KEY")
-    if not text:
-        raise BadKeyError(
-            "a clone needs the remote's recovery key",
-            next_step="give --key HEX (or set TILLAGE_RECOVERY_KEY)",
-        )
+    key = required_key(ctx, req.key, req.key_file, "a clone").key
     s = ctx.settings
     ws, head = clone_remote(
         home=s.home,
@@ -340,10 +441,11 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
         folder=s.folder,
         env=s.env,
         url=req.url,
-        key=RecoveryKey.from_hex(text),
+        key=key,
         ref=req.ref,
         dest=req.dest,
         remote_till=req.remote_till,
+        accept_rollback=req.accept_rollback,
     )
     ctx.workspace = ws  # the invocation's after-write step follows it
     return CloneResult(str(ws.root), snapshot_info(head), req.url, req.ref)
@@ -364,7 +466,8 @@ class WorkRequest:
     command: tuple[str, ...] = param(
         "the command, after `--`; one word runs through /bin/sh -c, several are the argv; it "
         "runs in the disposable folder and gets TILLAGE_WORK_INPUT (the input snapshot), "
-        "TILLAGE_WORK_REF and TILLAGE_WORK_RESULT_REF (never the key)",
+        "TILLAGE_WORK_REF and TILLAGE_WORK_RESULT_REF (never the key: not in its environment, "
+        "nor in its parent's argv or environment)",
         remainder=True,
         metavar="CMD",
     )
@@ -374,13 +477,24 @@ class WorkRequest:
         default="work",
     )
     key: str | None = param(
-        "the remote's recovery key (or TILLAGE_RECOVERY_KEY)", default=None, metavar="HEX"
+        "the remote's recovery key (seen by `ps`: prefer --key-file; or TILLAGE_RECOVERY_KEY)",
+        default=None,
+        metavar="HEX",
+    )
+    key_file: str | None = param(
+        "a file holding the remote's key, chmod 600 (or TILLAGE_RECOVERY_KEY_FILE); without "
+        "any, a terminal asks for it",
+        default=None,
+        metavar="PATH",
     )
     ref: str = param(
         "the input ref: the command runs on its snapshot", default="main", metavar="IN"
     )
     keep: bool = param(
         "keep the disposable folder and its timeline (`folder` says where)", default=False
+    )
+    accept_rollback: bool = param(
+        "run although a ref is older than this store saw it", default=False
     )
     remote_till: str | None = param(
         "the `till` command on the far side of an ssh:// remote", default=None, metavar="PATH"
@@ -408,11 +522,11 @@ class WorkResult:
 
 
 def work(ctx: Context, req: WorkRequest) -> WorkResult:
-    from tillage.crypto import RecoveryKey
     from tillage.features.sync import remotes
     from tillage.features.sync.work import work as run_work
     from tillage.platform.commands import argv_of
     from tillage.remote.url import remote_kind
+    from tillage.verbs.keys import required_key
 
     remote_kind(req.remote)
     _check_ref(req.ref)
@@ -423,13 +537,8 @@ def work(ctx: Context, req: WorkRequest) -> WorkResult:
             f"--name {req.name[:40]!r} is not a name",
             next_step="use letters, digits, - and _ (e.g. ci, build-7)",
         )
-    text = req.key or ctx.settings.env.get("TILLAGE_RECOVERY_KEY")
-    if not text:
-        raise BadKeyError(
-            "work needs the remote's recovery key",
-            next_step="give --key HEX (or set TILLAGE_RECOVERY_KEY)",
-        )
-    config = remotes.RemoteConfig(req.name, req.remote, RecoveryKey.from_hex(text), req.remote_till)
+    key = required_key(ctx, req.key, req.key_file, "work").key
+    config = remotes.RemoteConfig(req.name, req.remote, key, req.remote_till)
     done = run_work(
         ctx.settings.home,
         ctx.settings.user_home,
@@ -441,6 +550,7 @@ def work(ctx: Context, req: WorkRequest) -> WorkResult:
         req.command,
         keep=req.keep,
         launch=ctx.settings.launch,
+        accept_rollback=req.accept_rollback,
     )
     return WorkResult(
         input=done.input,
@@ -470,15 +580,19 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             errors=(
                 *TRANSPORT_ERRORS,
                 BadKeyError,
+                *KEY_FILE_ERRORS,
+                KeyFileTakenError,
                 RemoteExistsError,
                 RemoteOccupiedError,
-                OldFormatError,
                 InvalidArgumentError,
             ),
             doc="Add a remote this workspace syncs with: a folder, ssh://[user@]host[:port]/path "
             "or s3://bucket[/prefix]. Everything stored there is encrypted with a 32-byte "
-            "recovery key: without --key one is generated and printed once, as `key` — keep "
-            "it; nothing else ever shows it.",
+            "recovery key, given as --key-file PATH (or --key, TILLAGE_RECOVERY_KEY_FILE, "
+            "TILLAGE_RECOVERY_KEY). Without one a new key is generated and written (0600) to "
+            "--key-file's PATH when no file is there, else to the store's keys/ folder: "
+            "`key_file` says where — copy that file to the other machine; with no --key-file "
+            "the key is also answered once, as `key`. Nothing else ever shows it.",
         ),
         remote_add,
     ),
@@ -511,24 +625,34 @@ VERBS: tuple[Verb[Any, Any], ...] = (
                 PullFirstError,
                 LeaseHeldError,
                 LeaseExpiredError,
+                LeaseDamagedError,
+                RollbackError,
                 RefMissingError,
                 UnknownRemoteError,
                 BusyError,
                 InvalidArgumentError,
             ),
+            needs_confirmation=_takeover_needs_yes,
+            confirmed=_takeover_confirmed,
             doc="--push seals the folder and sends it to a named ref of the remote (only what "
             "the remote lacks; refused with sync.pull_first when the ref moved to work this "
             "machine has not pulled). --pull brings the ref here: fast-forwards the folder when "
             "it has not changed since the last sync (unchanged files keep their inodes), else "
             "exits 3 with disposition diverged, keeping the incoming snapshot for `till merge "
-            "--snapshot ID`. One writer per ref (a lease; --takeover takes an expired one). "
+            "--snapshot ID`. One writer per ref (a lease; --takeover --yes takes an expired or "
+            "damaged one). A ref older than this machine saw it (a lower version, another "
+            "snapshot at the same version, or gone: the remote was rolled back) is refused "
+            "with sync.rollback, nothing changed; --accept-rollback goes on from it. "
             "--follow keeps both current: every --poll-seconds (default 2) it pulls, then "
             "pushes when the folder changed, printing one JSON line per cycle: `cycle`, `at`, "
             "`remote`, `ref`, `pulled` (the disposition, or `missing` before the first push), "
             "`fetched_objects`, `pushed` (a snapshot ID or null), `uploaded_objects`, "
-            "`uploaded_bytes`, `paused`, `incoming`, `next_step`, `error`, `retry_in`. On "
-            "diverged it pauses (`paused: true`, `next_step: till merge --snapshot ID`) and "
-            "resumes by itself once the folder descends from the incoming snapshot; an error "
+            "`uploaded_bytes`, `merged`, `paused`, `conflicts`, `incoming`, `next_step`, `error`, "
+            "`retry_in`. On diverged it merges three-way by itself (the last synced snapshot "
+            "the ancestor; `merged` names the result) and pushes the merge; only a conflict "
+            "pauses it (`paused: true`, `conflicts`, `next_step: till merge --snapshot ID`), "
+            "and it resumes by itself once the folder descends from the incoming snapshot; an "
+            "error "
             "is that cycle's `error` envelope and the next cycle comes after a backoff.",
         ),
         sync,
@@ -543,9 +667,17 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             request=CloneRequest,
             result=CloneResult,
             cli="clone",
-            errors=(*TRANSPORT_ERRORS, BadKeyError, RefMissingError, InvalidArgumentError),
+            errors=(
+                *TRANSPORT_ERRORS,
+                BadKeyError,
+                *KEY_FILE_ERRORS,
+                RefMissingError,
+                RollbackError,
+                InvalidArgumentError,
+            ),
             doc="Make a new folder holding a remote ref's exact state, attached and with the "
-            "remote added as origin (the key from --key or TILLAGE_RECOVERY_KEY).",
+            "remote added as origin (the key from --key-file, TILLAGE_RECOVERY_KEY_FILE, "
+            "TILLAGE_RECOVERY_KEY or --key, else asked for at a terminal).",
         ),
         clone,
     ),
@@ -562,10 +694,13 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             errors=(
                 *TRANSPORT_ERRORS,
                 BadKeyError,
+                *KEY_FILE_ERRORS,
                 RefMissingError,
                 PullFirstError,
                 LeaseHeldError,
                 LeaseExpiredError,
+                LeaseDamagedError,
+                RollbackError,
                 BusyError,
                 InvalidArgumentError,
             ),

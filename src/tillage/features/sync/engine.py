@@ -11,27 +11,24 @@ newer work.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from tillage.core import codec
-from tillage.crypto import (
-    RecoveryKey,
-    name_of,
-    open_document,
-    seal_document,
-)
-from tillage.errors import IntegrityError
+from tillage.crypto import RecoveryKey
 from tillage.features.sync import remote_index, repository, transfer
+from tillage.features.sync import seen as seen_refs  # (`seen` names local sets below)
 from tillage.features.sync.errors import (
-    LeaseExpiredError,
-    LeaseHeldError,
+    NotARemoteError,
     PullFirstError,
     RefMissingError,
+    RollbackError,
 )
+from tillage.features.sync.refs import Lease, RefState, doc_key, holds, lease_ns, write_ref
+from tillage.features.sync.refs import read_ref as read_ref  # noqa: PLC0414 (for clone)
 from tillage.features.sync.remotes import RemoteConfig, machine_id
 from tillage.features.sync.repository import Opened
+from tillage.platform import failpoints
 from tillage.workspace.attach import Workspace
 
 TYPE_CHECKING = False
@@ -45,8 +42,6 @@ if TYPE_CHECKING:
 
 DEFAULT_REF = "main"
 CONFIG = "config"
-HISTORY = 1000  # snapshots a ref remembers: a pull fast-forwards from any of them
-LEASE_NS = 10 * 60 * 1_000_000_000
 
 
 def sync_timeline(workspace_id: str) -> str:
@@ -66,100 +61,9 @@ def open_for(config: RemoteConfig, env: Mapping[str, str], cwd: str) -> Remote:
 
 def ensure_config(remote: Remote, key: RecoveryKey, *, create: bool) -> Opened:
     """Opens the remote with the recovery key (a wrong key is `integrity`, told first); with
-    `create`, makes it in an empty place (features/sync/repository.py). Refs and leases take
-    their key from the answer: `opened.key_for_documents`."""
+    `create`, makes it in an empty place (features/sync/repository.py). Refs, segments and
+    leases take their key from the answer: `doc_key(opened)`."""
     return repository.ensure(remote, key, create_missing=create)[0]
-
-
-@dataclass(frozen=True)
-class RefState:
-    snapshot: str
-    history: tuple[str, ...]
-    token: str
-
-
-def read_ref(remote: Remote, key: RecoveryKey, ref: str) -> RefState | None:
-    name = name_of(key, "ref", ref)
-    found = remote.read_versioned(name)
-    if found is None:
-        return None
-    doc = open_document(key, name, found.data)
-    if doc.get("ref") != ref or not isinstance(doc.get("snapshot"), str):
-        raise IntegrityError(f"the remote's head of ref {ref!r} does not hold a snapshot")
-    return RefState(doc["snapshot"], tuple(doc.get("history") or ()), found.token)
-
-
-def lease_ns(env: Mapping[str, str]) -> int:
-    """How long a lease holds without renewal: `TILLAGE_SYNC_LEASE_SECONDS` (tests, slow
-    links), else ten minutes."""
-    text = env.get("TILLAGE_SYNC_LEASE_SECONDS", "")
-    return int(float(text) * 1_000_000_000) if text.replace(".", "", 1).isdigit() else LEASE_NS
-
-
-class Lease:
-    """The single writer of one ref: created, renewed by its holder (also while a long upload
-    runs), taken over only when it expired and the caller said --takeover, and released by a
-    compare-and-swap to a `released` document (never a delete that could remove a takeover)."""
-
-    def __init__(
-        self, remote: Remote, key: RecoveryKey, ref: str, holder: str, ttl_ns: int = LEASE_NS
-    ) -> None:
-        self.remote, self.key, self.ref, self.holder = remote, key, ref, holder
-        self.name = name_of(key, "lease", ref)
-        self.ttl_ns = ttl_ns
-        self.token: str | None = None
-        self.renewed_ns = 0
-
-    def _doc(self, *, released: bool = False) -> bytes:
-        # The real clock: a lease is read on other machines, whatever TILLAGE_NOW says here.
-        now = time.time_ns()
-        doc = {
-            "ref": self.ref,
-            "holder": self.holder,
-            "expires_ns": 0 if released else now + self.ttl_ns,
-            "released": released,
-        }
-        return seal_document(self.key, self.name, doc)
-
-    def _write(self, expect: str | None, *, released: bool = False) -> bool:
-        data = self._doc(released=released)
-        if not self.remote.write_if(self.name, data, expect):
-            return False
-        found = self.remote.read_versioned(self.name)
-        self.token = found.token if found is not None and found.data == data else None
-        self.renewed_ns = time.time_ns()
-        return True
-
-    def acquire(self, *, takeover: bool) -> None:
-        for _ in range(3):
-            found = self.remote.read_versioned(self.name)
-            if found is None:
-                if self._write(None):
-                    return
-                continue
-            held = open_document(self.key, self.name, found.data)
-            free = bool(held.get("released")) or held.get("holder") == self.holder
-            expired = int(held.get("expires_ns", 0)) < time.time_ns()
-            if not free and not expired:
-                raise LeaseHeldError(f"another machine is pushing to ref {self.ref!r}")
-            if not free and not takeover:
-                raise LeaseExpiredError(
-                    f"ref {self.ref!r} is leased to another machine whose push never finished"
-                )
-            if self._write(found.token):
-                return
-        raise LeaseHeldError(f"another machine is pushing to ref {self.ref!r}")
-
-    def keep(self) -> None:
-        """Renews the lease when a third of its time has gone (a long upload keeps it)."""
-        if self.token is None or time.time_ns() - self.renewed_ns < self.ttl_ns // 3:
-            return
-        if not self._write(self.token):
-            raise LeaseHeldError(f"ref {self.ref!r} was taken over while this push ran")
-
-    def release(self) -> None:
-        if self.token is not None:
-            self._write(self.token, released=True)
 
 
 # -- objects ------------------------------------------------------------------------------------
@@ -236,8 +140,11 @@ def push(
     ref: str,
     *,
     takeover: bool = False,
+    accept_rollback: bool = False,
 ) -> PushOutcome:
-    """Seals the folder, then sends it to `ref` (see the module docstring)."""
+    """Seals the folder, then sends it to `ref` (see the module docstring). A ref older than
+    this machine saw it is refused (`sync.rollback`) before anything is written, unless
+    `accept_rollback`: then the push goes on from the ref as the remote holds it."""
     from tillage.workspace.seal import SealOptions, seal_result
 
     store = ws.store
@@ -249,12 +156,16 @@ def push(
     ).row
     remote = open_for(config, env, cwd)
     try:
-        opened = ensure_config(remote, config.key, create=True)
-        key = opened.key_for_documents  # refs and leases: under the master key
+        opened = _ensure_pushable(store, remote, config, ref, accept_rollback)
+        key = doc_key(opened)
+        # Before the lease: a ref rolled back or damaged is refused with nothing written.
+        seen_refs.read(store, remote, key, ref, config.name, accept_rollback=accept_rollback)
         lease = Lease(remote, key, ref, machine_id(store), lease_ns(env))
         lease.acquire(takeover=takeover)
         try:
-            current = read_ref(remote, key, ref)
+            current = seen_refs.read(
+                store, remote, key, ref, config.name, accept_rollback=accept_rollback
+            )
             last = store.sync_ref(ws.id, config.name, ref)
             if _nothing_new(store, head, current, last):
                 # The folder is what was last synced: moving the ref to this machine's twin of
@@ -269,25 +180,46 @@ def push(
                     )
             with store.sharing():
                 pushed = upload(store, remote, opened, head.id, lease.keep)
-            history = [head.id, *(h for h in (current.history if current else ()) if h != head.id)]
-            name = name_of(key, "ref", ref)
-            doc = {
-                "ref": ref,
-                "snapshot": head.id,
-                "history": history[:HISTORY],
-                "machine": machine_id(store),
-                "pushed_ns": time.time_ns(),
-            }
-            if not remote.write_if(
-                name, seal_document(key, name, doc), current.token if current else None
-            ):
+            expect = current.token if current else None
+            base = current
+            prior = seen_refs.continued(store, remote, ref, current)
+            if prior is not None and descends(store, head.id, prior.snapshot):
+                # An accepted rollback this head holds the newer work of: the ref goes on from
+                # what this machine saw, so that work stays in its history for the others.
+                base = prior
+            machine = machine_id(store)
+            written = write_ref(remote, key, ref, head.id, base, machine, expect=expect)
+            if written is None:
                 raise PullFirstError(f"another push to ref {ref!r} landed first")
+            seen_refs.synced(store, remote, written)
             _record(store, ws, config, ref, head.id, head.id)
         finally:
             lease.release()
     finally:
         remote.close()
     return PushOutcome(head, ref, pushed)
+
+
+def _ensure_pushable(
+    store: Store, remote: Remote, config: RemoteConfig, ref: str, accept_rollback: bool
+) -> Opened:
+    """Opens the remote with its key, making the remote in an empty place, but not on one this
+    machine saw refs on: that remote lost everything (a wiped bucket, a disk not mounted on
+    its mount point), which is a rollback, refused unless accepted."""
+    create = accept_rollback or not seen_refs.knows(store, remote)
+    try:
+        return ensure_config(remote, config.key, create=create)
+    except NotARemoteError:
+        if create:
+            raise  # a place holding something else: never made a remote
+        raise RollbackError(
+            f"{config.name} ({remote.url}) holds nothing (no key check), though this machine "
+            f"saw ref {ref!r} there: it was emptied, or is not the place it was; nothing was "
+            "written",
+            next_step="if it is a disk that is not mounted, mount it and push again; if the "
+            "remote was emptied on purpose, repeat with --accept-rollback to make it anew",
+            details={"ref": ref, "remote": config.name},
+        ) from None
 
 
 def _nothing_new(
@@ -309,6 +241,10 @@ class PullOutcome:
     remote_snapshot: str
     fetched_objects: int
     fetched_bytes: int
+    undo: str | None = None  # the folder before a pull that landed (a rewind's undo)
+    rescued: tuple[str, ...] = ()  # files a concurrent writer changed while it landed
+    rescue: str | None = None  # the snapshot holding them
+    moved: tuple[str, ...] = ()  # diverged: paths edited while the pull decided
 
 
 def _publish_incoming(store: Store, ws: Workspace, snapshot_id: str, parent: str | None) -> None:
@@ -330,31 +266,75 @@ def pull(
     ref: str,
     *,
     bootstrap: bool = False,
+    accept_rollback: bool = False,
 ) -> PullOutcome:
     """Brings `ref` here: fast-forwards the folder when it has not changed since the last sync
     and the remote descends from it; otherwise keeps the incoming snapshot and says diverged."""
-    from tillage.workspace import rewind
-    from tillage.workspace.seal import SealOptions, seal_result
+    from tillage.workspace.locks import workspace_lock
 
     store = ws.store
     remote = open_for(config, env, cwd)
     try:
         opened = ensure_config(remote, config.key, create=False)
-        current = read_ref(remote, opened.key_for_documents, ref)
+        key = doc_key(opened)
+        last = store.sync_ref(ws.id, config.name, ref)
+        at = seen_refs.seen_at(store, remote, ref, last.snapshot) if last else None
+        current = seen_refs.read(
+            store, remote, key, ref, config.name, accept_rollback=accept_rollback
+        )
         if current is None:
             raise RefMissingError(f"nothing was pushed to ref {ref!r} of {config.name}")
-        last = store.sync_ref(ws.id, config.name, ref)
         incoming = current.snapshot
         if last is not None and last.snapshot == incoming:
             return PullOutcome("up_to_date", store.head(ws.id), incoming, 0, 0)
         with store.sharing():
             fetched, size = download(store, remote, opened, incoming)
             _publish_incoming(store, ws, incoming, last.snapshot if last else None)
+        # Whether the ref moved here from what this machine last synced: its history (recent
+        # heads, then its segments from the version this machine saw that one at) holds it.
+        held = last is not None and holds(remote, key, current, last.snapshot, at)
     finally:
         remote.close()
-    head = seal_result(
-        ws, SealOptions(trigger="manual", label="before pull", skip_unchanged=True)
+    failpoints.hit("sync.pull.fetched")
+    # One lock from the seal the decision reads to the last byte landed, and the landing
+    # refuses a folder that moved since that seal: an edit made meanwhile is never overwritten.
+    with workspace_lock(ws), store.sharing():
+        held_for = last.snapshot if last is not None else None
+        outcome = _decide_and_land(
+            ws, config, ref, current, bootstrap, fetched, size, (held_for, held)
+        )
+    if outcome.disposition != "diverged":
+        seen_refs.synced(store, remote, current)  # where the next pull's history walk may start
+    return outcome
+
+
+def _decide_and_land(
+    ws: Workspace,
+    config: RemoteConfig,
+    ref: str,
+    current: RefState,
+    bootstrap: bool,
+    fetched: int,
+    size: int,
+    held: tuple[str | None, bool] = (None, False),
+) -> PullOutcome:
+    """The pull's decision and landing (the caller holds the workspace lock). `held` is
+    (snapshot, whether the ref's history holds it), read from the remote for what was last
+    synced when the pull began."""
+    from tillage.core.models import Entry
+    from tillage.workspace import rewind
+    from tillage.workspace.errors import FolderMovedError
+    from tillage.workspace.seal import SealOptions, seal_result_locked
+
+    store = ws.store
+    incoming = current.snapshot
+    seen: dict[str, Entry] = {}
+    head = seal_result_locked(
+        ws,
+        SealOptions(trigger="manual", label="before pull", skip_unchanged=True),
+        manifest_out=seen,
     ).row
+    last = store.sync_ref(ws.id, config.name, ref)  # again: another pull may have landed
     target = store.snapshot(incoming)
     assert target is not None
     if head.tree == target.tree or descends(store, head.id, incoming):
@@ -369,37 +349,58 @@ def pull(
     if last is not None:
         twin = store.snapshot(last.local)
         clean = twin is not None and twin.tree == head.tree
-    forward = last is not None and clean and last.snapshot in current.history
+    # The ref's history, segments included, as read for the last sync; for one another pull
+    # recorded meanwhile, the document's own recent heads.
+    known, holds_it = held
+    if last is None:
+        in_history = False
+    elif last.snapshot == known:
+        in_history = holds_it
+    else:
+        in_history = last.snapshot in current.history
+    forward = last is not None and clean and in_history
     if not (forward or bootstrap):
         return PullOutcome("diverged", head, incoming, fetched, size)
-    rewind.apply(ws, target, None)
-    landed = _twin(ws, target, f"pulled {incoming[:12]} from {config.name}/{ref}")
-    _record(store, ws, config, ref, incoming, landed.id)
-    return PullOutcome(
-        "fast_forwarded" if forward else "bootstrapped", landed, incoming, fetched, size
-    )
-
-
-def _twin(ws: Workspace, target: SnapshotRow, label: str) -> SnapshotRow:
-    """The local snapshot holding exactly what a pull landed: the target's own tree, not a new
-    walk of the folder (an edit made while the pull applied is the next seal's change, never
-    recorded as synced)."""
-    from tillage.workspace.locks import workspace_lock
-    from tillage.workspace.seal import SealOptions, publish_tree, snapshot_record
-
-    notes = list(snapshot_record(ws.store, target.id).fidelity)
-    options = SealOptions(trigger="sync", label=label, merged_from=target.id)
-    with workspace_lock(ws), ws.store.writer() as writer:
-        return publish_tree(
-            ws.store,
-            ws.id,
-            writer,
-            bytes.fromhex(target.tree),
-            target.files,
-            target.bytes,
-            notes,
-            options,
+    failpoints.hit("sync.pull.decided")
+    # The landing's completion is journaled with it: the local twin (the incoming tree itself,
+    # not a walk: an edit made while it landed is the next seal's change) and the sync fact
+    # naming it, made once, by this command or by the one that finishes a killed pull.
+    completion = {
+        "seal": {
+            "trigger": "sync",
+            "label": f"pulled {incoming[:12]} from {config.name}/{ref}",
+            "merged_from": incoming,
+            "tree_of": incoming,
+        },
+        "tell": {
+            "how": "fact",
+            "kind": "sync_ref",
+            "body": {
+                "workspace": ws.id,
+                "remote": config.name,
+                "ref": ref,
+                "snapshot": incoming,
+            },
+            "result_as": "local",
+        },
+    }
+    try:
+        landed = rewind.apply_sealed(
+            ws, target, None, seen, head, completion=completion, unmoved=True
         )
+    except FolderMovedError as moved:
+        return PullOutcome("diverged", head, incoming, fetched, size, moved=moved.paths)
+    assert landed.completed is not None
+    return PullOutcome(
+        "fast_forwarded" if forward else "bootstrapped",
+        landed.completed,
+        incoming,
+        fetched,
+        size,
+        undo=head.id,
+        rescued=landed.rescued,
+        rescue=landed.rescue,
+    )
 
 
 def _record(

@@ -5,9 +5,10 @@ Apart from the engine so that verbs can name them in their contracts without imp
 
 from __future__ import annotations
 
-from tillage.errors import BusyError, ConflictError, NotFoundError, TillageError
+from tillage.errors import BusyError, ConflictError, IntegrityError, NotFoundError, TillageError
 
 __all__ = [
+    "LeaseDamagedError",
     "LeaseExpiredError",
     "LeaseHeldError",
     "NotARemoteError",
@@ -15,6 +16,7 @@ __all__ = [
     "PullFirstError",
     "RefMissingError",
     "RemoteExistsError",
+    "RollbackError",
     "UnknownRemoteError",
 ]
 
@@ -42,7 +44,9 @@ class LeaseExpiredError(ConflictError):
     code = -32294
     name = "sync.lease_expired"
     module = "sync"
-    next_step = "if that machine is gone, take the ref over with `till sync --push --takeover`"
+    next_step = (
+        "if that machine is gone, take the ref over with `till sync --push --takeover --yes`"
+    )
 
 
 class RefMissingError(NotFoundError):
@@ -76,6 +80,29 @@ class NotARemoteError(TillageError):
     name = "sync.not_a_remote"
     module = "sync"
     next_step = "give the URL `till remote add` printed, or an empty place for a new remote"
+
+
+class LeaseDamagedError(IntegrityError):
+    """The ref's lease on the remote does not open (or is no lease of that ref): no machine
+    can renew it, so it holds nobody; a push takes it only when asked to."""
+
+    name = "sync.lease_damaged"
+    module = "sync"
+    next_step = "take the ref's lease over with `till sync --push --takeover --yes`"
+
+
+class RollbackError(TillageError):
+    """The remote's ref is older than this machine saw it (a lower version, another snapshot
+    at the same version, or gone): the remote was rolled back or replaced. Nothing was
+    changed here or on the remote."""
+
+    code = -32301
+    name = "sync.rollback"
+    module = "sync"
+    next_step = (
+        "if the remote was restored on purpose, repeat with --accept-rollback; otherwise put "
+        "the newer head back (push from a machine that holds it)"
+    )
 
 
 class OldFormatError(TillageError):

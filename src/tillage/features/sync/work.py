@@ -42,9 +42,6 @@ if TYPE_CHECKING:
     from tillage.store.store import Store
     from tillage.workspace.seal import SealOptions
 
-# The command must not see the key it could push with (it may be an agent): it gets it empty.
-KEY_VARIABLE = "TILLAGE_RECOVERY_KEY"
-
 
 @dataclass(frozen=True)
 class WorkOutcome:
@@ -72,11 +69,13 @@ def work(
     *,
     keep: bool = False,
     launch: Launch | None = None,
+    accept_rollback: bool = False,
 ) -> WorkOutcome:
     """Runs `command` on the snapshot `in_ref` names and pushes its result to `out_ref` (see
     the module docstring). The command's failure is its status, not an error; a failure of
     the remote or the push is the error, after the folder is removed (unless `keep`)."""
-    from tillage.features.sync import engine
+    from tillage.features.sync import engine, seen
+    from tillage.features.sync.refs import doc_key
     from tillage.platform.commands import argv_of, run_command
     from tillage.store.store import Store
     from tillage.workspace.seal import SealOptions
@@ -90,11 +89,12 @@ def work(
             remote = engine.open_for(config, env, cwd)
             try:
                 opened = engine.ensure_config(remote, config.key, create=False)
-                key = opened.key_for_documents
-                found = engine.read_ref(remote, key, in_ref)
+                # Checked against what this store saw of them (a rolled-back remote is refused).
+                key, accept = doc_key(opened), accept_rollback
+                found = seen.read(store, remote, key, in_ref, config.url, accept_rollback=accept)
                 if found is None:
                     raise RefMissingError(f"nothing was pushed to ref {in_ref!r} of {config.url}")
-                prior = engine.read_ref(remote, key, out_ref)
+                prior = seen.read(store, remote, key, out_ref, config.url, accept_rollback=accept)
                 engine.download(store, remote, opened, found.snapshot)
             finally:
                 remote.close()
@@ -104,8 +104,10 @@ def work(
         ran = run_command(
             command,
             ws.root,
+            # Never the key it could push with (it may be an agent): run_command drops every
+            # variable naming it, and the `till` above it holds it in neither argv nor
+            # environ (platform/keyhandoff.py).
             env={
-                KEY_VARIABLE: "",
                 "TILLAGE_WORK_INPUT": input_id,
                 "TILLAGE_WORK_REF": in_ref,
                 "TILLAGE_WORK_RESULT_REF": out_ref,
@@ -129,7 +131,7 @@ def work(
                     "local": prior.snapshot,
                 },
             )
-        pushed = engine.push(ws, config, env, cwd, out_ref)
+        pushed = engine.push(ws, config, env, cwd, out_ref, accept_rollback=accept_rollback)
         return WorkOutcome(
             input=input_id,
             result=pushed.snapshot.id,

@@ -388,6 +388,8 @@ FEATURE_PAGES = {
     "store.retention": "tillage.hosts.cli.human_lifecycle",
     "store.budget": "tillage.hosts.cli.human_lifecycle",
     "remote.add": "tillage.hosts.cli.human_sync",
+    "remote.refs": "tillage.hosts.cli.human_sync",
+    "remote.repair_ref": "tillage.hosts.cli.human_sync",
     "sync.run": "tillage.hosts.cli.human_sync",
     "sync.clone": "tillage.hosts.cli.human_sync",
 }

@@ -1,6 +1,6 @@
 """Human pages of the sync verbs (hosts/cli/human.py loads this module by verb prefix): what a
-push sent, what a pull did and what to run next, and — once, from `remote add` — the key a
-person must keep."""
+push sent, what a pull did and what to run next, and — from `remote add` — where the new key a
+person must keep was written (never the key itself)."""
 
 from __future__ import annotations
 
@@ -25,17 +25,24 @@ def _taken(page: Page) -> dict[str, Any]:
 def _remote_add(page: Page) -> None:
     doc = _taken(page)
     page.add(f"Added remote {doc.get('name')}: {units.printable(str(doc.get('remote')))}")
-    key = doc.get("key")
-    if key:
+    written = doc.get("key_file")
+    if written:
+        # The key itself is never on the page (a screen is shared, a scrollback kept): the
+        # file holds it, and every command shown names the file.
+        path = units.printable(str(written))
         page.add(
             "",
-            "Recovery key (shown this once; keep it somewhere safe — without it nothing on the",
-            "remote can be read, by anyone, ever):",
-            f"  {page.style.paint(str(key), 'bold')}",
+            "A new recovery key was written to this file, which only you can read:",
+            f"  {page.style.paint(path, 'bold')}",
+            "Keep a copy somewhere safe: without it nothing on the remote can be read, by",
+            "anyone, ever.",
             "",
         )
         url = shlex.quote(str(doc.get("clone_url")))
-        page.next("On another machine, run:", f"till clone {url} --key <THE KEY>")
+        page.next(
+            "Copy that file to the other machine (chmod 600 there), then run:",
+            f"till clone {url} --key-file {shlex.quote(str(written))}",
+        )
     else:
         page.next("Send this workspace there:", "till sync --push")
 
@@ -83,8 +90,56 @@ def _clone(page: Page) -> None:
     page.next("Keep both machines current:", "till sync --follow")
 
 
+_PROBLEMS = {
+    "damaged": "DAMAGED: its head does not open",
+    "rolled_back": "ROLLED BACK: older than this machine saw",
+    "missing": "MISSING: this machine saw it, the remote lost it",
+}
+
+
+def _remote_refs(page: Page) -> None:
+    doc = _taken(page)
+    rows = doc.get("refs") or []
+    if not rows:
+        page.add(f"{doc.get('remote')} holds no ref yet.")
+        page.next("Send this workspace there:", "till sync --push")
+        return
+    for row in rows:
+        name = units.printable(str(row.get("ref") or "(a ref this machine cannot name)"))
+        problem = row.get("problem")
+        if row.get("snapshot"):
+            when = units.when_text(str(row.get("pushed_at") or ""), page.now)
+            line = f"{name}  v{row.get('version')}  {str(row.get('snapshot'))[:12]}  {when}"
+        else:
+            line = name
+        if problem:
+            seen = row.get("seen_version")
+            line += f"  {_PROBLEMS.get(str(problem), str(problem))}"
+            line += f" (saw v{seen})" if seen is not None else ""
+        page.add(line)
+    broken = [r for r in rows if r.get("problem") in ("damaged", "missing")]
+    if broken:
+        ref = broken[0].get("ref") or "REF"
+        page.next("Rewrite it from what this machine saw:", f"till remote repair-ref --ref {ref}")
+
+
+def _repair_ref(page: Page) -> None:
+    doc = _taken(page)
+    where = f"{doc.get('remote')}/{doc.get('ref')}"
+    snap = str(doc.get("snapshot"))[:12]
+    if doc.get("repaired"):
+        page.add(
+            f"Repaired {where} ({doc.get('problem')}): it holds {snap} again, as version "
+            f"{doc.get('version')}."
+        )
+    else:
+        page.add(f"{where} is sound (version {doc.get('version')}, {snap}): nothing written.")
+
+
 RENDERERS: dict[str, Callable[[Page], None]] = {
     "remote.add": _remote_add,
+    "remote.refs": _remote_refs,
+    "remote.repair_ref": _repair_ref,
     "sync.run": _sync,
     "sync.clone": _clone,
 }
