@@ -235,12 +235,12 @@ def test_remote_add_writes_a_new_key_to_the_key_file_and_the_other_machine_reads
     assert "key" not in again and "key_file" not in again
     assert path.read_text().strip() == key
 
-    # A new key file for a place that holds a remote already: refused, and the file it wrote
-    # (whose key opens nothing) is gone again.
+    # A new key file for a place that holds a remote already: refused (the place is taken by
+    # a remote of another key), and the file it wrote (whose key opens nothing) is gone again.
     fresh = tmp_path / "fresh.tillage-key"
     err = error_of(third("--json", "remote", "add", str(remote), "--name", "x", "--key-file",
                          str(fresh)))  # fmt: skip
-    assert err["name"] == "integrity" and "--key-file PATH" in err["next"]
+    assert err["name"] == "sync.remote_occupied" and "--key-file PATH" in err["next"]
     assert not fresh.exists()
 
 

@@ -15,11 +15,18 @@ import pytest
 
 from tests.faults.harness import manifest
 from tests.sync.conftest import Machine, Site
-from tillage.crypto import RecoveryKey, open_document
+from tillage.crypto import MasterKey, RecoveryKey, open_document
+from tillage.features.sync.repository import open_repository
+from tillage.remote.base import Remote
 
 pytestmark = pytest.mark.process  # real servers (sshd, moto)
 
 Machines = Callable[[Site], tuple[Machine, Machine]]
+
+
+def documents_key(remote: Remote, key: str) -> MasterKey:
+    """What refs and leases are sealed under: the master key the recovery key opens."""
+    return open_repository(remote, RecoveryKey.from_hex(key)).key_for_documents
 
 
 def started(a: Machine, b: Machine, site: Site, folder: Path) -> tuple[str, str, Machine]:
@@ -75,7 +82,7 @@ def test_a_damaged_lease_blocks_a_plain_push_and_a_confirmed_takeover_takes_it(
     assert len(remote.get(lease)) == 40  # the damaged lease is still there
 
     took = a.json("sync", "--push", "--takeover", "--yes")
-    held = open_document(RecoveryKey.from_hex(key), lease, remote.get(lease))
+    held = open_document(documents_key(remote, key), lease, remote.get(lease))
     assert held["released"] is True  # taken, then released once the ref moved
     pulled = on_b.json("sync", "--pull")
     assert pulled["disposition"] == "fast_forwarded"
@@ -163,8 +170,8 @@ def test_over_a_thousand_versions_behind_at_the_default_bound_still_fast_forward
     key, _first, on_b = started(a, b, dir_site, folder)
     (folder / "notes.txt").write_text("the last of many\n")
     last = a.json("sync", "--push")["snapshot"]["id"]
-    recovery = RecoveryKey.from_hex(key)
     remote = dir_site.open()
+    recovery = documents_key(remote, key)
     # 1,100 more pushes, written as a pusher writes them (their heads are never fetched), then
     # the real head again on top.
     for i in range(1101):
@@ -448,7 +455,7 @@ def test_a_repair_sends_what_the_remote_lost_of_the_head_so_a_clone_of_it_works(
     a, b = machines(dir_site)
     key, first, _on_b = started(a, b, dir_site, folder)
     remote = dir_site.open()
-    for name in remote.list("refs/") + remote.list("objects/"):
+    for name in remote.list("refs/") + remote.list("packs/") + remote.list("index/"):
         remote.delete(name)  # the head and everything it reached, gone
 
     fixed = a.json("remote", "repair-ref")

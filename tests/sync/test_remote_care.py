@@ -147,6 +147,8 @@ def test_rekey_gives_a_new_key_that_clones_and_the_old_one_opens_nothing(
     rekeyed = a.json("remote", "rekey")
     new = rekeyed["key"]
     assert len(new) == 64 and new != old
+    assert Path(rekeyed["key_file"]).read_text().strip() == new  # kept in a file too (0600)
+    assert Path(rekeyed["key_file"]).stat().st_mode & 0o077 == 0
     assert old not in json.dumps(a.json("remote", "list"))
     assert sorted(k for k in site.stored() if "/packs/" in f"/{k}") == packs_before  # no data
     # This workspace goes on with the new key by itself.
@@ -158,17 +160,21 @@ def test_rekey_gives_a_new_key_that_clones_and_the_old_one_opens_nothing(
     refused = b("--json", "clone", site.url, "old", "--key", old)
     assert refused.code == 1 and refused.error["name"] == "integrity", refused.stdout
     assert not (b.cwd / "old").exists()
-    # A new key of one's own choosing, given: not shown back.
-    chosen = "5e" * 32
-    given = a.json("remote", "rekey", "--new-key", chosen)
-    assert "key" not in given
+    # A new key file of one's own: the key is written there, never shown.
+    chosen = a.cwd.parent / "chosen.key"
+    given = a.json("remote", "rekey", "--new-key-file", str(chosen))
+    assert "key" not in given and given["key_file"] == str(chosen)
     # Another machine's stored key opens nothing now: told so, and given the new one by the
     # same `remote add`, which records it once it opens the remote.
     stale = b("--json", "sync", "--pull", cwd=b.cwd / "new")
     assert stale.code == 1 and stale.error["name"] == "integrity", stale.stdout
-    b.json("remote", "add", site.url, "--key", chosen, cwd=b.cwd / "new")
+    assert "remote add" in stale.error["next"]
+    b.json("remote", "add", site.url, "--key-file", str(chosen), cwd=b.cwd / "new")
     assert b.json("sync", "--pull", cwd=b.cwd / "new")["disposition"] == "up_to_date"
-    assert b.json("clone", site.url, "chosen", "--key", chosen)["ref"] == "main"
+    assert b.json("clone", site.url, "chosen", "--key-file", str(chosen))["ref"] == "main"
+    # The key being replaced is refused as the new one, and nothing changes.
+    again = a("--json", "remote", "rekey", "--new-key-file", str(chosen))
+    assert again.code == 1 and again.error["name"] == "invalid_argument", again.stdout
 
 
 def test_a_folder_that_is_not_empty_and_not_a_remote_is_refused_as_it_was(

@@ -187,4 +187,6 @@ def test_work_refuses_before_it_makes_anything(
     run = ci(*base, "--key", key, env=env)
     assert run.code == 1 and run.error["name"] == "invalid_argument"
     assert leftovers(tmp) == []
-    assert read_ref(DirectoryRemote(remote), RecoveryKey.from_hex(key), "out") is None
+    place = DirectoryRemote(remote)
+    master = open_repository(place, RecoveryKey.from_hex(key)).key_for_documents
+    assert read_ref(place, master, "out") is None

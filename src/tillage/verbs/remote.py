@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tillage.crypto import BadKeyError
+from tillage.crypto.errors import KeyFileMissingError, KeyFileTakenError, KeyFileUnsafeError
 from tillage.errors import IntegrityError, InvalidArgumentError
 from tillage.features.sync.errors import NotARemoteError, OldFormatError, UnknownRemoteError
 from tillage.remote.errors import BadRemoteUrlError, RemoteProtocolError, RemoteUnavailableError
@@ -19,8 +20,10 @@ from tillage.verbs.invoke import Context
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
+    from tillage.crypto import RecoveryKey
     from tillage.features.sync.remotes import RemoteConfig
     from tillage.features.sync.repository import Opened
     from tillage.remote.base import Remote
@@ -187,39 +190,89 @@ def remote_repair(ctx: Context, req: RemoteRepairRequest) -> RemoteRepairResult:
 class RemoteRekeyRequest:
     remote: str | None = param("which remote (default: the only one, or origin)", default=None)
     new_key: str | None = param(
-        "the new recovery key (64 hex); without it one is generated and shown once",
+        "the new recovery key (64 hex; seen by `ps`: prefer --new-key-file)",
         default=None,
         metavar="HEX",
+    )
+    new_key_file: str | None = param(
+        "a file holding the new key (chmod 600); when there is no file there, a new key is "
+        "generated and written to it (0600)",
+        default=None,
+        metavar="PATH",
     )
 
 
 @dataclass(frozen=True)
 class RemoteRekeyResult:
     remote: str
-    # Present only when it was generated now: shown once, for the person to keep.
+    # Present only when it was generated now, and not into the file --new-key-file named: for
+    # the caller to keep (as `remote add` answers its own).
     key: str | None = field(default=None, metadata={"omit_none": True})
+    # Where the key generated now was written (0600): --new-key-file, or the store's keys/.
+    key_file: str | None = field(default=None, metadata={"omit_none": True})
+
+
+def _new_key(ctx: Context, req: RemoteRekeyRequest, name: str) -> tuple[RecoveryKey, Path | None]:
+    """The new key and the file it was written to now (None: given, not made): --new-key, a
+    --new-key-file that exists, else a new key written to --new-key-file or to
+    `<store>/keys/NAME-FP.key` (as `remote add` keeps the keys it makes). Never the
+    environment's TILLAGE_RECOVERY_KEY*: those name the key being replaced."""
+    import os
+
+    from tillage.crypto import RecoveryKey
+    from tillage.crypto.keyfile import read_key_file, write_key_file
+    from tillage.verbs.keys import key_path
+
+    if req.new_key is not None and req.new_key_file is not None:
+        raise InvalidArgumentError(
+            "give the new key one way: --new-key or --new-key-file, not both",
+            next_step="keep --new-key-file PATH (a key in argv is seen by `ps`)",
+        )
+    if req.new_key is not None:
+        return RecoveryKey.from_hex(req.new_key), None
+    path = key_path(ctx, req.new_key_file) if req.new_key_file else None
+    if path is not None and os.path.lexists(path):
+        return read_key_file(path), None
+    made = RecoveryKey.generate()
+    if path is None:
+        keys = ctx.settings.home / "keys"
+        keys.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = keys / f"{name}-{made.fingerprint}.key"
+    write_key_file(path, made)
+    return made, path
 
 
 def remote_rekey(ctx: Context, req: RemoteRekeyRequest) -> RemoteRekeyResult:
-    from tillage.crypto import RecoveryKey
+    from tillage.crypto.keyfile import remove_key_file
     from tillage.features.sync import remotes, repository
 
-    new = RecoveryKey.generate() if req.new_key is None else RecoveryKey.from_hex(req.new_key)
     config, remote, _opened_now = _opened(ctx, req.remote)
-    if new == config.key:
-        remote.close()
-        raise InvalidArgumentError(
-            "the new recovery key is the one this remote has now",
-            next_step="give another --new-key, or leave it out to have one generated",
-        )
     ws = ctx.workspace
+    written: Path | None = None
     try:
+        new, written = _new_key(ctx, req, config.name)
+        if new == config.key:
+            raise InvalidArgumentError(
+                "the new recovery key is the one this remote has now",
+                next_step="give another new key, or none to have one generated",
+            )
         repository.rekey(remote, config.key, new)  # the new key file, proven to open it
         remotes.replace_key(ws.store, ws.id, config.name, new)  # kept here before the old goes
+    except BaseException:
+        if written is not None:
+            remove_key_file(written)  # it opens nothing: a retry makes another
+        remote.close()
+        raise
+    try:
         repository.retire(remote, config.key)
     finally:
         remote.close()
-    return RemoteRekeyResult(remote=config.name, key=new.hex() if req.new_key is None else None)
+    shown = written is not None and req.new_key_file is None
+    return RemoteRekeyResult(
+        remote=config.name,
+        key=new.hex() if shown else None,
+        key_file=str(written) if written is not None else None,
+    )
 
 
 # Any: each verb has its own request and result types.
@@ -274,12 +327,20 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             request=RemoteRekeyRequest,
             result=RemoteRekeyResult,
             cli="remote rekey",
-            errors=(*ERRORS, BadKeyError, InvalidArgumentError),
+            errors=(
+                *ERRORS,
+                BadKeyError,
+                KeyFileMissingError,
+                KeyFileUnsafeError,
+                KeyFileTakenError,
+                InvalidArgumentError,
+            ),
             doc="Give a remote a new recovery key without sending its data again: a key file "
             "for the new key is written and proven to open the remote, this workspace keeps "
             "the new key, and the old key's file is removed (the old key then opens nothing). "
-            "Without --new-key one is generated and printed once, as `key` — keep it; other "
-            "machines must use it from now on (`till clone --key`, `remote add --key`).",
+            "Without --new-key or --new-key-file one is generated and written to "
+            "`<store>/keys/NAME-FP.key` (`key_file`; answered as `key` too, once); other "
+            "machines take it with `till remote add URL --key-file PATH` (same name and URL).",
         ),
         remote_rekey,
     ),

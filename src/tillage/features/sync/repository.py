@@ -77,7 +77,8 @@ class RemoteOccupiedError(ConflictError):
     name = "sync.remote_occupied"
     module = "sync"
     next_step = (
-        "give that remote's own recovery key with --key, or choose another place for a new remote"
+        "give that remote's own recovery key: --key-file PATH (or TILLAGE_RECOVERY_KEY_FILE); "
+        "or choose another place for a new remote"
     )
 
 
@@ -85,9 +86,10 @@ def _bad_key() -> IntegrityError:
     return IntegrityError(
         "the recovery key does not open this remote",
         next_step=(
-            "give this remote's own recovery key, the one shown when the remote was made or "
-            "last rekeyed (--key or TILLAGE_RECOVERY_KEY); a workspace whose remote was "
-            "rekeyed elsewhere takes the new key with `till remote add URL --key NEW-KEY`"
+            "give this remote's own recovery key, the one written when the remote was made or "
+            "last rekeyed: --key-file PATH (or TILLAGE_RECOVERY_KEY_FILE); a workspace whose "
+            "remote was rekeyed elsewhere takes the new key with `till remote add URL "
+            "--key-file PATH`"
         ),
     )
 
