@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+import tillage
 from tests.helpers import free_port
 from tillage.platform.names import random_hex
 from tillage.remote.base import Remote
@@ -190,7 +191,9 @@ def ssh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
     )
     far_home = folder / "far-home"
     far_home.mkdir()
-    till = f"/usr/bin/env TILLAGE_HOME={q(str(far_home))} {q(this_till())}"
+    # The far side runs the very tillage under test (a worktree's, not the venv's install).
+    source = str(Path(tillage.__file__).resolve().parent.parent)
+    till = f"/usr/bin/env TILLAGE_HOME={q(str(far_home))} PYTHONPATH={q(source)} {q(this_till())}"
     try:
         yield SshServer(port=port, user=user, folder=folder, ssh=client, till=till)
     finally:
