@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tillage.crypto import BadKeyError
-from tillage.errors import BusyError, IntegrityError, InvalidArgumentError
+from tillage.errors import BusyError, ConflictError, IntegrityError, InvalidArgumentError
 from tillage.features.sync.errors import (
     LeaseExpiredError,
     LeaseHeldError,
@@ -23,6 +23,7 @@ from tillage.remote.errors import BadRemoteUrlError, RemoteProtocolError, Remote
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import SnapshotInfo, snapshot_info
+from tillage.workspace.errors import RefusedRootError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -336,7 +337,7 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
             next_step="give --key HEX (or set TILLAGE_RECOVERY_KEY)",
         )
     s = ctx.settings
-    ws, head = clone_remote(
+    ws, head, url = clone_remote(
         home=s.home,
         user_home=s.user_home,
         folder=s.folder,
@@ -348,7 +349,7 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
         remote_till=req.remote_till,
     )
     ctx.workspace = ws  # the invocation's after-write step follows it
-    return CloneResult(str(ws.root), snapshot_info(head), req.url, req.ref)
+    return CloneResult(str(ws.root), snapshot_info(head), url, req.ref)
 
 
 # -- work ---------------------------------------------------------------------------------------
@@ -538,9 +539,20 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             request=CloneRequest,
             result=CloneResult,
             cli="clone",
-            errors=(*TRANSPORT_ERRORS, BadKeyError, RefMissingError, InvalidArgumentError),
-            doc="Make a new folder holding a remote ref's exact state, attached and with the "
-            "remote added as origin (the key from --key or TILLAGE_RECOVERY_KEY).",
+            errors=(
+                *TRANSPORT_ERRORS,
+                BadKeyError,
+                RefMissingError,
+                InvalidArgumentError,
+                ConflictError,
+                BusyError,
+                RefusedRootError,
+            ),
+            doc="Make a new folder holding a remote ref's exact state, attached as a workspace "
+            "of its own (nested, when inside another: the outer one is not touched) and with "
+            "the remote added as origin (the key from --key or TILLAGE_RECOVERY_KEY). It "
+            "completes or leaves nothing: a killed clone is finished or undone by the next "
+            "command, and a retry works.",
         ),
         clone,
     ),

@@ -505,6 +505,18 @@ def pull(
     )
 
 
+def land_clone(ws: Workspace, config: RemoteConfig, ref: str, incoming: str) -> SnapshotRow:
+    """A clone's first landing, made before its folder is attached (features/sync/clone.py
+    wrote the folder from `incoming` already): the incoming snapshot in the sync timeline, its
+    local twin as the workspace's first snapshot, and the sync fact. No seal, no rewind."""
+    _publish_incoming(ws.store, ws, incoming, None)
+    target = ws.store.snapshot(incoming)
+    assert target is not None
+    landed = _twin(ws, target, f"cloned {incoming[:12]} from {config.name}/{ref}")
+    _record(ws.store, ws, config, ref, incoming, landed.id)
+    return landed
+
+
 def _twin(ws: Workspace, target: SnapshotRow, label: str) -> SnapshotRow:
     """The local snapshot holding exactly what a pull landed: the target's own tree, not a new
     walk of the folder (an edit made while the pull applied is the next seal's change, never
