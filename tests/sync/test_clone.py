@@ -91,6 +91,14 @@ def test_a_clone_inside_an_attached_workspace_is_a_workspace_of_its_own(
     assert (sub / "readme.md").read_text() == "edited in the clone\n"
     assert (sub / ".tillage" / "workspace.json").exists()
     assert till.json("status", cwd=sub)["workspace"] == str(sub)
+    till.json("fork", "k", cwd=outer)  # a fork of the outer copies the outer alone
+    copy = outer.parent / "outer.forks" / "k"
+    assert (copy / "p.txt").read_text() == "precious\n" and not (copy / "sub").exists()
+    for name in ("workspace.json", ".gitignore"):  # `git clean -fdx` in the clone
+        (sub / ".tillage" / name).unlink()
+    (sub / ".tillage").rmdir()
+    assert till.json("snap", cwd=outer)["snapshot"]["files"] == 2  # the catalog knows it
+    assert till.json("status", cwd=sub)["workspace"] == str(sub)  # and puts its pointer back
 
 
 def test_an_outer_rewind_to_before_the_clone_never_touches_the_clone(
@@ -109,6 +117,8 @@ def test_an_outer_rewind_to_before_the_clone_never_touches_the_clone(
     till.json("snap")
 
     till.json("clone", str(remote), "deep/sub", "--key", key)
+    preview = till.json("rewind", first, "--dry-run")["changes"]
+    assert [c["path"] for c in preview] == ["deep/note.txt"]  # not deep/sub
     till.json("rewind", first, "--yes")  # the outer's deep/ and deep/sub come back...
     sub = outer / "deep" / "sub"
     assert (outer / "deep" / "note.txt").read_text() == "n\n"

@@ -134,7 +134,8 @@ def regular_files(
 
 def remove_temp_files(root: Path) -> None:
     """Removes the temporary siblings (TEMP_MARK) an interrupted writer left anywhere below
-    `root`, but inside its `.tillage/`; a symlinked folder is never entered."""
+    `root`, but inside its `.tillage/` and inside a workspace nested in it (a folder with its
+    own `.tillage/`: its writers may be running); a symlinked folder is never entered."""
     try:
         top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
@@ -149,7 +150,11 @@ def remove_temp_files(root: Path) -> None:
                         continue
                     if item.is_dir(follow_symlinks=False):
                         with contextlib.suppress(OSError):
-                            pending.append(open_subdir_nofollow(fd, item.name, create=False))
+                            sub = open_subdir_nofollow(fd, item.name, create=False)
+                            if _holds_control_dir(sub):  # a nested workspace: its own files
+                                os.close(sub)
+                            else:
+                                pending.append(sub)
                     elif TEMP_MARK in item.name:
                         with contextlib.suppress(FileNotFoundError):
                             os.unlink(item.name, dir_fd=fd)
@@ -157,6 +162,13 @@ def remove_temp_files(root: Path) -> None:
             pass
         finally:
             os.close(fd)
+
+
+def _holds_control_dir(fd: int) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(CONTROL_DIR, dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 @functools.cache

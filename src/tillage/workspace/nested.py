@@ -14,14 +14,21 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from tillage.core.models import Entry, EntryKind
 from tillage.core.paths import CONTROL_DIR
 from tillage.core.rewind_plan import Action, Op
 from tillage.store.store import Store
 
-__all__ = ["catalog_roots", "holds_control_dir", "inside_control_dir", "spare_nested"]
+__all__ = [
+    "catalog_roots",
+    "holds_control_dir",
+    "inside_control_dir",
+    "outside_nested",
+    "spare_nested",
+]
 
 
 def holds_control_dir(dir_fd: int, name: str | None = None) -> bool:
@@ -49,6 +56,31 @@ def catalog_roots(store: Store, root: Path) -> frozenset[str]:
 def inside_control_dir(path: str) -> bool:
     """Tells whether a workspace path is, or lies inside, a `.tillage` folder."""
     return CONTROL_DIR in path.split("/")
+
+
+def outside_nested(root: Path, store: Store, want: Mapping[str, Entry]) -> dict[str, Entry]:
+    """A target manifest without what lies at or below a workspace nested in the folder at
+    `root` now (by the catalog or its `.tillage/`), and without any `.tillage` below the root:
+    what a rewind plans, and so what its dry run lists, is what it will do."""
+    roots = catalog_roots(store, root)
+    dropped: set[str] = set()
+    kept: dict[str, Entry] = {}
+    for path in sorted(want, key=lambda p: p.count("/")):  # parents before children
+        parent = path.rpartition("/")[0]
+        if parent in dropped or inside_control_dir(path):
+            dropped.add(path)
+            continue
+        entry = want[path]
+        if entry.kind is EntryKind.DIR and (path in roots or _holds(root / path)):
+            dropped.add(path)
+            continue
+        kept[path] = entry
+    return kept
+
+
+def _holds(folder: Path) -> bool:
+    st = _lstat(folder / CONTROL_DIR)
+    return st is not None and stat.S_ISDIR(st.st_mode)
 
 
 def spare_nested(
