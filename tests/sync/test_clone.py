@@ -282,3 +282,37 @@ def test_a_clone_of_a_mistyped_ssh_path_makes_nothing_on_the_far_side(
     assert not (b.cwd / "copy").exists()
     cloned = b.json("clone", ssh_site.url, "copy", "--key", key)  # the right path works
     assert (Path(cloned["workspace"]) / "a.txt").read_text() == "a"
+
+
+def test_till_watch_in_the_folder_of_a_killed_clone_finishes_that_clone(
+    tmp_path: Path, user_home: Path
+) -> None:
+    remote, key = _pushed(tmp_path, user_home)
+    dest = user_home / "empty"
+    dest.mkdir()
+    till = Till(tmp_path / "home-b", user_home, dest)
+    args = ("--json", "clone", str(remote), str(dest), "--key", key)
+    assert crash(till, "clone.after_commit", "kill", *args).returncode == -9
+    watched = till.json("watch", "--no-daemon")  # the clone, not a second workspace
+    assert watched["workspace"] == str(dest)
+    assert watched["attached_now"] is False
+    assert till.json("sync", "--pull")["disposition"] == "up_to_date"
+    assert sorted(os.listdir(dest)) == [".tillage", "docs", "readme.md"]
+
+
+def test_a_killed_clone_whose_place_was_taken_meanwhile_is_undone(
+    tmp_path: Path, user_home: Path
+) -> None:
+    remote, key = _pushed(tmp_path, user_home)
+    work = user_home / "work"
+    work.mkdir()
+    till = Till(tmp_path / "home-b", user_home, work)
+    args = ("--json", "clone", str(remote), "proj", "--key", key)
+    assert crash(till, "clone.after_commit", "kill", *args).returncode == -9
+    (work / "proj").mkdir()
+    (work / "proj" / "mine.txt").write_text("the person's\n")
+    till("--json", "status")  # any command: the clone cannot go there now, so it is undone
+    assert os.listdir(work / "proj") == ["mine.txt"]
+    assert sorted(os.listdir(work)) == ["proj"]  # no staging folder left
+    assert not list((till.home / "intents").glob("clone-*"))
+    assert list((till.home / "remotes").glob("*.json")) == []

@@ -166,7 +166,14 @@ def _build(
             pending.intent_path(store, workspace_id).unlink(missing_ok=True)
             raise
         failpoints.hit("clone.after_commit")
-        pending.place(store, committed)
+        if not pending.place(store, committed):
+            pending.undo(store, committed)
+            pending.intent_path(store, workspace_id).unlink(missing_ok=True)
+            raise ConflictError(
+                f"{root} was taken while the clone was made (attached, or no longer empty); "
+                "nothing was made",
+                next_step="give an empty or new DEST",
+            )
         failpoints.hit("clone.after_attach")
         pending.intent_path(store, workspace_id).unlink(missing_ok=True)
     return Workspace(workspace_id, root, store), head

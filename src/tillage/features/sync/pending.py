@@ -32,7 +32,7 @@ from tillage.platform.folders import remove_folder
 from tillage.platform.fs import TEMP_MARK, atomic_write, fsync_dir
 from tillage.platform.locks import file_lock, is_held
 from tillage.store.store import Store
-from tillage.workspace.attach import holds_pointer
+from tillage.workspace.attach import attach_lock, holds_pointer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -113,18 +113,43 @@ def read(path: Path) -> CloneIntent | None:
         return None
 
 
-def place(store: Store, intent: CloneIntent) -> None:
+def place(store: Store, intent: CloneIntent) -> bool:
     """Moves a committed clone into its place and attaches it there (the roll-forward, and the
-    clone's own last steps): idempotent, so a kill anywhere in it is finished the same way."""
+    clone's own last steps): idempotent, so a kill anywhere in it is finished the same way.
+    Under the folder's attach lock; False, with nothing moved, when the place was taken
+    meanwhile (a `till watch` there, a file put into the empty folder): the caller undoes it."""
     staging, root = intent.staging, intent.root
-    if os.path.lexists(staging):
-        if intent.into_existing:
-            _move_entries(staging, root)
-        elif not os.path.lexists(root):
-            rename_noreplace(staging, root)
-            fsync_dir(root.parent)
-    if store.workspace(intent.workspace) is None and holds_pointer(root, intent.workspace):
+    with file_lock(attach_lock(store, root), what="this folder's attachment"):
+        if store.workspace(intent.workspace) is not None:
+            return True
+        if _taken(store, intent):
+            return False
+        if os.path.lexists(staging):
+            if intent.into_existing:
+                _move_entries(staging, root)
+            else:
+                rename_noreplace(staging, root)
+                fsync_dir(root.parent)
+        if not holds_pointer(root, intent.workspace):
+            return False
         store.publish("attach", {"workspace": intent.workspace, "root": str(root)})
+    return True
+
+
+def _taken(store: Store, intent: CloneIntent) -> bool:
+    """Tells whether the clone's place holds something else now: another workspace attached
+    there, or (the clone's own pointer not there yet) anything but its staging folder."""
+    row = store.workspace_by_root(str(intent.root))
+    if row is not None and row.id != intent.workspace:
+        return True
+    if holds_pointer(intent.root, intent.workspace):
+        return False  # its own: renamed, or moved in part (`.tillage/` goes first)
+    if not intent.into_existing:
+        return os.path.lexists(intent.root)
+    try:
+        return set(os.listdir(intent.root)) != {intent.staging.name}
+    except OSError:
+        return True  # the folder it was to fill is gone
 
 
 def _move_entries(staging: Path, root: Path) -> None:
@@ -169,11 +194,10 @@ def finish_clones(store: Store) -> list[CloneIntent]:
                 if intent is None:
                     path.unlink(missing_ok=True)
                 elif intent.committed:
-                    place(store, intent)
-                    if store.workspace(intent.workspace) is None:
-                        undo(store, intent)  # its place was taken meanwhile: nothing is made
-                    else:
+                    if place(store, intent):
                         finished.append(intent)
+                    else:
+                        undo(store, intent)  # its place was taken meanwhile: nothing is made
                     path.unlink(missing_ok=True)
                 else:
                     undo(store, intent)
