@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -13,7 +14,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import Till
-from tests.faults.harness import crash, manifest
+from tests.faults.campaign import BASE_SEED
+from tests.faults.harness import crash, manifest, run_marked
 from tests.sync.conftest import Machine, Site
 
 # Every durable step of a clone (features/sync/clone.py, pending.py), in order.
@@ -316,3 +318,46 @@ def test_a_killed_clone_whose_place_was_taken_meanwhile_is_undone(
     assert sorted(os.listdir(work)) == ["proj"]  # no staging folder left
     assert not list((till.home / "intents").glob("clone-*"))
     assert list((till.home / "remotes").glob("*.json")) == []
+
+
+@pytest.mark.parametrize("round_", range(6))
+def test_a_clone_killed_at_a_random_moment_completes_or_leaves_nothing(
+    tmp_path: Path, user_home: Path, round_: int
+) -> None:
+    remote, key = _pushed(tmp_path, user_home)
+    till = Till(tmp_path / "home-b", user_home, user_home / "outer")
+    outer = till.cwd
+    outer.mkdir()
+    (outer / "p.txt").write_text("precious\n")
+    till.json("watch", "--no-daemon")
+    timing = run_marked(
+        till, ["--json", "clone", str(remote), "timed", "--key", key], markers=CLONE_FAILPOINTS
+    )
+    assert timing.returncode == 0, timing.stdout
+    begun = timing.at("clone.after_intent")
+    assert begun is not None
+    rng = random.Random(BASE_SEED * 100 + round_)
+    moment = rng.uniform(0, (timing.end_ns - begun) / 1e9)
+    dest = outer / "nested" / "proj"
+    args = ["--json", "clone", str(remote), str(dest), "--key", key]
+    killed = run_marked(
+        till, args, anchor="clone.after_intent", kill_after=moment, markers=CLONE_FAILPOINTS
+    )
+    passed = [name for name, _ns in killed.marks]
+    assert (outer / "p.txt").read_text() == "precious\n", passed
+    if killed.returncode != -9:  # it finished first
+        assert killed.returncode == 0, killed.stdout
+    elif "clone.after_commit" not in passed:  # killed before its commit: nothing is left
+        till("--json", "status")  # the next command undoes it
+        assert not os.path.lexists(outer / "nested"), passed
+    # Killed after its last step (the intent removed): it is finished, and a retry says so.
+    finished = not list((till.home / "intents").glob("clone-*")) and (dest / ".tillage").is_dir()
+    retried = till("--json", "clone", str(remote), str(dest), "--key", key)
+    if killed.returncode == 0 or finished:
+        assert retried.code == 1 and retried.error["name"] == "invalid_argument"
+    else:
+        assert retried.code == 0, (passed[-2:], retried.stdout)
+    assert sorted(os.listdir(dest)) == [".tillage", "docs", "readme.md"], passed
+    assert till.json("sync", "--pull", cwd=dest)["disposition"] == "up_to_date"
+    assert sorted(os.listdir(outer)) == [".tillage", "nested", "p.txt", "timed"]
+    assert _leftovers(outer / "nested") == []
