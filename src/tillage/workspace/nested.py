@@ -92,24 +92,36 @@ def spare_nested(
     that the plan deletes is emptied but kept (the applier spares what holds a workspace)."""
     roots = set(catalog_roots(store, root)) | set(known)
     seen: dict[str, bool] = {}
+    below: dict[str, bool] = {"": False}  # folder -> it, or a folder above it, is nested
 
     def nested(rel: str) -> bool:
         answer = seen.get(rel)
         if answer is None:
-            answer = rel in roots
-            if not answer:
-                st = _lstat(root / rel / CONTROL_DIR)
-                answer = st is not None and stat.S_ISDIR(st.st_mode)
+            answer = rel in roots or _holds(root / rel)
             seen[rel] = answer
         return answer
 
+    def inside(folder: str) -> bool:
+        chain = []
+        while folder not in below:
+            chain.append(folder)
+            folder = folder.rpartition("/")[0]
+        answer = below[folder]
+        for step in reversed(chain):  # outermost first
+            answer = answer or nested(step)
+            below[step] = answer
+        return answer
+
+    spared: set[str] = set()
     kept: list[Action] = []
     for action in actions:
         path = action.path
-        if inside_control_dir(path):
+        if inside_control_dir(path) or inside(path.rpartition("/")[0]) or path in spared:
             continue
-        parts = path.split("/")
-        if any(nested("/".join(parts[: n + 1])) for n in range(len(parts))):
+        entry = action.entry
+        is_dir = action.op is Op.MAKE_DIR or (entry is not None and entry.kind is EntryKind.DIR)
+        if is_dir and action.op is not Op.WRITE and nested(path):
+            spared.add(path)  # the nested root itself: not deleted, remade or touched
             continue
         if action.op is Op.WRITE and any(r.startswith(path + "/") for r in roots):
             continue  # a file over a folder that holds a workspace: the folder stays
