@@ -1,6 +1,7 @@
 """A tree 1,000 folders deep (a path of ~2,000 bytes, well inside the kernel's 4,096) goes
-through everything a user does with it: watch, snap, diff, rewind, fork. The walks reach any
-depth without recursion (the capture's, the applier's folder opening, removing a tree)."""
+through everything a user does with it: watch, snap, diff, fork, merge, rewind. The walks reach
+any depth without recursion (the capture's, the applier's folder opening, removing a tree, a
+merge's tree rewrite)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,10 @@ def test_a_tree_a_thousand_folders_deep_is_watched_sealed_diffed_rewound_and_for
     till.json("fork", "k")
     fork_root = folder.parent / f"{folder.name}.forks" / "k"
     assert (fork_root / DEEP / "new.txt").read_text() == "new\n"
+    (fork_root / DEEP / "forked.txt").write_text("made in the fork\n")
+    till.json("merge", "k")  # a change 1,000 folders down lands in the parent
+    assert (folder / DEEP / "forked.txt").read_text() == "made in the fork\n"
+    (folder / DEEP / "forked.txt").unlink()
 
     till.json("rewind", first, "--yes")
     assert leaf.read_text() == "leaf\n"
