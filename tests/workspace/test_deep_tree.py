@@ -86,3 +86,38 @@ def test_a_tree_a_thousand_folders_deep_is_watched_sealed_diffed_rewound_and_for
     till.json("fork", "at", "--at", first)
     at_root = folder.parent / f"{folder.name}.forks" / "at"
     assert (at_root / DEEP / "leaf.txt").read_text() == "leaf\n"
+
+
+class _Trees:
+    """An object writer that keeps the trees it is given (write_manifest needs no more)."""
+
+    def __init__(self) -> None:
+        self.trees: dict[bytes, bytes] = {}
+
+    def put(self, kind: int, object_id: bytes, raw: bytes) -> None:
+        self.trees[object_id] = bytes(raw)
+
+
+def test_a_manifest_two_thousand_folders_deep_is_written_and_classified() -> None:
+    from tillage.core import codec
+    from tillage.core.classes import class_of
+    from tillage.core.models import ContentKind, Entry, EntryKind
+    from tillage.workspace.trees import write_manifest
+
+    depth = 2000
+    folder = Entry(b"d", EntryKind.DIR, 0o755, 0, 0, ContentKind.TREE, b"", ())
+    manifest = {"/".join(["d"] * n): folder for n in range(1, depth + 1)}
+    leaf = "/".join(["d"] * depth) + "/leaf.txt"
+    manifest[leaf] = Entry(b"leaf.txt", EntryKind.FILE, 0o644, 0, 0, ContentKind.NONE, b"", ())
+    writer = _Trees()
+    root = write_manifest(writer, manifest)  # type: ignore[arg-type]
+    levels = 0
+    tid = root
+    while True:
+        entries = codec.decode_tree(writer.trees[tid])
+        if entries[0].kind is not EntryKind.DIR:
+            break
+        levels += 1
+        tid = entries[0].content
+    assert levels == depth and entries[0].name == b"leaf.txt"
+    assert class_of("/".join(["d"] * depth) + "/node_modules/x.js") == "dependency"
