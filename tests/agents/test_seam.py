@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -149,7 +150,10 @@ def test_offer_sync_returns_commands_and_runs_nothing(till: Till, attached: Path
     assert not Path(remote).exists(), "nothing was run"
     assert any("remote add" in c and remote in c for c in offer.here_commands)
     assert "till clone" in offer.there and "sync" in offer.here
-    assert "RECOVERY-KEY" in offer.there
+    # The key travels as a file, never in a command line: both sides name the same one.
+    assert f"--key-file {offer.key_file}" in offer.here_commands[0]
+    assert f"--key-file {offer.key_file}" in offer.there_commands[0]
+    assert "--key " not in str(offer) and not re.search(r"[0-9a-fA-F]{64}", str(offer))
     assert offer.here.splitlines() == list(offer.here_commands)
     assert "key" in offer.note and offer.name == "project"
     with pytest.raises(ValueError):

@@ -17,6 +17,7 @@ from tests.conftest import Till
 from tests.faults.campaign import BASE_SEED
 from tests.faults.harness import crash, manifest, run_marked
 from tests.sync.conftest import Machine, Site
+from tillage.platform.folders import remove_folder
 
 # Every durable step of a clone (features/sync/clone.py, pending.py), in order.
 CLONE_FAILPOINTS = (
@@ -361,3 +362,20 @@ def test_a_clone_killed_at_a_random_moment_completes_or_leaves_nothing(
     assert till.json("sync", "--pull", cwd=dest)["disposition"] == "up_to_date"
     assert sorted(os.listdir(outer)) == [".tillage", "nested", "p.txt", "timed"]
     assert _leftovers(outer / "nested") == []
+
+
+def test_a_clone_into_the_place_of_a_deleted_workspace_is_a_new_workspace(
+    tmp_path: Path, user_home: Path
+) -> None:
+    remote, key = _pushed(tmp_path, user_home)
+    work = user_home / "work"
+    work.mkdir()
+    till = Till(tmp_path / "home-b", user_home, work)
+    first = till.json("clone", str(remote), "proj", "--key", key)
+    old_id = till.json("status", cwd=work / "proj")["id"]
+    remove_folder(work / "proj")
+    again = till.json("clone", str(remote), "proj", "--key", key)
+    assert again["workspace"] == first["workspace"]
+    status = till.json("status", cwd=work / "proj")
+    assert status["id"] != old_id and status["snapshots"] == 1
+    assert till.json("sync", "--pull", cwd=work / "proj")["disposition"] == "up_to_date"

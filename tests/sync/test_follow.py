@@ -154,11 +154,12 @@ def test_a_change_on_either_machine_reaches_the_other(
     assert b.json("sync", "--pull", cwd=copy)["disposition"] == "up_to_date"
 
 
-def test_a_divergence_pauses_until_the_person_merges(
+def test_a_conflict_pauses_until_the_person_merges(
     tmp_path: Path, till: Till, folder: Path
 ) -> None:
     a, b, _remote, copy = two_machines(tmp_path, till, folder)
     (copy / "notes.txt").write_text("one, edited on b\n")
+    (folder / "notes.txt").write_text("one, edited on a\n")
     (folder / "later.txt").write_text("from a\n")
     a.json("sync", "--push")
 
@@ -166,13 +167,19 @@ def test_a_divergence_pauses_until_the_person_merges(
     try:
         _, paused = on_b.until(lambda d: d["paused"])
         assert paused["pulled"] == "diverged" and paused["pushed"] is None
+        assert paused["conflicts"] == ["notes.txt"] and paused["merged"] is None
         incoming = paused["incoming"]
         assert paused["next_step"] == f"till merge --snapshot {incoming}"
         on_b.until(lambda d: d["paused"] and d["cycle"] > paused["cycle"])  # it keeps checking
         assert not (copy / "later.txt").exists()  # nothing landed
         assert (copy / "notes.txt").read_text() == "one, edited on b\n"
+        sealed = len(b.json("timeline", "-n", "100", cwd=copy)["snapshots"])
+        on_b.until(lambda d: d["paused"] and d["cycle"] > paused["cycle"] + 3)
+        # A conflicted merge is not tried again every cycle: no snapshot per poll.
+        assert len(b.json("timeline", "-n", "100", cwd=copy)["snapshots"]) == sealed
 
-        assert b.json("merge", "--snapshot", incoming, cwd=copy)["landed"] is True
+        merge = ("merge", "--snapshot", incoming, "--take", "ours", "notes.txt")
+        assert b.json(*merge, cwd=copy)["landed"] is True
         _, resumed = on_b.until(lambda d: d["pushed"] is not None)
         assert resumed["paused"] is False and resumed["error"] is None
         on_b.until(lambda d: d["pulled"] == "up_to_date" and d["pushed"] is None)
@@ -182,6 +189,37 @@ def test_a_divergence_pauses_until_the_person_merges(
     assert a.json("sync", "--pull")["disposition"] == "fast_forwarded"
     assert (folder / "notes.txt").read_text() == "one, edited on b\n"
     assert (folder / "later.txt").read_text() == "from a\n"
+
+
+def test_two_machines_editing_different_files_merge_on_their_own(
+    tmp_path: Path, till: Till, folder: Path
+) -> None:
+    a, b, _remote, copy = two_machines(tmp_path, till, folder)
+    on_a = Follow(a, folder, "--poll-seconds", POLL)
+    on_b = Follow(b, copy, "--poll-seconds", POLL)
+    try:
+        on_a.until(lambda d: d["pulled"] == "up_to_date")
+        on_b.until(lambda d: d["pulled"] == "up_to_date")
+        for n in range(4):  # both sides edit at once, each its own file, sealed at once
+            (folder / f"from-a-{n}.txt").write_text(f"a {n}\n")
+            (copy / f"from-b-{n}.txt").write_text(f"b {n}\n")
+            a.json("snap")
+            b.json("snap", cwd=copy)
+            time.sleep(0.1)
+        names = {f"from-{side}-{n}.txt" for side in "ab" for n in range(4)}
+        for root in (folder, copy):
+            wait_for(lambda root=root: names <= {p.name for p in root.iterdir()}, timeout=60)
+        for n in range(4):
+            assert (copy / f"from-a-{n}.txt").read_text() == f"a {n}\n"
+            assert (folder / f"from-b-{n}.txt").read_text() == f"b {n}\n"
+    finally:
+        on_a.stop()
+        on_b.stop()
+    lines = on_a.seen + on_b.seen
+    assert not any(d["paused"] for d in lines), [d for d in lines if d["paused"]][:2]
+    assert not any(d["error"] for d in lines), [d["error"] for d in lines if d["error"]][:2]
+    assert a.json("sync", "--pull")["disposition"] == "up_to_date"
+    assert b.json("sync", "--pull", cwd=copy)["disposition"] == "up_to_date"
 
 
 def test_a_remote_gone_for_a_while_is_an_error_line_not_the_end(

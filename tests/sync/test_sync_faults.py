@@ -152,6 +152,34 @@ def test_a_pull_killed_while_applying_is_finished_by_the_next_command(
     assert manifest(folder) == manifest(copy)
 
 
+# merge.after_seal: between the landing's completion seal (the pull's twin) and its fact.
+@pytest.mark.parametrize("failpoint", (*REWIND_FAILPOINTS, "merge.after_seal"))
+def test_a_killed_pull_finished_by_the_next_command_is_recorded_as_landed(
+    dir_site: Site, machines: Machines, folder: Path, failpoint: str
+) -> None:
+    """The sync fact is part of the journaled pull: finished by another command, the pull
+    still counts as landed, so a newer push from the other side fast-forwards here."""
+    a, b = machines(dir_site)
+    _key, _first, copy = started(a, b, dir_site, folder)
+    (folder / "notes.txt").write_text("two\n")
+    (folder / "src" / "new.py").write_text("X = 1\n")
+    a.json("sync", "--push")
+    on_b = Machine(b.home, b.user_home, copy, b.extra)
+    killed = crash(on_b, failpoint, "kill", "--json", "sync", "--pull")
+    assert_crashed(killed, failpoint, "kill")
+
+    on_b.json("status")  # finishes the pull's landing
+    assert intent_files(b.home) == []
+    (folder / "notes.txt").write_text("three, from a\n")
+    third = a.json("sync", "--push")["snapshot"]["id"]  # before B pulls again
+    pulled = on_b("--json", "sync", "--pull")
+    assert pulled.code == 0, (pulled.code, pulled.stdout)
+    assert pulled.doc["disposition"] == "fast_forwarded"
+    assert pulled.doc["remote_snapshot"] == third
+    assert manifest(copy) == manifest(folder)
+    verify_store(on_b)
+
+
 @pytest.mark.parametrize("kind", ["dir", "ssh", "s3"])
 def test_two_machines_racing_to_push_one_ref_land_exactly_one(
     kind: str, request: pytest.FixtureRequest, machines: Machines, folder: Path

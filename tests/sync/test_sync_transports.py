@@ -340,12 +340,14 @@ def test_the_recovery_key_is_shown_by_remote_add_alone(
     a.json("watch", "--no-daemon")
     added = a("--json", "remote", "add", dir_site.url)
     key = added.doc["key"]
-    # The human form, to another place: it shows its new key once, for the person.
+    # The human form, to another place: it names the file (0600) its new key was written to,
+    # for the person to keep and copy, never the key itself.
     human = a("remote", "add", str(dir_site.cwd / "remote-2"), "--name", "second")
     assert human.code == 0
-    words = [w.strip("'\",.:").lower() for w in human.stdout.split()]
-    second = next((w for w in words if len(w) == 64), "")
-    assert second, f"remote add showed no key to the person: {human.stdout!r}"
+    written = next(Path(w) for w in human.stdout.split() if w.endswith(".key"))
+    assert written.stat().st_mode & 0o777 == 0o600
+    second = written.read_text().strip()
+    assert len(second) == 64 and second not in human.stdout.lower()
 
     run(a, "remote", "list")
     run(a, "sync", "--push", "--remote", "origin")
@@ -386,10 +388,12 @@ def test_the_recovery_key_is_shown_by_remote_add_alone(
     pieces = [k for full in (key, second) for k in (full, full[:12], full[-12:])]
     leaks = [(piece, out) for out in outputs for piece in pieces if piece in out.lower()]
     assert leaks == []
-    # Nowhere in either store but the remotes' settings (0600), nor on the remote.
+    # Nowhere in either store but the remotes' settings and the key files remote add wrote
+    # (0600), nor on the remote.
     for machine in (a, b):
         for path, data in files_below(machine.home).items():
-            if Path(path).parent.name == "remotes" and path.endswith(".json"):
+            where = Path(path).parent.name
+            if (where, Path(path).suffix) in (("remotes", ".json"), ("keys", ".key")):
                 assert Path(path).stat().st_mode & 0o077 == 0, path
                 continue
             assert key.encode() not in data.lower(), path

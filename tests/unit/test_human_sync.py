@@ -3,6 +3,8 @@ run next after every answer that needs one."""
 
 from __future__ import annotations
 
+import re
+
 from tillage.hosts.cli import units
 from tillage.hosts.cli.human import render
 
@@ -10,12 +12,21 @@ NOW = units.parse_rfc3339("2026-12-01T12:00:00Z") or 0.0
 KEY = "ab" * 32
 
 
-def test_remote_add_shows_a_new_key_once_with_how_to_use_it() -> None:
-    doc = {"remote": "/r", "name": "origin", "clone_url": "/r", "key": KEY}
+def test_remote_add_names_the_new_key_file_never_the_key() -> None:
+    doc = {
+        "remote": "/r",
+        "name": "origin",
+        "clone_url": "/r",
+        "key": KEY,
+        "key_file": "/home/me/.local/share/tillage/keys/origin-1a2b3c4d.key",
+    }
     text = render("remote.add", doc, now=NOW)
-    assert KEY in text and "keep it" in text
-    assert text.rstrip().endswith("till clone /r --key <THE KEY>")
-    known = render("remote.add", {k: v for k, v in doc.items() if k != "key"}, now=NOW)
+    assert KEY not in text and not re.search(r"[0-9a-f]{64}", text)
+    assert "/home/me/.local/share/tillage/keys/origin-1a2b3c4d.key" in text and "Keep" in text
+    assert text.rstrip().endswith(
+        "till clone /r --key-file /home/me/.local/share/tillage/keys/origin-1a2b3c4d.key"
+    )
+    known = render("remote.add", {k: v for k, v in doc.items() if k[:3] != "key"}, now=NOW)
     assert KEY not in known and known.rstrip().endswith("till sync --push")
 
 

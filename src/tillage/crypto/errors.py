@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tillage.errors import InvalidArgumentError
 
-__all__ = ["BadKeyError"]
+__all__ = ["BadKeyError", "KeyFileMissingError", "KeyFileTakenError", "KeyFileUnsafeError"]
 
 
 class BadKeyError(InvalidArgumentError):
@@ -19,6 +19,39 @@ class BadKeyError(InvalidArgumentError):
     name = "sync.bad_key"
     module = "sync"
     next_step = (
-        "give the 64-hex-character recovery key `till remote add` printed (--key or "
-        "TILLAGE_RECOVERY_KEY)"
+        "give the recovery key `till remote add` wrote: --key-file PATH (or "
+        "TILLAGE_RECOVERY_KEY_FILE)"
     )
+
+
+class KeyFileUnsafeError(InvalidArgumentError):
+    """A key file that another user could read or replace: not a regular file, not owned by
+    this user, or with group or other permission bits. It is not read."""
+
+    code = -32305
+    name = "sync.key_file_unsafe"
+    module = "sync"
+    next_step = "make it yours and private: chmod 600 PATH"
+
+
+class KeyFileMissingError(InvalidArgumentError):
+    """No key file where one was named (--key-file, TILLAGE_RECOVERY_KEY_FILE), or one that
+    cannot be read."""
+
+    code = -32306
+    name = "sync.key_file_missing"
+    module = "sync"
+    next_step = (
+        "copy the key file `till remote add --key-file PATH` wrote to this machine (chmod 600), "
+        "or name the right one"
+    )
+
+
+class KeyFileTakenError(InvalidArgumentError):
+    """A new key could not be written where --key-file named: something appeared there, or its
+    folder is missing or not writable. No remote was added."""
+
+    code = -32307
+    name = "sync.key_file_taken"
+    module = "sync"
+    next_step = "name a new file in a folder you can write, e.g. --key-file ~/project.tillage-key"

@@ -168,8 +168,8 @@ def verify_key_check(key: RecoveryKey, data: bytes) -> dict[str, Any]:
         raise IntegrityError(
             "the recovery key does not open this remote",
             next_step=(
-                "give the recovery key `till remote add` printed for this remote (--key or "
-                "TILLAGE_RECOVERY_KEY)"
+                "give the recovery key `till remote add` wrote for this remote: --key-file "
+                "PATH (or TILLAGE_RECOVERY_KEY_FILE)"
             ),
         ) from None
     if doc.get("kind") != _CONFIG_KIND:

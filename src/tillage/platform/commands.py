@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tillage.errors import InvalidArgumentError
-from tillage.platform.launch import Launch, inherited_env
+from tillage.platform.launch import Launch, inherited_env, without_secrets
 
 DEFAULT_CAP = 65536
 SHELL = "/bin/sh"
@@ -94,9 +94,9 @@ def run_command(
 ) -> CommandOutcome:
     """Runs `command` in `cwd` and waits for it, with no timeout (its runtime is the caller's
     business). `env` adds to (and overrides) the environment `launch` gives (this process's
-    when there is none), less the secrets (platform.launch). Its stdin is /dev/null
-    unless `inherit_stdin`; its stdout and stderr go into one pipe that is captured (last
-    `cap` bytes) and copied live to `launch.output` when there is one.
+    when there is none), less the secrets (platform.launch: `env` cannot add one back). Its
+    stdin is /dev/null unless `inherit_stdin`; its stdout and stderr go into one pipe that is
+    captured (last `cap` bytes) and copied live to `launch.output` when there is one.
 
     A command killed by signal N reports 128+N; one that cannot be started reports 127 (not
     found) or 126 (not executable) with the reason in `output`, as a shell would. It runs in
@@ -108,7 +108,7 @@ def run_command(
     argv = argv_of(command)
     full_env = inherited_env(launch)
     if env:
-        full_env.update(env)
+        full_env = without_secrets({**full_env, **env})
     tail = _Tail(cap)
     read_fd, write_fd = os.pipe()
     try:

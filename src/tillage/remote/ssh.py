@@ -20,6 +20,7 @@ from collections import deque
 from urllib.parse import urlsplit
 
 from tillage.errors import echo
+from tillage.platform.launch import without_secrets
 from tillage.remote.errors import (
     BadRemoteUrlError,
     InvalidRemoteNameError,
@@ -151,7 +152,8 @@ class _Helper:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=dict(env) if env is not None else None,
+            # ssh runs what the user's config says (ProxyCommand...): never with the key.
+            env=without_secrets(os.environ if env is None else env),
             bufsize=0,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None

@@ -46,6 +46,9 @@ class Settings:
     # The environment a verb may consult (remote URLs: TILLAGE_SSH, AWS_*, TILLAGE_S3_*): the
     # host's, read by the host; a library caller passes what it wants seen.
     env: Mapping[str, str] = field(default_factory=dict)
+    # How to ask the person at this process's terminal for a secret without echoing it (the
+    # recovery key: verbs/keys.py); None in machine mode and wherever no person is asked.
+    ask_secret: Callable[[str], str | None] | None = None
 
 
 @dataclass

@@ -1,14 +1,17 @@
 """Verbs of sync: remotes (`remote add`, `remote list`), `sync --push | --pull | --follow`,
 `clone`, `work`.
 
-The recovery key is printed by `remote add` alone, once, when it generated it: nothing an agent
-calls shows it (`remote list`, tools, events, errors)."""
+The recovery key is given as a file (`--key-file`, TILLAGE_RECOVERY_KEY_FILE), in argv or the
+environment, or at a prompt (verbs/keys.py). `remote add` writes a key it generated to a file,
+and answers it (`key`) to its caller alone: nothing an agent calls shows it (`remote list`,
+tools, events, errors), and no command tillage prints spells it out."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from tillage.crypto import BadKeyError
+from tillage.crypto.errors import KeyFileMissingError, KeyFileTakenError, KeyFileUnsafeError
 from tillage.errors import BusyError, ConflictError, IntegrityError, InvalidArgumentError
 from tillage.features.sync.errors import (
     LeaseExpiredError,
@@ -31,8 +34,10 @@ if TYPE_CHECKING:
 
     from tillage.features.sync.engine import PullOutcome
     from tillage.features.sync.follow import Follower
+    from tillage.verbs.keys import RemoteKey
     from tillage.workspace.attach import Workspace
 
+KEY_FILE_ERRORS = (KeyFileMissingError, KeyFileUnsafeError)
 TRANSPORT_ERRORS = (
     RemoteUnavailableError,
     RemoteProtocolError,
@@ -65,9 +70,16 @@ class RemoteAddRequest:
     )
     name: str = param("what this workspace calls it", default="origin")
     key: str | None = param(
-        "the remote's recovery key (64 hex); without it a new one is generated and shown once",
+        "the remote's recovery key (64 hex; seen by `ps`: prefer --key-file); without one a "
+        "new key is generated and written to a file (`key_file`)",
         default=None,
         metavar="HEX",
+    )
+    key_file: str | None = param(
+        "a file holding the remote's key (chmod 600); when there is no file there, a new key "
+        "is generated and written to it (0600)",
+        default=None,
+        metavar="PATH",
     )
     remote_till: str | None = param(
         "the `till` command on the far side of an ssh:// remote", default=None, metavar="PATH"
@@ -79,17 +91,18 @@ class RemoteAddResult:
     remote: str
     name: str
     clone_url: str
-    # Present only when it was generated now: shown once, for the person to keep.
+    # Present only when it was generated now, and not into the file --key-file named: for the
+    # caller to keep (a person's page shows `key_file` instead).
     key: str | None = field(default=None, metadata={"omit_none": True})
+    # Where the key generated now was written (0600): --key-file, or the store's keys/ folder.
+    key_file: str | None = field(default=None, metadata={"omit_none": True})
 
 
-def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
-    from tillage.crypto import RecoveryKey
-    from tillage.features.sync import remotes
-    from tillage.features.sync.engine import ensure_config, open_for
+def _check_remote_name(req: RemoteAddRequest) -> None:
+    """A bad URL or name is refused before anything else (no key file is written)."""
     from tillage.remote.url import remote_kind
 
-    remote_kind(req.url)  # a bad URL is refused before anything else
+    remote_kind(req.url)
     if (
         not req.name
         or len(req.name) > 100
@@ -100,9 +113,32 @@ def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
             f"--name {req.name[:40]!r} is not a remote name",
             next_step="use letters, digits, '.', '-' and '_' (e.g. origin, laptop, my.project)",
         )
+
+
+def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
+    """Adds the remote (_add_remote) with the key verbs/keys.py finds or makes; a key file
+    written for it is removed again when the remote could not be added (its key opens
+    nothing: a retry makes a new one)."""
+    from tillage.crypto.keyfile import remove_key_file
+    from tillage.verbs.keys import remote_add_key
+
+    _check_remote_name(req)
+    chosen = remote_add_key(ctx, req.key, req.key_file, req.name)
+    try:
+        return _add_remote(ctx, req, chosen)
+    except BaseException:
+        if chosen.written is not None:
+            remove_key_file(chosen.written)
+        raise
+
+
+def _add_remote(ctx: Context, req: RemoteAddRequest, chosen: RemoteKey) -> RemoteAddResult:
+    from tillage.features.sync import remotes
+    from tillage.features.sync.engine import ensure_config, open_for
+    from tillage.verbs.keys import HOW
+
     ws = ctx.workspace
-    generated = req.key is None
-    key = RecoveryKey.generate() if req.key is None else RecoveryKey.from_hex(req.key)
+    generated, key = chosen.generated, chosen.key
     config = remotes.RemoteConfig(req.name, req.url, key, req.remote_till)
     for known in remotes.load(ws.store, ws.id):
         if known.name == req.name and known.url not in (req.url, _absolute(req.url, ctx)):
@@ -123,13 +159,17 @@ def remote_add(ctx: Context, req: RemoteAddRequest) -> RemoteAddResult:
     if generated and not created:
         # The place holds a remote already: a new key cannot open it.
         raise IntegrityError(
-            f"{req.url} already holds a tillage remote: give its key with --key",
+            f"{req.url} already holds a tillage remote: give its key", next_step=HOW
         )
     # The transport's own form of the URL: a folder given relative to here is kept absolute,
     # so the remote is the same place from any folder later.
     remotes.add(ws.store, ws.id, remotes.RemoteConfig(req.name, url, key, req.remote_till))
     return RemoteAddResult(
-        remote=url, name=req.name, clone_url=url, key=key.hex() if generated else None
+        remote=url,
+        name=req.name,
+        clone_url=url,
+        key=key.hex() if generated and req.key_file is None else None,
+        key_file=str(chosen.written) if chosen.written is not None else None,
     )
 
 
@@ -197,6 +237,11 @@ class SyncResult:
     remote_snapshot: str | None = field(default=None, metadata={"omit_none": True})
     fetched_objects: int | None = field(default=None, metadata={"omit_none": True})
     fetched_bytes: int | None = field(default=None, metadata={"omit_none": True})
+    # With a pull that landed: the folder as it was before (`till rewind UNDO --yes`).
+    undo: str | None = field(default=None, metadata={"omit_none": True})
+    # Files another writer changed while the pull landed: kept in the `rescue` snapshot.
+    rescued: tuple[str, ...] | None = field(default=None, metadata={"omit_none": True})
+    rescue: str | None = field(default=None, metadata={"omit_none": True})
     # With `diverged`: the exact command that lands the incoming snapshot here.
     next: str | None = field(default=None, metadata={"omit_none": True})
 
@@ -245,6 +290,9 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
         remote_snapshot=pulled.remote_snapshot,
         fetched_objects=pulled.fetched_objects,
         fetched_bytes=pulled.fetched_bytes,
+        undo=pulled.undo,
+        rescued=pulled.rescued or None,
+        rescue=pulled.rescue,
         next=_landing(pulled, ws, config.name, req.ref)
         if pulled.disposition == "diverged"
         else None,
@@ -294,6 +342,18 @@ def _follow(ctx: Context, req: SyncRequest) -> Follower:
         poll_seconds=seconds,
         takeover=req.takeover,
         after_write=after_write,
+        merge_incoming=_merge_incoming,
+    )
+
+
+def _merge_incoming(ws: Workspace, incoming: str, base: str) -> tuple[str | None, tuple[str, ...]]:
+    """A follower's three-way merge of a diverged pull (as `till merge --snapshot ID --base
+    BASE`): the result's ID when it landed, and the conflicting paths."""
+    from tillage.features.merge import merge as mg
+
+    outcome = mg.merge_snapshot(ws, incoming, base)
+    return (outcome.result.id if outcome.landed and outcome.result else None), tuple(
+        c.path for c in outcome.conflicts
     )
 
 
@@ -307,7 +367,15 @@ class CloneRequest:
         "the new folder (default: the remote's last path segment)", default=None, positional=True
     )
     key: str | None = param(
-        "the remote's recovery key (or TILLAGE_RECOVERY_KEY)", default=None, metavar="HEX"
+        "the remote's recovery key (seen by `ps`: prefer --key-file; or TILLAGE_RECOVERY_KEY)",
+        default=None,
+        metavar="HEX",
+    )
+    key_file: str | None = param(
+        "a file holding the remote's key, chmod 600 (or TILLAGE_RECOVERY_KEY_FILE); without "
+        "any, a terminal asks for it",
+        default=None,
+        metavar="PATH",
     )
     ref: str = param("the named head to clone", default="main")
     remote_till: str | None = param(
@@ -324,18 +392,13 @@ class CloneResult:
 
 
 def clone(ctx: Context, req: CloneRequest) -> CloneResult:
-    from tillage.crypto import RecoveryKey
     from tillage.features.sync.clone import clone as clone_remote
     from tillage.remote.url import remote_kind
+    from tillage.verbs.keys import required_key
 
     remote_kind(req.url)
     _check_ref(req.ref)
-    text = req.key or ctx.settings.env.get("TILLAGE_RECOVERY_KEY")
-    if not text:
-        raise BadKeyError(
-            "a clone needs the remote's recovery key",
-            next_step="give --key HEX (or set TILLAGE_RECOVERY_KEY)",
-        )
+    key = required_key(ctx, req.key, req.key_file, "a clone").key
     s = ctx.settings
     ws, head, url = clone_remote(
         home=s.home,
@@ -343,7 +406,7 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
         folder=s.folder,
         env=s.env,
         url=req.url,
-        key=RecoveryKey.from_hex(text),
+        key=key,
         ref=req.ref,
         dest=req.dest,
         remote_till=req.remote_till,
@@ -367,7 +430,8 @@ class WorkRequest:
     command: tuple[str, ...] = param(
         "the command, after `--`; one word runs through /bin/sh -c, several are the argv; it "
         "runs in the disposable folder and gets TILLAGE_WORK_INPUT (the input snapshot), "
-        "TILLAGE_WORK_REF and TILLAGE_WORK_RESULT_REF (never the key)",
+        "TILLAGE_WORK_REF and TILLAGE_WORK_RESULT_REF (never the key: not in its environment, "
+        "nor in its parent's argv or environment)",
         remainder=True,
         metavar="CMD",
     )
@@ -377,7 +441,15 @@ class WorkRequest:
         default="work",
     )
     key: str | None = param(
-        "the remote's recovery key (or TILLAGE_RECOVERY_KEY)", default=None, metavar="HEX"
+        "the remote's recovery key (seen by `ps`: prefer --key-file; or TILLAGE_RECOVERY_KEY)",
+        default=None,
+        metavar="HEX",
+    )
+    key_file: str | None = param(
+        "a file holding the remote's key, chmod 600 (or TILLAGE_RECOVERY_KEY_FILE); without "
+        "any, a terminal asks for it",
+        default=None,
+        metavar="PATH",
     )
     ref: str = param(
         "the input ref: the command runs on its snapshot", default="main", metavar="IN"
@@ -411,11 +483,11 @@ class WorkResult:
 
 
 def work(ctx: Context, req: WorkRequest) -> WorkResult:
-    from tillage.crypto import RecoveryKey
     from tillage.features.sync import remotes
     from tillage.features.sync.work import work as run_work
     from tillage.platform.commands import argv_of
     from tillage.remote.url import remote_kind
+    from tillage.verbs.keys import required_key
 
     remote_kind(req.remote)
     _check_ref(req.ref)
@@ -426,13 +498,8 @@ def work(ctx: Context, req: WorkRequest) -> WorkResult:
             f"--name {req.name[:40]!r} is not a name",
             next_step="use letters, digits, - and _ (e.g. ci, build-7)",
         )
-    text = req.key or ctx.settings.env.get("TILLAGE_RECOVERY_KEY")
-    if not text:
-        raise BadKeyError(
-            "work needs the remote's recovery key",
-            next_step="give --key HEX (or set TILLAGE_RECOVERY_KEY)",
-        )
-    config = remotes.RemoteConfig(req.name, req.remote, RecoveryKey.from_hex(text), req.remote_till)
+    key = required_key(ctx, req.key, req.key_file, "work").key
+    config = remotes.RemoteConfig(req.name, req.remote, key, req.remote_till)
     done = run_work(
         ctx.settings.home,
         ctx.settings.user_home,
@@ -470,11 +537,21 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             request=RemoteAddRequest,
             result=RemoteAddResult,
             cli="remote add",
-            errors=(*TRANSPORT_ERRORS, BadKeyError, RemoteExistsError, InvalidArgumentError),
+            errors=(
+                *TRANSPORT_ERRORS,
+                BadKeyError,
+                *KEY_FILE_ERRORS,
+                KeyFileTakenError,
+                RemoteExistsError,
+                InvalidArgumentError,
+            ),
             doc="Add a remote this workspace syncs with: a folder, ssh://[user@]host[:port]/path "
             "or s3://bucket[/prefix]. Everything stored there is encrypted with a 32-byte "
-            "recovery key: without --key one is generated and printed once, as `key` — keep "
-            "it; nothing else ever shows it.",
+            "recovery key, given as --key-file PATH (or --key, TILLAGE_RECOVERY_KEY_FILE, "
+            "TILLAGE_RECOVERY_KEY). Without one a new key is generated and written (0600) to "
+            "--key-file's PATH when no file is there, else to the store's keys/ folder: "
+            "`key_file` says where — copy that file to the other machine; with no --key-file "
+            "the key is also answered once, as `key`. Nothing else ever shows it.",
         ),
         remote_add,
     ),
@@ -522,9 +599,12 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "pushes when the folder changed, printing one JSON line per cycle: `cycle`, `at`, "
             "`remote`, `ref`, `pulled` (the disposition, or `missing` before the first push), "
             "`fetched_objects`, `pushed` (a snapshot ID or null), `uploaded_objects`, "
-            "`uploaded_bytes`, `paused`, `incoming`, `next_step`, `error`, `retry_in`. On "
-            "diverged it pauses (`paused: true`, `next_step: till merge --snapshot ID`) and "
-            "resumes by itself once the folder descends from the incoming snapshot; an error "
+            "`uploaded_bytes`, `merged`, `paused`, `conflicts`, `incoming`, `next_step`, `error`, "
+            "`retry_in`. On diverged it merges three-way by itself (the last synced snapshot "
+            "the ancestor; `merged` names the result) and pushes the merge; only a conflict "
+            "pauses it (`paused: true`, `conflicts`, `next_step: till merge --snapshot ID`), "
+            "and it resumes by itself once the folder descends from the incoming snapshot; an "
+            "error "
             "is that cycle's `error` envelope and the next cycle comes after a backoff.",
         ),
         sync,
@@ -542,6 +622,7 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             errors=(
                 *TRANSPORT_ERRORS,
                 BadKeyError,
+                *KEY_FILE_ERRORS,
                 RefMissingError,
                 InvalidArgumentError,
                 ConflictError,
@@ -550,9 +631,10 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             ),
             doc="Make a new folder holding a remote ref's exact state, attached as a workspace "
             "of its own (nested, when inside another: the outer one is not touched) and with "
-            "the remote added as origin (the key from --key or TILLAGE_RECOVERY_KEY). It "
-            "completes or leaves nothing: a killed clone is finished or undone by the next "
-            "command, and a retry works.",
+            "the remote added as origin (the key from --key-file, TILLAGE_RECOVERY_KEY_FILE, "
+            "TILLAGE_RECOVERY_KEY or --key, else asked for at a terminal). It completes or "
+            "leaves nothing: a killed clone is finished or undone by the next command, and a "
+            "retry works.",
         ),
         clone,
     ),
@@ -569,6 +651,7 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             errors=(
                 *TRANSPORT_ERRORS,
                 BadKeyError,
+                *KEY_FILE_ERRORS,
                 RefMissingError,
                 PullFirstError,
                 LeaseHeldError,

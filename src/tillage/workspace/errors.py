@@ -4,7 +4,7 @@ tillage.errors), and merge.stopped, which the journal raises when a merge's land
 
 from __future__ import annotations
 
-from tillage.errors import InvalidArgumentError, TillageError
+from tillage.errors import ConflictError, InvalidArgumentError, TillageError
 
 
 class RefusedRootError(InvalidArgumentError):
@@ -70,3 +70,18 @@ class MergeStoppedError(TillageError):
     name = "merge.stopped"
     module = "merge"
     next_step = "fix the cause and merge again; `till rewind UNDO --yes` puts the folder back"
+
+
+class FolderMovedError(ConflictError):
+    """The folder changed, along what a landing would write, since the seal its caller decided
+    on: nothing was written (a sync pull answers `diverged` and keeps the edits)."""
+
+    code = -32083
+    name = "workspace.folder_moved"
+    module = "workspace"
+    next_step = "seal the folder and try again"
+
+    def __init__(self, paths: list[str]) -> None:
+        shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        super().__init__(f"the folder changed while the landing was planned: {shown}")
+        self.paths = tuple(paths)

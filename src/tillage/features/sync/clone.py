@@ -104,8 +104,12 @@ def destination(folder: Path, dest: str | None, url: str) -> Path:
 
 
 def _check_new(store: Store, root: Path) -> None:
-    """Refuses a destination that holds anything, or that is a workspace already."""
-    if os.path.isdir(root) and os.listdir(root):
+    """Refuses a destination that holds anything, or that is a workspace already (a folder
+    the catalog records; one whose folder is gone is not: the clone takes its place, and that
+    timeline is kept as forgotten, pending.place)."""
+    if not os.path.isdir(root):
+        return
+    if os.listdir(root):
         raise InvalidArgumentError(
             f"{root} exists and is not empty", next_step="give an empty or new DEST"
         )

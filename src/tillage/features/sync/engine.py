@@ -34,6 +34,7 @@ from tillage.features.sync.errors import (
     RefMissingError,
 )
 from tillage.features.sync.remotes import RemoteConfig, machine_id
+from tillage.platform import failpoints
 from tillage.remote.errors import RemoteMissingError
 from tillage.workspace.attach import Workspace
 
@@ -434,6 +435,10 @@ class PullOutcome:
     remote_snapshot: str
     fetched_objects: int
     fetched_bytes: int
+    undo: str | None = None  # the folder before a pull that landed (a rewind's undo)
+    rescued: tuple[str, ...] = ()  # files a concurrent writer changed while it landed
+    rescue: str | None = None  # the snapshot holding them
+    moved: tuple[str, ...] = ()  # diverged: paths edited while the pull decided
 
 
 def _publish_incoming(store: Store, ws: Workspace, snapshot_id: str, parent: str | None) -> None:
@@ -458,8 +463,7 @@ def pull(
 ) -> PullOutcome:
     """Brings `ref` here: fast-forwards the folder when it has not changed since the last sync
     and the remote descends from it; otherwise keeps the incoming snapshot and says diverged."""
-    from tillage.workspace import rewind
-    from tillage.workspace.seal import SealOptions, seal_result
+    from tillage.workspace.locks import workspace_lock
 
     store = ws.store
     remote = open_for(config, env, cwd)
@@ -477,9 +481,37 @@ def pull(
             _publish_incoming(store, ws, incoming, last.snapshot if last else None)
     finally:
         remote.close()
-    head = seal_result(
-        ws, SealOptions(trigger="manual", label="before pull", skip_unchanged=True)
+    failpoints.hit("sync.pull.fetched")
+    # One lock from the seal the decision reads to the last byte landed, and the landing
+    # refuses a folder that moved since that seal: an edit made meanwhile is never overwritten.
+    with workspace_lock(ws), store.sharing():
+        return _decide_and_land(ws, config, ref, current, bootstrap, fetched, size)
+
+
+def _decide_and_land(
+    ws: Workspace,
+    config: RemoteConfig,
+    ref: str,
+    current: RefState,
+    bootstrap: bool,
+    fetched: int,
+    size: int,
+) -> PullOutcome:
+    """The pull's decision and landing (the caller holds the workspace lock)."""
+    from tillage.core.models import Entry
+    from tillage.workspace import rewind
+    from tillage.workspace.errors import FolderMovedError
+    from tillage.workspace.seal import SealOptions, seal_result_locked
+
+    store = ws.store
+    incoming = current.snapshot
+    seen: dict[str, Entry] = {}
+    head = seal_result_locked(
+        ws,
+        SealOptions(trigger="manual", label="before pull", skip_unchanged=True),
+        manifest_out=seen,
     ).row
+    last = store.sync_ref(ws.id, config.name, ref)  # again: another pull may have landed
     target = store.snapshot(incoming)
     assert target is not None
     if head.tree == target.tree or descends(store, head.id, incoming):
@@ -497,38 +529,66 @@ def pull(
     forward = last is not None and clean and last.snapshot in current.history
     if not (forward or bootstrap):
         return PullOutcome("diverged", head, incoming, fetched, size)
-    rewind.apply(ws, target, None)
-    landed = _twin(ws, target, f"pulled {incoming[:12]} from {config.name}/{ref}")
-    _record(store, ws, config, ref, incoming, landed.id)
+    failpoints.hit("sync.pull.decided")
+    # The landing's completion is journaled with it: the local twin (the incoming tree itself,
+    # not a walk: an edit made while it landed is the next seal's change) and the sync fact
+    # naming it, made once, by this command or by the one that finishes a killed pull.
+    completion = {
+        "seal": {
+            "trigger": "sync",
+            "label": f"pulled {incoming[:12]} from {config.name}/{ref}",
+            "merged_from": incoming,
+            "tree_of": incoming,
+        },
+        "tell": {
+            "how": "fact",
+            "kind": "sync_ref",
+            "body": {
+                "workspace": ws.id,
+                "remote": config.name,
+                "ref": ref,
+                "snapshot": incoming,
+            },
+            "result_as": "local",
+        },
+    }
+    try:
+        landed = rewind.apply_sealed(
+            ws, target, None, seen, head, completion=completion, unmoved=True
+        )
+    except FolderMovedError as moved:
+        return PullOutcome("diverged", head, incoming, fetched, size, moved=moved.paths)
+    assert landed.completed is not None
     return PullOutcome(
-        "fast_forwarded" if forward else "bootstrapped", landed, incoming, fetched, size
+        "fast_forwarded" if forward else "bootstrapped",
+        landed.completed,
+        incoming,
+        fetched,
+        size,
+        undo=head.id,
+        rescued=landed.rescued,
+        rescue=landed.rescue,
     )
 
 
 def land_clone(ws: Workspace, config: RemoteConfig, ref: str, incoming: str) -> SnapshotRow:
     """A clone's first landing, made before its folder is attached (features/sync/clone.py
     wrote the folder from `incoming` already): the incoming snapshot in the sync timeline, its
-    local twin as the workspace's first snapshot, and the sync fact. No seal, no rewind."""
-    _publish_incoming(ws.store, ws, incoming, None)
-    target = ws.store.snapshot(incoming)
-    assert target is not None
-    landed = _twin(ws, target, f"cloned {incoming[:12]} from {config.name}/{ref}")
-    _record(ws.store, ws, config, ref, incoming, landed.id)
-    return landed
-
-
-def _twin(ws: Workspace, target: SnapshotRow, label: str) -> SnapshotRow:
-    """The local snapshot holding exactly what a pull landed: the target's own tree, not a new
-    walk of the folder (an edit made while the pull applied is the next seal's change, never
-    recorded as synced)."""
+    local twin (the incoming tree itself) as the workspace's first snapshot, and the sync fact.
+    No seal, no rewind."""
     from tillage.workspace.locks import workspace_lock
     from tillage.workspace.seal import SealOptions, publish_tree, snapshot_record
 
-    notes = list(snapshot_record(ws.store, target.id).fidelity)
+    store = ws.store
+    _publish_incoming(store, ws, incoming, None)
+    target = store.snapshot(incoming)
+    assert target is not None
+    notes = list(snapshot_record(store, target.id).fidelity)
+    label = f"cloned {incoming[:12]} from {config.name}/{ref}"
     options = SealOptions(trigger="sync", label=label, merged_from=target.id)
-    with workspace_lock(ws), ws.store.writer() as writer:
-        return publish_tree(
-            ws.store,
+    with workspace_lock(ws), store.writer() as writer:
+        landed = publish_tree(
+            store,
             ws.id,
             writer,
             bytes.fromhex(target.tree),
@@ -537,6 +597,8 @@ def _twin(ws: Workspace, target: SnapshotRow, label: str) -> SnapshotRow:
             notes,
             options,
         )
+    _record(store, ws, config, ref, incoming, landed.id)
+    return landed
 
 
 def _record(

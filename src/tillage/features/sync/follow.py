@@ -2,12 +2,16 @@
 time, as a stream of one report per cycle (printed as one JSON line each, as `events --follow`).
 
 A cycle pulls (a fast-forward when the folder has not changed since the last sync), then seals
-and pushes when the folder moved away from what was last synced. A pull that diverged pauses
-the follower: its report says so, names the incoming snapshot and the command that lands it
-(`till merge --snapshot ID`), and nothing is pushed until the folder descends from that
-snapshot; then the next cycle pushes the merge by itself. An error in a cycle (a network blip,
-an unmounted disk, a busy lease) is that cycle's report, and the next cycle comes after a
-backoff: nothing but an interruption or a reader that went away ends a follower.
+and pushes when the folder moved away from what was last synced. A pull that diverged is merged
+three-way on its own (the last synced snapshot the ancestor, as `git pull` merges), and the
+merge is pushed: both machines editing, even the same file in different places, never stop
+each other. Only a real conflict pauses the follower: its report names the conflicting paths,
+the incoming snapshot and the command that lands it (`till merge --snapshot ID`), and nothing
+is pushed until the folder descends from that snapshot; then the next cycle pushes the merge by
+itself. A merge that conflicted is not tried again until the folder or the ref moves. An error
+in a cycle (a network blip, an unmounted disk, a busy lease) is that cycle's report, and the
+next cycle comes after a backoff: nothing but an interruption or a reader that went away ends
+a follower.
 
 An interruption (Ctrl-C, SIGTERM) that arrives while a cycle pulls or pushes is held until that
 step is done (a second one stops at once; the rewind's journal finishes an interrupted pull),
@@ -34,10 +38,15 @@ if TYPE_CHECKING:
     from typing import Any
 
     from tillage.features.sync.engine import PullOutcome
+    from tillage.store.rows import SnapshotRow
     from tillage.store.store import Store
 
 # The after-write step a cycle ends with (store, workspace ID).
 AfterWrite = Callable[["Store", str], None]
+# Merges a diverged pull (workspace, incoming snapshot, the common ancestor): the merge's
+# result snapshot when it landed, else None, and the conflicting paths. Handed down by the verb
+# (sync imports no other feature).
+MergeIncoming = Callable[[Workspace, str, str], "tuple[str | None, tuple[str, ...]]"]
 
 DEFAULT_POLL_SECONDS = 2.0
 MIN_POLL_SECONDS = 0.05
@@ -54,9 +63,11 @@ class FollowCycle:
     `pulled`: the pull's disposition (`up_to_date`, `fast_forwarded`, `diverged`; `missing`
     when nothing was pushed to the ref yet, so this cycle's push makes it), null when the cycle
     failed before the pull answered. `pushed`: the snapshot this cycle pushed, or null.
-    `paused`: the ref diverged and the follower waits for `till merge --snapshot <incoming>`
-    (`next_step` says it exactly). `error`: the envelope of the error that ended this cycle
-    (`{code, name, message, next}`), the follower goes on after `retry_in` seconds."""
+    `merged`: the snapshot this cycle's own three-way merge of a diverged pull landed, or null.
+    `paused`: the ref diverged with `conflicts` (paths) and the follower waits for `till merge
+    --snapshot <incoming>` (`next_step` says it exactly). `error`: the envelope of the error
+    that ended this cycle (`{code, name, message, next}`), the follower goes on after
+    `retry_in` seconds."""
 
     cycle: int
     at: str
@@ -71,6 +82,8 @@ class FollowCycle:
     incoming: str | None
     next_step: str | None
     error: dict[str, Any] | None
+    merged: str | None
+    conflicts: tuple[str, ...]
     retry_in: float
 
 
@@ -97,6 +110,7 @@ class Follower:
         poll_seconds: float = DEFAULT_POLL_SECONDS,
         takeover: bool = False,
         after_write: AfterWrite | None = None,
+        merge_incoming: MergeIncoming | None = None,
     ) -> None:
         self.ws, self.config, self.env, self.cwd, self.ref = ws, config, env, cwd, ref
         self.poll_seconds = poll_seconds
@@ -104,6 +118,10 @@ class Follower:
         # What follows a cycle that changed the folder or the store, as it follows a verb
         # (features/after_write.py, handed down by the verb: sync imports no other feature).
         self.after_write = after_write
+        self.merge_incoming = merge_incoming
+        # (incoming, the folder's tree) of the last merge that conflicted: not tried again.
+        self._conflicted: tuple[str, str] | None = None
+        self._conflicts: tuple[str, ...] = ()
 
     def __iter__(self) -> Iterator[FollowCycle]:
         for item in self.stream():
@@ -144,6 +162,8 @@ class Follower:
             "incoming": None,
             "next_step": None,
             "error": None,
+            "merged": None,
+            "conflicts": (),
         }
         try:
             must_push = False
@@ -162,10 +182,15 @@ class Follower:
                 report["incoming"] = incoming
                 head = pulled.local
                 if head is None or not engine.descends(self.ws.store, head.id, incoming):
-                    report["paused"] = True
-                    report["next_step"] = self._landing(incoming)
-                    return report
-                must_push = True  # the person merged it: the folder descends from it
+                    with interruptions_held():
+                        merged, conflicts = self._merge(incoming, head)
+                    if merged is None:
+                        report["paused"] = True
+                        report["conflicts"] = conflicts
+                        report["next_step"] = self._landing(incoming)
+                        return report
+                    report["merged"] = merged
+                must_push = True  # merged, here or by the person: the folder descends from it
             with interruptions_held():
                 if must_push or self._moved():
                     pushed = engine.push(
@@ -181,7 +206,7 @@ class Follower:
                     report["uploaded_bytes"] = pushed.pushed.uploaded_bytes
         except TillageError as err:
             report["error"] = err.envelope()
-        wrote = report["pushed"] is not None or report["pulled"] not in (
+        wrote = bool(report["pushed"] or report["merged"]) or report["pulled"] not in (
             None,
             "up_to_date",
             "missing",
@@ -190,6 +215,21 @@ class Follower:
             with contextlib.suppress(TillageError, OSError):
                 self.after_write(self.ws.store, self.ws.id)
         return report
+
+    def _merge(self, incoming: str, head: SnapshotRow | None) -> tuple[str | None, tuple[str, ...]]:
+        """Merges a diverged pull three-way, its ancestor the last snapshot synced with the
+        ref; returns the merge's result (None when it did not land) and its conflicts. A ref
+        this workspace never synced has no ancestor to merge from: the person decides."""
+        last = self.ws.store.sync_ref(self.ws.id, self.config.name, self.ref)
+        if self.merge_incoming is None or last is None or head is None:
+            return None, ()
+        tried = (incoming, head.tree)
+        if self._conflicted == tried:
+            return None, self._conflicts
+        merged, conflicts = self.merge_incoming(self.ws, incoming, last.snapshot)
+        if merged is None:
+            self._conflicted, self._conflicts = tried, conflicts
+        return merged, conflicts
 
     def _landing(self, incoming: str) -> str:
         """How the person lands what diverged (as `sync --pull` says it): merge it, or, for a

@@ -132,20 +132,26 @@ def place(store: Store, intent: CloneIntent) -> bool:
                 fsync_dir(root.parent)
         if not holds_pointer(root, intent.workspace):
             return False
+        gone = store.workspace_by_root(str(root))
+        if gone is not None and gone.id != intent.workspace:
+            # A workspace whose folder was deleted: the clone takes its place, and its
+            # timeline is kept as `till forget` keeps one.
+            store.publish("forget", {"workspace": gone.id, "purge": False})
         store.publish("attach", {"workspace": intent.workspace, "root": str(root)})
     return True
 
 
 def _taken(store: Store, intent: CloneIntent) -> bool:
-    """Tells whether the clone's place holds something else now: another workspace attached
-    there, or (the clone's own pointer not there yet) anything but its staging folder."""
-    row = store.workspace_by_root(str(intent.root))
-    if row is not None and row.id != intent.workspace:
-        return True
+    """Tells whether the clone's place holds something else now (the clone's own pointer not
+    there yet): anything at a new destination, or in an empty one anything but its staging
+    folder, or another workspace attached there."""
     if holds_pointer(intent.root, intent.workspace):
         return False  # its own: renamed, or moved in part (`.tillage/` goes first)
     if not intent.into_existing:
-        return os.path.lexists(intent.root)
+        return os.path.lexists(intent.root)  # (a workspace recorded there lost its folder)
+    row = store.workspace_by_root(str(intent.root))
+    if row is not None and row.id != intent.workspace:
+        return True
     try:
         return set(os.listdir(intent.root)) != {intent.staging.name}
     except OSError:

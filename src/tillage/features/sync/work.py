@@ -42,9 +42,6 @@ if TYPE_CHECKING:
     from tillage.store.store import Store
     from tillage.workspace.seal import SealOptions
 
-# The command must not see the key it could push with (it may be an agent): it gets it empty.
-KEY_VARIABLE = "TILLAGE_RECOVERY_KEY"
-
 
 @dataclass(frozen=True)
 class WorkOutcome:
@@ -103,8 +100,10 @@ def work(
         ran = run_command(
             command,
             ws.root,
+            # Never the key it could push with (it may be an agent): run_command drops every
+            # variable naming it, and the `till` above it holds it in neither argv nor
+            # environ (platform/keyhandoff.py).
             env={
-                KEY_VARIABLE: "",
                 "TILLAGE_WORK_INPUT": input_id,
                 "TILLAGE_WORK_REF": in_ref,
                 "TILLAGE_WORK_RESULT_REF": out_ref,

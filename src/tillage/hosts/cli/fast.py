@@ -15,6 +15,10 @@ Anything else, and any failure before a byte is printed (no socket, a stale sock
 connection, a broken or odd reply, an error reply), runs the command here instead, so the
 answer is never different and never waits on a dead watcher.
 
+Before either, a `till` given the recovery key (or its file) in argv or environ runs itself
+again with both scrubbed and the key handed over on a pipe (platform/keyhandoff.py), so no
+command it starts can read the key from its parent; the short calls this door serves skip it.
+
 Module level imports only `os` and `sys`; the socket (`_socket`), the JSON scanner (`_json`)
 and base64 (`binascii`) are their C modules, imported when a socket exists: `socket`, `json`
 and `base64` themselves would cost more than a whole round trip.
@@ -35,7 +39,9 @@ from tillage.hosts.cli.where import (
     store_home,
     workspace_id,
 )
+from tillage.platform import keyhandoff
 from tillage.platform.identity import code_identity
+from tillage.platform.launch import is_secret
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -103,8 +109,12 @@ class _NoDoorError(Exception):
 
 
 def main() -> int:
-    """Runs `till`: through the watcher's socket when it may, else in this process."""
+    """Runs `till`: through the watcher's socket when it may, else in this process (after
+    running itself again when it holds the recovery key in argv or environ, so that nothing
+    it starts can read the key from it: platform/keyhandoff.py)."""
     argv = sys.argv[1:]
+    keyhandoff.receive()
+    _hand_over_key(argv)
     sock = _door(argv)
     read = None
     if sock is not None:
@@ -115,6 +125,20 @@ def main() -> int:
     from tillage.hosts.cli.main import main as local
 
     return local(stdin=read)
+
+
+def _hand_over_key(argv: list[str]) -> None:
+    """Re-executes this process with the key (and its file's path) out of its argv and environ
+    when it holds one and is not one of the short calls that run no command (SOCKET_COMMANDS
+    without `--`):
+    those keep their start-up, every other command pays one more (a long-lived server, a
+    command runner, or a verb that takes the key)."""
+    found = keyhandoff.held(argv, os.environ)
+    if not found:
+        return
+    if command_of(argv, GROUPS) in SOCKET_COMMANDS and "--" not in argv:
+        return
+    keyhandoff.reexec(argv, found)
 
 
 def _door(argv: list[str]) -> str | None:
@@ -140,8 +164,13 @@ def _door(argv: list[str]) -> str | None:
 
 
 def forwarded_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The part of the environment the watcher's run of the command line needs."""
-    return {k: v for k, v in env.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+    """The part of the environment the watcher's run of the command line needs (never the
+    recovery key, nor the file naming it: none of these commands takes one)."""
+    return {
+        k: v
+        for k, v in env.items()
+        if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and not is_secret(k)
+    }
 
 
 def _through(path: str, argv: list[str]) -> int:

@@ -1,6 +1,6 @@
 """Human pages of the sync verbs (hosts/cli/human.py loads this module by verb prefix): what a
-push sent, what a pull did and what to run next, and — once, from `remote add` — the key a
-person must keep."""
+push sent, what a pull did and what to run next, and — from `remote add` — where the new key a
+person must keep was written (never the key itself)."""
 
 from __future__ import annotations
 
@@ -25,17 +25,24 @@ def _taken(page: Page) -> dict[str, Any]:
 def _remote_add(page: Page) -> None:
     doc = _taken(page)
     page.add(f"Added remote {doc.get('name')}: {units.printable(str(doc.get('remote')))}")
-    key = doc.get("key")
-    if key:
+    written = doc.get("key_file")
+    if written:
+        # The key itself is never on the page (a screen is shared, a scrollback kept): the
+        # file holds it, and every command shown names the file.
+        path = units.printable(str(written))
         page.add(
             "",
-            "Recovery key (shown this once; keep it somewhere safe — without it nothing on the",
-            "remote can be read, by anyone, ever):",
-            f"  {page.style.paint(str(key), 'bold')}",
+            "A new recovery key was written to this file, which only you can read:",
+            f"  {page.style.paint(path, 'bold')}",
+            "Keep a copy somewhere safe: without it nothing on the remote can be read, by",
+            "anyone, ever.",
             "",
         )
         url = shlex.quote(str(doc.get("clone_url")))
-        page.next("On another machine, run:", f"till clone {url} --key <THE KEY>")
+        page.next(
+            "Copy that file to the other machine (chmod 600 there), then run:",
+            f"till clone {url} --key-file {shlex.quote(str(written))}",
+        )
     else:
         page.next("Send this workspace there:", "till sync --push")
 

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tillage.hosts.cli.payload import read_payload, read_value
+from tillage.hosts.cli.payload import ask_secret, read_payload, read_value
 from tillage.hosts.cli.where import absolute, command_of, expand_user, store_home, user_home
 
 TYPE_CHECKING = False
@@ -587,6 +587,7 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
     env = io.env
     folder = _folder(ns.repo, io)
     home = user_home(env)
+    interactive = not call.json_mode and io.stdin_tty and io.stderr_tty
     settings = Settings(
         home=Path(store_home(env, io.cwd or "/")),
         folder=folder,
@@ -596,6 +597,7 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
         own_process=io.own_process,
         launch=Launch(env=env, output=io.stderr if call.json_mode else io.stdout),
         env=env,
+        ask_secret=ask_secret if interactive and io.own_process else None,
     )
     values = {p.name: getattr(ns, p.name) for p in verb.contract.params()}
     field = verb.contract.stdin_param
@@ -609,7 +611,6 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
         values[wanted.field] = read_value(io.stdin, wanted.limit + 1)
     request = decode_request(verb.contract, values)
     json_mode = call.json_mode
-    interactive = not json_mode and io.stdin_tty and io.stderr_tty
     confirm = _prompter(verb.contract.name, call, ns.color) if interactive else None
     progress = _progress_printer() if (not json_mode and io.stderr_tty) else None
     try:

@@ -1,5 +1,6 @@
-"""What a command reads on stdin: a harness's document (an agent hook's JSON), read so that a
-hook never hangs, and a value (`till coord write KEY < file`), read whole as its bytes.
+"""What a command reads from its caller: on stdin, a harness's document (an agent hook's JSON),
+read so that a hook never hangs, and a value (`till coord write KEY < file`), read whole as its
+bytes; at the terminal, a secret typed without echo (the recovery key: ask_secret).
 
 A harness may pipe a document and close stdin, pipe nothing and close it, or leave it open and
 write nothing: the read takes at most STDIN_DEADLINE seconds in all and STDIN_CAP bytes, and a
@@ -97,3 +98,14 @@ def read_value(stdin: bytes | BinaryIO | None, cap: int) -> bytes | None:
             size += len(chunk)
         data = b"".join(chunks)
     return data or None
+
+
+def ask_secret(prompt: str) -> str | None:
+    """What the person types at this process's terminal (/dev/tty), not echoed; None at
+    end of input. Only offered when stdin and stderr are terminals (hosts/cli/main.py)."""
+    import getpass
+
+    try:
+        return getpass.getpass(prompt)
+    except EOFError:
+        return None

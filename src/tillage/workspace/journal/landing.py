@@ -11,16 +11,18 @@ is, and its completion (a merge's seal and what it tells the log) is made once.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tillage.core.models import Entry, EntryKind
+from tillage.core.models import Entry, EntryFlag, EntryKind
 from tillage.core.paths import CONTROL_DIR, ancestors
 from tillage.core.progress import ProgressFn
-from tillage.core.rewind_plan import Action, plan_actions
+from tillage.core.rewind_plan import Action, Op, plan_actions
 from tillage.errors import IntegrityError, TillageError
 from tillage.platform import failpoints
 from tillage.platform.folders import remove_temp_files
@@ -107,6 +109,48 @@ def remember_written(ws: Workspace, written: dict[str, Row]) -> None:
     pathindex.save(ws.store, ws.id, index)
 
 
+def moved_since(
+    root: Path, expected: Mapping[str, Entry], actions: tuple[Action, ...]
+) -> list[str]:
+    """The paths a landing would touch that changed since the seal `expected` came from (a
+    file's kind, size or mtime; a folder to be removed that gained or lost an entry; a path
+    that appeared or went). Looked at right before the intent: a caller that decided on that
+    seal lands nothing over an edit made after it."""
+    moved: list[str] = []
+    for action in actions:
+        known = expected.get(action.path)
+        try:
+            st = os.lstat(root / action.path)
+        except FileNotFoundError:
+            if known is not None:
+                moved.append(action.path)
+            continue
+        except NotADirectoryError:
+            moved.append(action.path)
+            continue
+        if known is None:
+            if action.op is not Op.MAKE_DIR or not stat.S_ISDIR(st.st_mode):
+                moved.append(action.path)
+            continue
+        if known.flags & EntryFlag.SQLITE_IMAGE:
+            continue  # sealed as a consistent image, not as the live file's bytes
+        if known.kind is EntryKind.DIR:
+            same = stat.S_ISDIR(st.st_mode) and (
+                action.op is not Op.DELETE or st.st_mtime_ns == known.mtime_ns
+            )
+        elif known.kind is EntryKind.FILE:
+            same = (
+                stat.S_ISREG(st.st_mode)
+                and st.st_size == known.size
+                and st.st_mtime_ns == known.mtime_ns
+            )
+        else:
+            same = stat.S_ISLNK(st.st_mode) if known.kind is EntryKind.SYMLINK else True
+        if not same:
+            moved.append(action.path)
+    return moved
+
+
 def stopped(op: str, exc: OSError | TillageError, undo: str) -> TillageError:
     """Turns a failure part-way through a landing into a public error naming the way back: a
     rewind keeps a public error's own code, a merge always answers merge.stopped."""
@@ -152,6 +196,10 @@ class Completion:
     how: str | None  # "fact", "event" or None (nothing to tell)
     kind: str
     body: Mapping[str, Any]
+    # The snapshot whose own tree the seal publishes instead of a walk of the folder (a pull's
+    # local twin: an edit made while it landed is the next seal's change, never "synced").
+    tree_of: str | None = None
+    result_as: str = "result"  # the body's field that names the seal
 
 
 def completion_of(intent: Mapping[str, Any]) -> Completion | None:
@@ -172,6 +220,8 @@ def completion_of(intent: Mapping[str, Any]) -> Completion | None:
         how=how,
         kind=str(tell.get("kind", default_kind)) if isinstance(tell, dict) else "",
         body=dict(tell.get("body") or {}) if isinstance(tell, dict) else {},
+        tree_of=seal.get("tree_of"),
+        result_as=str(tell.get("result_as", "result")) if isinstance(tell, dict) else "result",
     )
 
 
@@ -180,16 +230,39 @@ def complete(ws: Workspace, intent: Mapping[str, Any]) -> SnapshotRow | None:
     done = completion_of(intent)
     if done is None:
         return None
-    row = seal_locked(
-        ws, SealOptions(trigger=done.trigger, label=done.label, merged_from=done.merged_from)
-    )
+    options = SealOptions(trigger=done.trigger, label=done.label, merged_from=done.merged_from)
+    if done.tree_of is not None:
+        row = _publish_tree_of(ws, done.tree_of, options)
+    else:
+        row = seal_locked(ws, options)
     failpoints.hit("merge.after_seal")  # a merge is the landing that completes with a seal
     _tell(ws, done, row)
     return row
 
 
+def _publish_tree_of(ws: Workspace, snapshot_id: str, options: SealOptions) -> SnapshotRow:
+    """Publishes a snapshot holding exactly `snapshot_id`'s tree, as this workspace's head."""
+    from tillage.workspace.seal import publish_tree, snapshot_record
+
+    source = ws.store.snapshot(snapshot_id)
+    if source is None:
+        raise IntegrityError(f"a landing names unknown snapshot {snapshot_id[:12]}")
+    notes = list(snapshot_record(ws.store, source.id).fidelity)
+    with ws.store.writer() as writer:
+        return publish_tree(
+            ws.store,
+            ws.id,
+            writer,
+            bytes.fromhex(source.tree),
+            source.files,
+            source.bytes,
+            notes,
+            options,
+        )
+
+
 def _tell(ws: Workspace, done: Completion, row: SnapshotRow) -> None:
-    body = {**done.body, "result": row.id}
+    body = {**done.body, done.result_as: row.id}
     if done.how == "fact":
         ws.store.publish(done.kind, body)
     elif done.how == "event":
@@ -207,7 +280,7 @@ def _told(ws: Workspace, done: Completion, row: SnapshotRow) -> bool:
 
     for record in LogFollower(ws.store.log, row.seq).records():
         body = record.body
-        if done.how == "fact" and record.kind == done.kind and body.get("result") == row.id:
+        if done.how == "fact" and record.kind == done.kind and body.get(done.result_as) == row.id:
             return True
         detail = body.get("detail")
         if (
