@@ -163,6 +163,17 @@ def test_a_clone_into_the_store_is_refused_and_leaves_nothing(
     assert not (store / "inside").exists()
 
 
+def test_a_clone_into_a_control_folder_is_refused(tmp_path: Path, user_home: Path) -> None:
+    remote, key = _pushed(tmp_path, user_home)
+    till = Till(tmp_path / "home-b", user_home, user_home / "outer")
+    till.cwd.mkdir()
+    till.json("watch", "--no-daemon")
+    before = sorted(os.listdir(till.cwd / ".tillage"))
+    run = till("--json", "clone", str(remote), ".tillage/x", "--key", key)
+    assert run.code == 1 and run.error["name"] == "invalid_argument", run.stdout
+    assert sorted(os.listdir(till.cwd / ".tillage")) == before
+
+
 def test_a_clone_into_an_attached_empty_folder_is_refused(tmp_path: Path, user_home: Path) -> None:
     remote, key = _pushed(tmp_path, user_home)
     till = Till(tmp_path / "home-b", user_home, user_home / "empty")

@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from tillage.core.paths import CONTROL_DIR
 from tillage.crypto import RecoveryKey
 from tillage.errors import ConflictError, InvalidArgumentError, echo
 from tillage.features.sync import engine, pending, remotes
@@ -83,6 +84,11 @@ def destination(folder: Path, dest: str | None, url: str) -> Path:
     symlinks of its nearest existing ancestor resolved (the path the workspace is recorded at)."""
     name = dest or url.rstrip("/").rsplit("/", 1)[-1] or "clone"
     target = Path(os.path.abspath(os.path.join(folder, os.path.expanduser(name))))
+    if CONTROL_DIR in target.parts:
+        raise InvalidArgumentError(
+            f"{echo(str(target))} is inside a `{CONTROL_DIR}` folder, tillage's own",
+            next_step="give an empty or new DEST outside it",
+        )
     missing: list[str] = []
     ancestor = target
     while not os.path.lexists(ancestor) and ancestor != ancestor.parent:
