@@ -73,9 +73,13 @@ def clone(
             raise
     finally:
         remote.close()
-    with file_lock(_destination_lock(store, root), timeout=0, what=f"a clone into {root}"):
-        _check_new(store, root)  # another clone may have made it while this one downloaded
-        ws, head = _build(store, root, config, ref, current.snapshot)
+    try:
+        with file_lock(_destination_lock(store, root), timeout=0, what=f"a clone into {root}"):
+            _check_new(store, root)  # another clone may have made it while this one downloaded
+            ws, head = _build(store, root, config, ref, current.snapshot)
+    except BaseException:
+        store.close()  # the new workspace's store stays open only for the workspace
+        raise
     return ws, head, config.url
 
 
