@@ -9,6 +9,8 @@ import tillage
 from tests.faults.harness import GC_FAILPOINTS, REWIND_FAILPOINTS, SEAL_FAILPOINTS
 from tests.forks.test_fork_crash import FORK_FAILPOINTS, REMOVE_FAILPOINTS
 from tests.merge.test_merge import MERGE_FAILPOINTS
+from tests.sync.test_clone import CLONE_FAILPOINTS
+from tests.sync.test_sync_faults import PULL_FAILPOINTS
 
 
 def _marked_failpoints() -> set[str]:
@@ -38,4 +40,6 @@ def test_every_failpoint_in_the_code_is_exercised_by_a_fault_test() -> None:
     covered = set(SEAL_FAILPOINTS) | set(REWIND_FAILPOINTS) | {"rewind.after_staging"}
     covered |= set(GC_FAILPOINTS)
     covered |= set(FORK_FAILPOINTS) | set(REMOVE_FAILPOINTS) | set(MERGE_FAILPOINTS)
+    covered |= set(CLONE_FAILPOINTS)  # tests/sync/test_clone.py
+    covered |= set(PULL_FAILPOINTS)  # tests/sync/test_sync_faults.py
     assert marked <= covered

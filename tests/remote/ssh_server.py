@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+import tillage
 from tests.helpers import free_port
 from tillage.platform.names import random_hex
 from tillage.remote.base import Remote
@@ -192,8 +193,6 @@ def ssh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
     far_home.mkdir()
     # The far side runs the tillage under test: the source tree this run imports, not
     # whatever the venv's script would find on its own (sshd passes no PYTHONPATH).
-    import tillage
-
     source = str(Path(tillage.__file__).resolve().parent.parent)
     till = f"/usr/bin/env TILLAGE_HOME={q(str(far_home))} PYTHONPATH={q(source)} {q(this_till())}"
     try:

@@ -171,7 +171,7 @@ def test_the_far_side_answers_a_bad_request_and_keeps_serving(
     server: Server, tmp_path: Path
 ) -> None:
     assert _ask(server, {"op": "hello", "version": PROTOCOL_VERSION})["ok"] is True
-    assert (tmp_path / "root").is_dir()  # made at the handshake
+    assert not (tmp_path / "root").exists()  # not made at the handshake, nor by a read
     assert _ask(server, {"op": "frobnicate"})["error"] == {
         "kind": "protocol",
         "message": "unknown operation 'frobnicate'",
@@ -181,7 +181,8 @@ def test_the_far_side_answers_a_bad_request_and_keeps_serving(
     missing = _ask(server, {"op": "get", "name": "config"})["error"]
     assert isinstance(missing, dict) and missing["kind"] == "missing"
     assert missing["name"] == "config"
-    assert _ask(server, {"op": "put", "name": "config"}, b"c") == {"ok": True}
+    assert not (tmp_path / "root").exists()
+    assert _ask(server, {"op": "put", "name": "config"}, b"c") == {"ok": True}  # made by it
     assert (tmp_path / "root" / "config").read_bytes() == b"c"
 
 

@@ -147,8 +147,12 @@ def test_a_pull_killed_while_applying_is_finished_by_the_next_command(
     assert manifest(folder) == manifest(copy)
 
 
+# A pull's own steps (after its download; after its decision, before the landing), and
 # merge.after_seal: between the landing's completion seal (the pull's twin) and its fact.
-@pytest.mark.parametrize("failpoint", (*REWIND_FAILPOINTS, "merge.after_seal"))
+PULL_FAILPOINTS = ("sync.pull.fetched", "sync.pull.decided")
+
+
+@pytest.mark.parametrize("failpoint", (*PULL_FAILPOINTS, *REWIND_FAILPOINTS, "merge.after_seal"))
 def test_a_killed_pull_finished_by_the_next_command_is_recorded_as_landed(
     dir_site: Site, machines: Machines, folder: Path, failpoint: str
 ) -> None:

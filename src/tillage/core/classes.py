@@ -466,13 +466,24 @@ def _default_folder_class(folder: str) -> str | None:
     cached = _DEFAULT_FOLDER_MEMO.get(folder, "")
     if cached != "":
         return cached
-    parent, _, name = folder.rpartition("/")
-    answer = _default_folder_class(parent) if parent else None
-    if answer is None:
-        answer = _default_place(name)
-    if len(_DEFAULT_FOLDER_MEMO) >= 100_000:
+    # Up to the nearest folder known (or the root), then down again: no recursion, so a
+    # folder 2,000 levels deep costs a loop, not a RecursionError.
+    chain = [folder]
+    parent = folder.rpartition("/")[0]
+    answer: str | None = None
+    while parent:
+        known = _DEFAULT_FOLDER_MEMO.get(parent, "")
+        if known != "":
+            answer = known
+            break
+        chain.append(parent)
+        parent = parent.rpartition("/")[0]
+    if len(_DEFAULT_FOLDER_MEMO) + len(chain) >= 100_000:
         _DEFAULT_FOLDER_MEMO.clear()
-    _DEFAULT_FOLDER_MEMO[folder] = answer
+    for step in reversed(chain):  # outermost first
+        if answer is None:
+            answer = _default_place(step.rpartition("/")[2])
+        _DEFAULT_FOLDER_MEMO[step] = answer
     return answer
 
 

@@ -24,6 +24,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tillage.core.paths import CONTROL_DIR
 from tillage.platform.folders import regular_files
 from tillage.platform.fs import TEMP_MARK, current_umask, pwrite_all, raise_if_disk_full
 
@@ -423,9 +424,11 @@ def _walk_folder(
     seen_inodes: dict[tuple[int, int], str],
     counts: dict[str, int],
     as_root: bool,
+    skip_workspaces: bool = False,
 ) -> None:
     """Lists one folder: regular files go to the workers in batches, subfolders onto the
-    walk's stack, symlinks are recreated here, other kinds are counted and left out."""
+    walk's stack (not one holding its own `.tillage/`, with `skip_workspaces`), symlinks are
+    recreated here, other kinds are counted and left out."""
     batch: list[tuple[str, os.stat_result]] = []
     with os.scandir(folder.src) as it:
         entries = list(it)
@@ -451,6 +454,8 @@ def _walk_folder(
                 submit(folder, batch)
                 batch = []
         elif kind == stat.S_IFDIR:
+            if skip_workspaces and _holds_control_dir(folder.src, entry.name):
+                continue
             folder.hold()
             stack.append((folder, entry.name, rel))
         elif kind == stat.S_IFLNK:
@@ -475,6 +480,14 @@ def _walk_folder(
             counts["special"] += 1
     if batch:
         submit(folder, batch)
+
+
+def _holds_control_dir(dir_fd: int, name: str) -> bool:
+    try:
+        st = os.stat(f"{name}/{CONTROL_DIR}", dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode)
 
 
 def _make_hardlinks(top: int, links: list[tuple[str, str]]) -> None:
@@ -509,6 +522,7 @@ def copy_tree(
     driver: str | None = None,
     threads: int = 2,
     on_file: FileFacts | None = None,
+    skip_workspaces: bool = False,
 ) -> CopyStats:
     """Copies the folder `src` to the new folder `dst` (which must not exist; its parent
     must), byte-exact: modes, mtimes (ns), user xattrs, symlinks as symlinks, hard links kept
@@ -519,7 +533,8 @@ def copy_tree(
     cannot copy falls back to the next one. `on_file(rel, before, after, copy)` is called from
     a worker thread for every copied regular file with its stat facts before and after the
     copy and those of the copy: equal facts mean the file did not change while copied.
-    `threads` 0 copies on the walking thread itself.
+    `threads` 0 copies on the walking thread itself. `skip_workspaces` leaves out every
+    subfolder that holds its own `.tillage/` folder: a workspace nested in the one copied.
     """
     if driver is None:
         driver = probe(src, dst.parent)
@@ -568,7 +583,17 @@ def copy_tree(
         folder: _Dir | None = root
         while folder is not None:
             try:
-                _walk_folder(folder, skip, submit, stack, links, seen_inodes, counts, as_root)
+                _walk_folder(
+                    folder,
+                    skip,
+                    submit,
+                    stack,
+                    links,
+                    seen_inodes,
+                    counts,
+                    as_root,
+                    skip_workspaces,
+                )
             finally:
                 folder.drop()
             folder = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import errno
 import fcntl
 import functools
 import os
@@ -20,9 +21,51 @@ from tillage.core.paths import CONTROL_DIR
 from tillage.platform.fs import TEMP_MARK, open_subdir_nofollow
 
 
-def remove_tree(parent_fd: int, name: str) -> None:
+def remove_tree(parent_fd: int, name: str, *, spare: Callable[[int], bool] | None = None) -> bool:
     """Removes the folder `name` below `parent_fd` and everything in it, lending write
-    permission to read-only folders inside it the way `rm -rf` by their owner would."""
+    permission to read-only folders inside it the way `rm -rf` by their owner would. A walk
+    with an explicit stack: any depth the kernel allows (a path of 4,096 bytes holds ~2,000
+    folders), with one descriptor open per level. `spare(fd)` True for a subfolder leaves it
+    and everything in it (and so the folders above it) in place; returns whether the whole
+    folder went."""
+    whole = True
+    # (parent fd, name, fd, remaining children); the bottom entry's parent is the caller's.
+    stack: list[tuple[int, str, int, list[tuple[str, bool]]]] = []
+    try:
+        stack.append((parent_fd, name, *_open_for_removal(parent_fd, name)))
+        while stack:
+            parent, current, fd, children = stack[-1]
+            if children:
+                child, is_dir = children.pop()
+                if not is_dir:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(child, dir_fd=fd)
+                    continue
+                try:
+                    child_fd, grandchildren = _open_for_removal(fd, child)
+                except FileNotFoundError:
+                    continue
+                if spare is not None and spare(child_fd):
+                    os.close(child_fd)
+                    whole = False
+                    continue
+                stack.append((fd, child, child_fd, grandchildren))
+                continue
+            stack.pop()
+            os.close(fd)
+            try:
+                os.rmdir(current, dir_fd=parent)
+            except OSError as exc:
+                if spare is None or exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                whole = False  # it holds a spared folder
+    finally:
+        for _parent, _name, fd, _children in stack:
+            os.close(fd)
+    return whole
+
+
+def _open_for_removal(parent_fd: int, name: str) -> tuple[int, list[tuple[str, bool]]]:
     fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
     try:
         mode = stat.S_IMODE(os.fstat(fd).st_mode)
@@ -31,15 +74,10 @@ def remove_tree(parent_fd: int, name: str) -> None:
                 os.fchmod(fd, mode | 0o700)
         with os.scandir(fd) as entries:
             children = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
-        for child, is_dir in children:
-            if is_dir:
-                remove_tree(fd, child)
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(child, dir_fd=fd)
-    finally:
+    except BaseException:
         os.close(fd)
-    os.rmdir(name, dir_fd=parent_fd)
+        raise
+    return fd, children
 
 
 def remove_folder(path: Path, *, durable: bool = False) -> None:
@@ -96,7 +134,8 @@ def regular_files(
 
 def remove_temp_files(root: Path) -> None:
     """Removes the temporary siblings (TEMP_MARK) an interrupted writer left anywhere below
-    `root`, but inside its `.tillage/`; a symlinked folder is never entered."""
+    `root`, but inside its `.tillage/` and inside a workspace nested in it (a folder with its
+    own `.tillage/`: its writers may be running); a symlinked folder is never entered."""
     try:
         top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
@@ -111,7 +150,11 @@ def remove_temp_files(root: Path) -> None:
                         continue
                     if item.is_dir(follow_symlinks=False):
                         with contextlib.suppress(OSError):
-                            pending.append(open_subdir_nofollow(fd, item.name, create=False))
+                            sub = open_subdir_nofollow(fd, item.name, create=False)
+                            if _holds_control_dir(sub):  # a nested workspace: its own files
+                                os.close(sub)
+                            else:
+                                pending.append(sub)
                     elif TEMP_MARK in item.name:
                         with contextlib.suppress(FileNotFoundError):
                             os.unlink(item.name, dir_fd=fd)
@@ -119,6 +162,13 @@ def remove_temp_files(root: Path) -> None:
             pass
         finally:
             os.close(fd)
+
+
+def _holds_control_dir(fd: int) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(CONTROL_DIR, dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 @functools.cache

@@ -62,7 +62,7 @@ def serve_stdio(root: str) -> int:
 
 def serve(in_fd: int, out_fd: int, root: str) -> int:
     """Answers frames read from `in_fd` on `out_fd` from a directory remote at `root`
-    (created at the handshake if missing) until the client closes its end: 0 then, 1 when
+    (made by the first write that needs it) until the client closes its end: 0 then, 1 when
     the stream broke."""
     channel = Channel(in_fd, out_fd)
     remote: Remote | None = None
@@ -99,7 +99,8 @@ def serve(in_fd: int, out_fd: int, root: str) -> int:
 
 
 def _hello(header: Header, root: str) -> tuple[Remote | None, Reply]:
-    """The handshake: the same protocol version, then the remote opened (its folder made)."""
+    """The handshake: the same protocol version, then the remote opened (its folder is
+    made by the first write, never here)."""
     version = header.get("version")
     if version != PROTOCOL_VERSION:
         message = (
@@ -110,7 +111,9 @@ def _hello(header: Header, root: str) -> tuple[Remote | None, Reply]:
     try:
         from tillage.remote.directory import DirectoryRemote
 
-        os.makedirs(root, mode=0o700, exist_ok=True)
+        # Nothing is made here: the folder comes with the first write (a new remote's key
+        # check, by `remote add` or a first push), so a clone, pull or probe of a mistyped
+        # path finds no remote there and leaves the far side as it was.
         remote: Remote = DirectoryRemote(root, url=root)
     except Exception as exc:  # a folder it cannot make or open: told to the client
         return None, _failure(exc, f"cannot open {root} on the far side")

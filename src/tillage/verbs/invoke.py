@@ -68,6 +68,7 @@ def resolve_context(verb: Verb[Any, Any], settings: Settings, store: Any = None)
     if verb.contract.scope is Scope.WORKSPACE:
         from tillage.workspace.recovery import open_workspace
 
+        finish_clones(settings.home, store)  # before the lookup: it may be that folder's
         ctx.workspace = open_workspace(settings.home, settings.folder, settings.user_home, store)
         finish_forks(ctx.workspace.store)
     return ctx
@@ -89,6 +90,29 @@ def finish_forks(store: Any) -> None:
         from tillage.features.forks.fork import finish_pending_anywhere
 
         finish_pending_anywhere(store)
+
+
+def finish_clones(home: Path, store: Any = None) -> None:
+    """A killed clone is finished (committed) or undone by the next command of any kind
+    (features/sync/pending.py): one listing of the store's intents, the store opened and the
+    sync feature loaded only when one of them is a clone's."""
+    import os
+
+    try:
+        names = os.listdir(home / "intents")
+    except OSError:
+        return
+    if not any(n.startswith("clone-") for n in names):
+        return
+    from tillage.features.sync.pending import finish_clones as finish
+    from tillage.store.store import Store
+
+    if store is not None:
+        if not store.read_only:
+            finish(store)
+        return
+    with Store.open(home) as opened:
+        finish(opened)
 
 
 def invoke(

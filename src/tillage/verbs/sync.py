@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from tillage.crypto import BadKeyError
 from tillage.crypto.errors import KeyFileMissingError, KeyFileTakenError, KeyFileUnsafeError
-from tillage.errors import BusyError, IntegrityError, InvalidArgumentError
+from tillage.errors import BusyError, ConflictError, IntegrityError, InvalidArgumentError
 from tillage.features.sync.errors import (
     LeaseDamagedError,
     LeaseExpiredError,
@@ -30,6 +30,7 @@ from tillage.remote.errors import BadRemoteUrlError, RemoteProtocolError, Remote
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import SnapshotInfo, snapshot_info
+from tillage.workspace.errors import RefusedRootError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -435,7 +436,7 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
     _check_ref(req.ref)
     key = required_key(ctx, req.key, req.key_file, "a clone").key
     s = ctx.settings
-    ws, head = clone_remote(
+    ws, head, url = clone_remote(
         home=s.home,
         user_home=s.user_home,
         folder=s.folder,
@@ -448,7 +449,7 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
         accept_rollback=req.accept_rollback,
     )
     ctx.workspace = ws  # the invocation's after-write step follows it
-    return CloneResult(str(ws.root), snapshot_info(head), req.url, req.ref)
+    return CloneResult(str(ws.root), snapshot_info(head), url, req.ref)
 
 
 # -- work ---------------------------------------------------------------------------------------
@@ -674,10 +675,16 @@ VERBS: tuple[Verb[Any, Any], ...] = (
                 RefMissingError,
                 RollbackError,
                 InvalidArgumentError,
+                ConflictError,
+                BusyError,
+                RefusedRootError,
             ),
-            doc="Make a new folder holding a remote ref's exact state, attached and with the "
-            "remote added as origin (the key from --key-file, TILLAGE_RECOVERY_KEY_FILE, "
-            "TILLAGE_RECOVERY_KEY or --key, else asked for at a terminal).",
+            doc="Make a new folder holding a remote ref's exact state, attached as a workspace "
+            "of its own (nested, when inside another: the outer one is not touched) and with "
+            "the remote added as origin (the key from --key-file, TILLAGE_RECOVERY_KEY_FILE, "
+            "TILLAGE_RECOVERY_KEY or --key, else asked for at a terminal). It completes or "
+            "leaves nothing: a killed clone is finished or undone by the next command, and a "
+            "retry works.",
         ),
         clone,
     ),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tillage.errors import BusyError, InvalidArgumentError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
-from tillage.verbs.invoke import Context
+from tillage.verbs.invoke import Context, finish_clones
 from tillage.verbs.views import PolicyProblemInfo, SnapshotInfo, policy_problems, snapshot_info
 from tillage.workspace.errors import (
     FolderMissingError,
@@ -73,6 +73,7 @@ def watch(ctx: Context, req: WatchRequest) -> WatchResult:
             "--foreground runs the watcher in the calling process, which this door cannot do",
             next_step="run `till watch --foreground` in a terminal, or `till watch`",
         )
+    finish_clones(ctx.settings.home)  # a killed clone of this very folder is finished first
     found = attach(ctx.settings.home, ctx.settings.folder, ctx.settings.user_home)
     ws = ctx.workspace = found.workspace  # the invocation's after-write step follows it
     if req.foreground:

@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import select
+import stat
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -128,6 +129,15 @@ class FolderWatcher:
             return True
         return self.policy.excludes(rel, is_dir)
 
+    def _nested(self, rel: str) -> bool:
+        """Tells whether folder `rel` is another workspace nested in this one (its own
+        `.tillage/`, workspace/nested.py): its events are not this workspace's."""
+        try:
+            st = os.lstat(self._abs(rel) / CONTROL_DIR)
+        except OSError:
+            return False
+        return stat.S_ISDIR(st.st_mode)
+
     def _add(self, rel: str) -> bool:
         """Adds a watch on folder `rel`; False when it is gone or unreadable."""
         if (
@@ -165,6 +175,8 @@ class FolderWatcher:
         stack = [rel]
         while stack:
             current = stack.pop()
+            if current and self._nested(current):
+                continue  # another workspace: not watched from here
             try:
                 if not self._add(current):
                     continue
@@ -315,6 +327,13 @@ class FolderWatcher:
                 is_dir = bool(mask & IN_ISDIR)
                 if folder == "" and name == POLICY_FILE:
                     reload = True
+                if folder and name == CONTROL_DIR and is_dir and mask & (IN_CREATE | IN_MOVED_TO):
+                    # The folder became a workspace of its own (a clone, `till watch` in it):
+                    # no longer watched here; its parent is listed again, which leaves it out.
+                    self._drop_tree(folder)
+                    parent, _, child = folder.rpartition("/")
+                    self.on_change(parent, child)
+                    continue
                 if self._excluded(rel, is_dir):
                     continue
                 self.on_change(folder, name)

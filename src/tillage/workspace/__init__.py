@@ -17,6 +17,7 @@ __all__ = [
     "journal",  # landing a change crash-safely, finishing an interrupted one
     "locks",  # the workspace lock, the store's shared maintenance lock
     "materialize",  # a snapshot written into a fresh folder, or made in one in place
+    "nested",  # a workspace inside another: where the outer's seals stop
     "pathindex",  # the stat facts a delta seal trusts
     "policy",  # `.tillagepolicy`
     "recovery",  # open_workspace: find, then finish what a crash left

@@ -166,7 +166,7 @@ def attach(home: Path, folder: Path, home_dir: Path | None) -> Attachment:
     store = Store.open(home)
     # One attach per folder at a time, across processes and threads: two at once would each
     # find nothing and publish two workspaces for one folder.
-    with file_lock(_attach_lock(store, root), what="this folder's attachment"):
+    with file_lock(attach_lock(store, root), what="this folder's attachment"):
         found = _find(store, root)
         if found is not None:
             return Attachment(found, new=False, resumed=False)
@@ -179,7 +179,9 @@ def attach(home: Path, folder: Path, home_dir: Path | None) -> Attachment:
     )
 
 
-def _attach_lock(store: Store, root: Path) -> Path:
+def attach_lock(store: Store, root: Path) -> Path:
+    """The lock file that serialises attaching the folder `root` (held by attach, and by a
+    clone while it puts its folder in place and attaches it)."""
     import hashlib
 
     digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:24]

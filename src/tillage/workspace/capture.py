@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from tillage.core.models import (
     FidelityNote,
     is_hole,
 )
+from tillage.core.nesting import run_nested
 from tillage.core.paths import CONTROL_DIR, fs_decode, fs_encode, join
 from tillage.core.progress import Progress, ProgressFn
 from tillage.errors import TillageError
@@ -41,9 +42,12 @@ from tillage.store.store import ObjectWriter, Store
 from tillage.workspace.content import (
     maybe_sparse,
     read_up_to,
+    sidecar_facts,
     store_content,
     store_sqlite_image,
+    user_xattrs,
 )
+from tillage.workspace.nested import holds_control_dir
 from tillage.workspace.pathindex import (
     FACTS,
     FOLDER_FACTS,
@@ -134,6 +138,22 @@ _CONTENT_KINDS = {int(k): k for k in ContentKind}
 _FLAGS = {int(f): f for f in (EntryFlag.NONE, EntryFlag.SQLITE_IMAGE)}
 # (st_dev, st_ino) -> the first name of a multiply linked file in this walk, and its row.
 _Links = dict[tuple[int, int], tuple[str, "Row"]]
+
+
+@dataclass(frozen=True)
+class _Descend:
+    """A folder's capture asking the walk for the tree of its open subfolder."""
+
+    path: str
+    fd: int
+    abs_path: str
+
+
+# One folder's capture: yields the subfolders it needs walked, is sent their trees, and
+# returns its own tree ID.
+_Capturing = Generator[_Descend, bytes | None, bytes]
+# A subfolder's entry, the same way.
+_Stepping = Generator[_Descend, bytes | None, "Entry | None"]
 
 
 class _NewLinkError(Exception):
@@ -231,7 +251,7 @@ class Walker:
             known = self.prior.folders.get("")
             ident = (st.st_ino, st.st_dev)
             self.vouched = self.visit is not None and known is not None and known[-2:] == ident
-            self.result.root = self._directory("", fd, root)
+            self.result.root = self._walk_tree("", fd, root)
         finally:
             os.close(fd)
         self.result.folders[""] = (
@@ -277,12 +297,22 @@ class Walker:
         result.notes.extend(FidelityNote(p, r) for p, r in prior.notes if under(p))
         result.links.update(p for p in prior.links if under(p))
 
-    def _directory(self, rel: str, fd: int, abs_dir: str) -> bytes:
-        """Captures the open folder `fd`; only the descriptors of the folders above it are open
-        meanwhile, so memory and descriptors grow with depth, not with the tree."""
+    def _walk_tree(self, rel: str, fd: int, abs_dir: str) -> bytes:
+        """Captures the open folder `fd` and everything below it without recursion (any depth
+        the kernel allows): a folder's capture yields a `_Descend` for each subfolder."""
+        return run_nested(
+            self._directory(rel, fd, abs_dir),
+            lambda down: self._directory(down.path, down.fd, down.abs_path),
+        )
+
+    def _directory(self, rel: str, fd: int, abs_dir: str) -> _Capturing:
+        """Captures the open folder `fd` (a step of _walk_tree); only the descriptors of the
+        folders above it are open meanwhile, so memory and descriptors grow with depth, not
+        with the tree."""
         kept = self._unchanged_entries(rel)
         if kept is not None:
-            return self._tree(rel, self._partial(rel, fd, abs_dir, *kept))
+            partial = yield from self._partial(rel, fd, abs_dir, *kept)
+            return self._tree(rel, partial)
         self.result.listed += 1
         try:
             with os.scandir(fd) as it:
@@ -296,7 +326,8 @@ class Walker:
         for name in names:
             if name in sidecars:
                 continue
-            entry = self._entry(rel, fd, abs_dir, name, sidecars)
+            found = self._entry(rel, fd, abs_dir, name, sidecars)
+            entry = found if found is None or isinstance(found, Entry) else (yield from found)
             if entry is not None:
                 entries.append(entry)
                 if entry.flags and entry.flags & EntryFlag.SQLITE_IMAGE:
@@ -304,7 +335,8 @@ class Walker:
         for name in sorted(sidecars):
             if sidecar_base(name) in databases:
                 continue  # folded into the database's consistent image
-            entry = self._entry(rel, fd, abs_dir, name, set())
+            found = self._entry(rel, fd, abs_dir, name, set())
+            entry = found if found is None or isinstance(found, Entry) else (yield from found)
             if entry is not None:
                 entries.append(entry)
         return self._tree(rel, entries)
@@ -355,14 +387,15 @@ class Walker:
 
     def _partial(
         self, rel: str, fd: int, abs_dir: str, kept: list[tuple[str, Entry]], check: set[str]
-    ) -> list[Entry]:
+    ) -> Generator[_Descend, bytes | None, list[Entry]]:
         """The folder's entries: the unchanged ones as stored, the told names looked at again."""
         entries: list[Entry] = []
         for name, entry in kept:
             self._keep(join(rel, name), entry)
             entries.append(entry)
         for name in sorted(check):
-            fresh = self._entry(rel, fd, abs_dir, name, set())
+            found = self._entry(rel, fd, abs_dir, name, set())
+            fresh = found if found is None or isinstance(found, Entry) else (yield from found)
             if fresh is not None:
                 entries.append(fresh)
         return entries
@@ -414,7 +447,9 @@ class Walker:
 
     def _entry(
         self, rel: str, dir_fd: int, abs_dir: str, name: str, sidecars: set[str]
-    ) -> Entry | None:
+    ) -> Entry | _Stepping | None:
+        """The entry of `name`; for a folder, the step (a generator) that captures it, which
+        the caller runs with `yield from` (a file costs no generator)."""
         path = join(rel, name)
         if not rel and name == CONTROL_DIR:
             return None
@@ -433,8 +468,8 @@ class Walker:
         if is_dir and abs_path in self.skip_dirs:
             return None
         if is_dir:
-            entry = self._subdirectory(path, dir_fd, abs_path, name, st, perm)
-        elif stat.S_ISLNK(mode):
+            return self._subdirectory(path, dir_fd, abs_path, name, st, perm)
+        if stat.S_ISLNK(mode):
             try:
                 target = os.readlink(fs_encode(name), dir_fd=dir_fd)
             except FileNotFoundError:
@@ -455,7 +490,7 @@ class Walker:
             )
         elif stat.S_ISREG(mode):
             has_sidecars = any(name + suffix in sidecars for suffix in SIDECAR_SUFFIXES)
-            aux = _sidecar_facts(dir_fd, name) if has_sidecars else ""
+            aux = sidecar_facts(dir_fd, name) if has_sidecars else ""
             entry = self._file(path, dir_fd, abs_path, name, st, perm, aux)
         else:
             self._note(path, "special file (FIFO, socket or device) is not captured")
@@ -475,7 +510,15 @@ class Walker:
 
     def _subdirectory(
         self, path: str, dir_fd: int, abs_path: str, name: str, st: os.stat_result, perm: int
-    ) -> Entry | None:
+    ) -> _Stepping:
+        entry = yield from self._folder(path, dir_fd, abs_path, name, st, perm)
+        if self.result.manifest is not None and entry is not None:
+            self.result.manifest[path] = entry
+        return entry
+
+    def _folder(
+        self, path: str, dir_fd: int, abs_path: str, name: str, st: os.stat_result, perm: int
+    ) -> _Stepping:
         facts = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
         known = self.prior.folders.get(path) if self.vouched else None
         listed = self.visit is not None and path in self.visit
@@ -500,12 +543,18 @@ class Walker:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 return None  # replaced by a link or a file since the stat: seen next time
             self._note(path, f"directory unreadable: {exc.strerror}")
-            xattrs = _user_xattrs(f"/proc/self/fd/{dir_fd}/{name}")
+            xattrs = user_xattrs(f"/proc/self/fd/{dir_fd}/{name}")
             tid = self._tree(path, [])
         else:
+            if holds_control_dir(fd):  # another workspace nested in this one: not ours
+                os.close(fd)
+                self.vouched = outer
+                return None
             try:
-                xattrs = _user_xattrs(fd)
-                tid = self._directory(path, fd, abs_path)
+                xattrs = user_xattrs(fd)
+                sent = yield _Descend(path, fd, abs_path)
+                assert sent is not None  # the subfolder's tree
+                tid = sent
             finally:
                 os.close(fd)
                 self.vouched = outer
@@ -665,7 +714,7 @@ class Walker:
                     )
                     flags = 0
                 after = os.fstat(fd)
-                xattrs = _user_xattrs(fd)
+                xattrs = user_xattrs(fd)
             except OSError as exc:
                 if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                     raise
@@ -746,32 +795,3 @@ def settled(written: Mapping[str, Row]) -> dict[str, Row]:
         path: (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
         for path, row in written.items()
     }
-
-
-def _user_xattrs(target: str | int) -> tuple[tuple[bytes, bytes], ...]:
-    """The `user.*` extended attributes of a path (never followed) or an open file."""
-    follow = isinstance(target, int)  # an fd is the file itself; a path must not be followed
-    try:
-        names = os.listxattr(target, follow_symlinks=follow)
-    except OSError:
-        return ()
-    out = []
-    for key in names:
-        if key.startswith("user."):
-            try:
-                out.append((key.encode(), os.getxattr(target, key, follow_symlinks=follow)))
-            except OSError:
-                continue
-    return tuple(sorted(out))
-
-
-def _sidecar_facts(dir_fd: int, name: str) -> str:
-    """Facts of a file's SQLite sidecars, so a change only to `db-wal` re-reads `db`."""
-    facts = []
-    for suffix in SIDECAR_SUFFIXES[:1] + SIDECAR_SUFFIXES[2:]:
-        try:
-            st = os.stat(name + suffix, dir_fd=dir_fd, follow_symlinks=False)
-        except OSError:
-            continue
-        facts.append(f"{suffix}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}")
-    return ";".join(facts)

@@ -18,6 +18,7 @@ from tillage.core.models import (
     ContentKind,
 )
 from tillage.store.store import ObjectWriter
+from tillage.workspace.sqlite_image import SIDECAR_SUFFIXES
 
 # A file modified this close to the start of a capture may change again within the file
 # system's timestamp granularity without its facts changing: it is re-read next time. Linux
@@ -243,3 +244,32 @@ def sqlite_image_id(db_path: Path, tmp_dir: Path) -> tuple[bytes, int] | None:
     finally:
         os.close(fd)
     return content, size
+
+
+def user_xattrs(target: str | int) -> tuple[tuple[bytes, bytes], ...]:
+    """The `user.*` extended attributes of a path (never followed) or an open file."""
+    follow = isinstance(target, int)  # an fd is the file itself; a path must not be followed
+    try:
+        names = os.listxattr(target, follow_symlinks=follow)
+    except OSError:
+        return ()
+    out = []
+    for key in names:
+        if key.startswith("user."):
+            try:
+                out.append((key.encode(), os.getxattr(target, key, follow_symlinks=follow)))
+            except OSError:
+                continue
+    return tuple(sorted(out))
+
+
+def sidecar_facts(dir_fd: int, name: str) -> str:
+    """Facts of a file's SQLite sidecars, so a change only to `db-wal` re-reads `db`."""
+    facts = []
+    for suffix in SIDECAR_SUFFIXES[:1] + SIDECAR_SUFFIXES[2:]:
+        try:
+            st = os.stat(name + suffix, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            continue
+        facts.append(f"{suffix}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}")
+    return ";".join(facts)

@@ -22,6 +22,7 @@ from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import Walker, settled
 from tillage.workspace.journal.applier import Applier
 from tillage.workspace.locks import using_store
+from tillage.workspace.nested import inside_control_dir
 from tillage.workspace.pathindex import PathIndex, Row, stat_facts
 from tillage.workspace.policy import Policy
 from tillage.workspace.sqlite_image import SIDECAR_SUFFIXES
@@ -46,6 +47,8 @@ def materialize(
 def _materialize(store: Store, snapshot: SnapshotRow, dest: Path, durable: bool) -> dict[str, Row]:
     os.mkdir(dest, FOLDER_MODE)
     want = flatten(store, bytes.fromhex(snapshot.tree))
+    # An inner workspace's pointer an old seal captured is never put back (nested.py).
+    want = {p: e for p, e in want.items() if not inside_control_dir(p)}
     planned = plan_actions({}, want, None)
     applier = Applier(Workspace("materialize", dest, store), {})
     applier.stage(planned.actions)

@@ -27,6 +27,7 @@ from tillage.workspace.attach import Workspace
 from tillage.workspace.errors import FolderMovedError
 from tillage.workspace.journal.landing import land, moved_since, remove_staging
 from tillage.workspace.locks import using_store, workspace_lock
+from tillage.workspace.nested import outside_nested
 from tillage.workspace.policy import outside_policy, snapshot_policy
 from tillage.workspace.seal import SealOptions, scan_live, seal_locked
 from tillage.workspace.thinned import Missing, spare_missing
@@ -64,6 +65,7 @@ def preview(ws: Workspace, target: SnapshotRow, scopes: list[str] | None) -> Rew
     live = scan_live(ws, scopes=scopes).manifest or {}
     want = flatten(ws.store, bytes.fromhex(target.tree), scopes)
     live = outside_policy(live, snapshot_policy(ws.store, want))
+    want = outside_nested(ws.root, ws.store, want)  # another workspace's: never touched
     want, missing = spare_missing(ws.store, target.id, live, want)
     planned = plan_actions(live, want, scopes)
     return RewindOutcome(
@@ -118,6 +120,7 @@ def apply_sealed(
     want = flatten(ws.store, bytes.fromhex(target.tree), scopes)
     # What the target's own policy excluded, it knows nothing about: leave it alone.
     current = outside_policy(current, snapshot_policy(ws.store, want))
+    want = outside_nested(ws.root, ws.store, want)  # another workspace's: never touched
     # Paths whose bytes a gc dropped keep their live copy (and are told, not failed on).
     want, missing = spare_missing(ws.store, target.id, current, want)
     planned = plan_actions(current, want, scopes)

@@ -30,6 +30,7 @@ from tillage.workspace import pathindex, watchstate
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import Capture, Walker
 from tillage.workspace.locks import workspace_lock
+from tillage.workspace.nested import catalog_roots
 from tillage.workspace.policy import POLICY_FILE, Policy
 
 
@@ -58,9 +59,14 @@ class Sealed:
 
 
 def _store_dirs(ws: Workspace) -> frozenset[str]:
-    """The store's folder, when it lies inside the workspace (it must never seal itself)."""
+    """The folders never captured: the store's, when it lies inside the workspace (it must
+    never seal itself), and those of the workspaces nested in it (nested.py; a nested one
+    whose pointer is gone is known by the catalog, one with its `.tillage/` by the walk)."""
     home = ws.store.home.resolve()
-    return frozenset({str(home)}) if ws.root in home.parents else frozenset()
+    skipped = {str(ws.root / rel) for rel in catalog_roots(ws.store, ws.root)}
+    if ws.root in home.parents:
+        skipped.add(str(home))
+    return frozenset(skipped)
 
 
 def _policy(root: Path) -> tuple[Policy, bytes]:

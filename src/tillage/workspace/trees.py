@@ -4,12 +4,13 @@ process-wide cache of decoded trees a seal reuses."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 
 from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.ids import tree_id
 from tillage.core.models import ChunkRef, ContentKind, Entry, EntryKind, is_hole
+from tillage.core.nesting import run_nested
 from tillage.core.paths import covers, fs_decode, join
 from tillage.store.store import ObjectWriter, Store
 
@@ -132,12 +133,15 @@ def write_manifest(writer: ObjectWriter, manifest: dict[str, Entry]) -> bytes:
         parent = path.rsplit("/", 1)[0] if "/" in path else ""
         children[parent].append(path)
 
-    def build(dir_path: str) -> bytes:
+    # Each folder yields its subfolders' paths and is sent their trees, on an explicit stack
+    # (core/nesting.py): any depth.
+    def build(dir_path: str) -> Generator[str, bytes | None, bytes]:
         entries = []
         for path in children.get(dir_path, []):
             entry = manifest[path]
             if entry.kind is EntryKind.DIR:
-                sub = build(path)
+                sub = yield path
+                assert sub is not None  # the subfolder's tree
                 entry = Entry(
                     entry.name,
                     entry.kind,
@@ -155,7 +159,7 @@ def write_manifest(writer: ObjectWriter, manifest: dict[str, Entry]) -> bytes:
         writer.put(Kind.TREE, tid, encoded)
         return tid
 
-    return build("")
+    return run_nested(build(""), build)
 
 
 def check_file(store: Store, entry: Entry) -> None:

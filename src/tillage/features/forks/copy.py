@@ -19,7 +19,7 @@ from tillage.platform import clock
 from tillage.platform.clone import CopyStats, copy_tree, probe
 from tillage.store.rows import SnapshotRow
 from tillage.store.store import Store
-from tillage.workspace import pathindex
+from tillage.workspace import nested, pathindex
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import is_racy
 from tillage.workspace.materialize import apply_to_copy
@@ -38,10 +38,12 @@ def _store_rel(ws: Workspace) -> str | None:
 
 def copy_skip(ws: Workspace) -> Callable[[str], bool]:
     """What a fork's copy leaves out: the workspace's `.tillage/` (the fork gets its own
-    pointer) and the store's folder when it lies inside the workspace."""
+    pointer), the store's folder when it lies inside the workspace, and the workspaces nested
+    in it (workspace/nested.py: another workspace, which a fork of this one does not copy)."""
     store_rel = _store_rel(ws)
 
     skipped = {CONTROL_DIR} if store_rel is None else {CONTROL_DIR, store_rel}
+    skipped |= nested.catalog_roots(ws.store, ws.root)
 
     def skip(rel: str) -> bool:
         return rel in skipped
@@ -87,7 +89,13 @@ def copy_live(ws: Workspace, staging: Path, seeder: Seeder) -> CopyStats:
     # and 0.52 s with two).
     threads = 0 if driver == "reflink" else 2
     return copy_tree(
-        ws.root, staging, skip=copy_skip(ws), driver=driver, threads=threads, on_file=seeder
+        ws.root,
+        staging,
+        skip=copy_skip(ws),
+        driver=driver,
+        threads=threads,
+        on_file=seeder,
+        skip_workspaces=True,  # a workspace nested in it is another's (workspace/nested.py)
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import stat
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from tillage.core import codec
 from tillage.core.codec import Kind
 from tillage.core.ids import tree_id
 from tillage.core.models import ContentKind, Entry, EntryFlag, EntryKind
+from tillage.core.nesting import run_nested
 from tillage.core.paths import ancestors, fs_decode, join
 from tillage.core.progress import ProgressFn
 from tillage.core.rewind_plan import plan_actions
@@ -36,6 +37,9 @@ from tillage.workspace.content import sqlite_image_id
 from tillage.workspace.journal import landing as journal
 
 Land = Mapping[str, Entry | None]
+
+# A subfolder whose new tree rewrite_tree's build asks for: its path and its old tree.
+_Folder = tuple[str, bytes | None]
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,9 @@ def rewrite_tree(store: Store, writer: ObjectWriter, root: bytes, land: Land) ->
         if parent:
             touched.update((*ancestors(parent), parent))
 
-    def build(folder: str, tid: bytes | None) -> bytes:
+    # A folder's new tree, asking for each touched subfolder's by yielding it: run on an
+    # explicit stack (core/nesting.py), so a landed path ~2,000 folders deep is fine.
+    def build(folder: str, tid: bytes | None) -> Generator[_Folder, bytes | None, bytes]:
         entries: dict[str, Entry] = {}
         if tid is not None:
             entries = {fs_decode(e.name): e for e in codec.decode_tree(store.read(tid))}
@@ -85,15 +91,15 @@ def rewrite_tree(store: Store, writer: ObjectWriter, root: bytes, land: Land) ->
             child = join(folder, name)
             if entry.kind is EntryKind.DIR and child in touched:
                 inner = entry.content if entry.content_kind is ContentKind.TREE else None
-                entries[name] = replace(
-                    entry, content_kind=ContentKind.TREE, content=build(child, inner)
-                )
+                built = yield (child, inner)
+                assert built is not None  # the subfolder's new tree
+                entries[name] = replace(entry, content_kind=ContentKind.TREE, content=built)
         encoded = codec.encode_tree(list(entries.values()))
         new = tree_id(encoded)
         writer.put(Kind.TREE, new, encoded)
         return new
 
-    return build("", root)
+    return run_nested(build("", root), lambda down: build(*down))
 
 
 def manifests_for(

@@ -637,7 +637,7 @@ def run_check(
 
     with scratch_folder(ws.store, _scratch_parent(ws), f".{ws.root.name}.merge-check-") as holder:
         copy = holder / ws.root.name
-        copy_tree(ws.root, copy, skip=_left_out(ws))
+        copy_tree(ws.root, copy, skip=_left_out(ws), skip_workspaces=True)  # not a nested one
         if land:
             now, want = manifests_for(ours, land)
             apply_to_copy(ws, copy, now, want)

@@ -403,6 +403,36 @@ def _decide_and_land(
     )
 
 
+def land_clone(ws: Workspace, config: RemoteConfig, ref: str, incoming: str) -> SnapshotRow:
+    """A clone's first landing, made before its folder is attached (features/sync/clone.py
+    wrote the folder from `incoming` already): the incoming snapshot in the sync timeline, its
+    local twin (the incoming tree itself) as the workspace's first snapshot, and the sync fact.
+    No seal, no rewind."""
+    from tillage.workspace.locks import workspace_lock
+    from tillage.workspace.seal import SealOptions, publish_tree, snapshot_record
+
+    store = ws.store
+    _publish_incoming(store, ws, incoming, None)
+    target = store.snapshot(incoming)
+    assert target is not None
+    notes = list(snapshot_record(store, target.id).fidelity)
+    label = f"cloned {incoming[:12]} from {config.name}/{ref}"
+    options = SealOptions(trigger="sync", label=label, merged_from=target.id)
+    with workspace_lock(ws), store.writer() as writer:
+        landed = publish_tree(
+            store,
+            ws.id,
+            writer,
+            bytes.fromhex(target.tree),
+            target.files,
+            target.bytes,
+            notes,
+            options,
+        )
+    _record(store, ws, config, ref, incoming, landed.id)
+    return landed
+
+
 def _record(
     store: Store, ws: Workspace, config: RemoteConfig, ref: str, snapshot: str, local: str
 ) -> None:

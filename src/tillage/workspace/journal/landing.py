@@ -33,6 +33,7 @@ from tillage.workspace.capture import settled
 from tillage.workspace.errors import MergeStoppedError, RewindStoppedError
 from tillage.workspace.journal.applier import Applier
 from tillage.workspace.journal.intents import pre_trigger, remove_intent, write_intent
+from tillage.workspace.nested import spare_nested
 from tillage.workspace.pathindex import Row
 from tillage.workspace.policy import outside_policy, snapshot_policy
 from tillage.workspace.seal import SealOptions, seal_locked
@@ -73,6 +74,8 @@ def land(
     are durable and before the intent is removed.
     """
     op, undo = str(intent.get("op") or "rewind"), str(intent.get("undo", ""))
+    # A workspace nested in this one is another's: nothing of it is touched (nested.py).
+    actions = spare_nested(ws.root, ws.store, actions)
     applier = Applier(ws, current, on_progress)
     applier.stage(actions)  # a damaged store fails here, the folder untouched
     write_intent(ws, intent)
