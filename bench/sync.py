@@ -77,6 +77,8 @@ from sync_report import report
 from sync_s3 import S3Site, start_s3
 from sync_sshd import Sshd, start_sshd, this_till
 
+# The files this bench runs (its commit is the last one that touched any of them).
+BENCH_FILES = ("bench/sync*.py", "bench/s3_proxy.py", "bench/measure.py", "bench/workload.py")
 GROUPS = {
     "all": (*LANES, "follow"),
     "dir": ("tillage-dir", "rsync-local", "restic-dir"),
@@ -273,8 +275,8 @@ def versions(at: str | None) -> dict[str, str]:
     dirty = " (its src/ has uncommitted changes, which ran)" if changed else ""
     return {
         "tillage": Tillage.version(),
-        "commit": (git("log", "-1", "--format=%h", "--", "bench/sync.py") or "unknown")
-        + (" (modified)" if git("status", "--porcelain", "bench/sync.py") else "")
+        "commit": (git("log", "-1", "--format=%h", "--", *BENCH_FILES) or "unknown")
+        + (" (modified)" if git("status", "--porcelain", "--", *BENCH_FILES) else "")
         + dirty,
         "tillage_commit": at or "the working tree",
         "tillage_source": source,
