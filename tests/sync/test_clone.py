@@ -174,6 +174,19 @@ def test_a_clone_into_a_control_folder_is_refused(tmp_path: Path, user_home: Pat
     assert sorted(os.listdir(till.cwd / ".tillage")) == before
 
 
+def test_a_clone_through_a_symlinked_dest_is_refused_and_says_why(
+    tmp_path: Path, user_home: Path
+) -> None:
+    remote, key = _pushed(tmp_path, user_home)
+    (tmp_path / "elsewhere").mkdir()
+    (user_home / "link").symlink_to(tmp_path / "elsewhere")
+    till = Till(tmp_path / "home-b", user_home, user_home)
+    run = till("--json", "clone", str(remote), "link", "--key", key)
+    assert run.code == 1 and run.error["name"] == "invalid_argument", run.stdout
+    assert "is a symbolic link" in run.error["message"]
+    assert os.listdir(tmp_path / "elsewhere") == []  # nothing was written through it
+
+
 def test_a_clone_into_an_attached_empty_folder_is_refused(tmp_path: Path, user_home: Path) -> None:
     remote, key = _pushed(tmp_path, user_home)
     till = Till(tmp_path / "home-b", user_home, user_home / "empty")

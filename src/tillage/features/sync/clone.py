@@ -113,9 +113,10 @@ def destination(folder: Path, dest: str | None, url: str) -> Path:
         )
     if not missing:
         if ancestor.is_symlink() or not ancestor.is_dir():
+            what = "a symbolic link" if ancestor.is_symlink() else "not a folder"
             raise InvalidArgumentError(
-                f"{echo(str(target))} exists and is not a folder",
-                next_step="give an empty or new DEST",
+                f"{echo(str(target))} exists and is {what}",
+                next_step="give an empty or new DEST (a clone is never made through a link)",
             )
         return ancestor.resolve()
     return ancestor.resolve().joinpath(*reversed(missing))
