@@ -126,7 +126,7 @@ def test_point_near_joins_a_moment_to_the_restore_point_of_that_moment(
     later = ws.point_near(datetime.now(UTC) + timedelta(hours=1))
     assert later is not None and later.id == second.id
     assert ws.point_near(sealed_second.timestamp() + 0.000001).id == second.id  # type: ignore[union-attr]
-    naive = sealed_second.replace(tzinfo=None)
+    naive = sealed_second.astimezone().replace(tzinfo=None)  # local time, as Python reads it
     assert ws.point_near(naive).id == second.id  # type: ignore[union-attr]
 
 

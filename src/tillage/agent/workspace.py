@@ -91,9 +91,11 @@ class Workspace:
         return list(self._belt.run("timeline.list", limit=limit).snapshots)
 
     def point_near(self, when: datetime | float | str) -> Any | None:
-        """The newest snapshot sealed at or before `when` (a datetime, naive meaning UTC;
-        epoch seconds; or RFC 3339 text), or None when the timeline starts later: there is
-        no restore point from before tillage was watching, and the oldest one is not it.
+        """The newest snapshot sealed at or before `when`, or None when the timeline starts
+        later: there is no restore point from before tillage was watching, and the oldest one
+        is not it. `when` is a datetime (a naive one is local time, as Python's own
+        `datetime.timestamp()` reads it; an aware one as given), epoch seconds, or ISO 8601 /
+        RFC 3339 text (naive text is local time too; `Z` or an offset as given).
 
         This is the join between a conversation's rewind and a workspace restore: the two
         share no vocabulary, only the clock."""
@@ -197,15 +199,58 @@ def _paths(paths: list[str] | tuple[str, ...] | str | None) -> tuple[str, ...] |
 
 
 def _instant(when: Any) -> str:
-    """`when` as text the timeline's `before` reads: RFC 3339 UTC, or epoch seconds."""
+    """`when` as text the timeline's `before` reads: RFC 3339 UTC, or epoch seconds.
+
+    A naive time is local time, as Python reads one everywhere else (`timestamp()`,
+    `astimezone()`): a harness's `message.created_at` from `datetime.now()` names the moment it
+    was taken, whatever zone the machine is in (the command line's `--before` reads naive text
+    as UTC; this door speaks Python's convention, not the wire's)."""
     from datetime import UTC, datetime
 
     if isinstance(when, datetime):
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        return str(when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+        # astimezone() reads a naive datetime as local time (fold picks the hour a DST change
+        # repeats), exactly as timestamp() does.
+        return _utc(when).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     if isinstance(when, (int, float)) and not isinstance(when, bool):
         return repr(float(when))
     if isinstance(when, str):
-        return when
-    raise TypeError(f"point_near takes a datetime, epoch seconds or RFC 3339 text, not {when!r}")
+        return _text_instant(when)
+    raise TypeError(f"point_near takes a datetime, epoch seconds or ISO 8601 text, not {when!r}")
+
+
+def _text_instant(text: str) -> str:
+    """ISO 8601 text as `before` reads it: naive text (no `Z`, no offset) is local time and is
+    turned into UTC here, keeping every digit of its fraction (a time copied to the
+    nanosecond still finds the snapshot sealed then); anything else goes on as given, and
+    text that is no time is the verb's invalid_argument."""
+    import re
+    from datetime import datetime
+
+    stripped = text.strip()
+    try:
+        float(stripped)
+        return stripped  # epoch seconds
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(stripped)
+    except ValueError:
+        return text
+    if parsed.tzinfo is not None:
+        return stripped
+    utc = _utc(parsed).strftime("%Y-%m-%dT%H:%M:%S")
+    fraction = re.search(r"\d[.,](\d+)", stripped)
+    return f"{utc}.{fraction.group(1)[:9]}Z" if fraction else f"{utc}Z"
+
+
+def _utc(when: datetime) -> datetime:
+    """`when` in UTC (naive: local time); invalid_argument for one no clock can place (a year
+    1 midnight east of Greenwich is before the first instant a datetime can hold)."""
+    from datetime import UTC
+
+    try:
+        return when.astimezone(UTC)
+    except (OverflowError, ValueError, OSError) as exc:
+        from tillage.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"point_near: {when.isoformat()} is no time: {exc}") from exc
