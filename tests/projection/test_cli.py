@@ -196,7 +196,7 @@ def test_a_second_hydrate_keeps_ownership_of_an_entry_removed_since_so_an_edit_c
     assert "keep.md" not in table_rows(db, "art")
 
 
-def test_read_only_mounts_are_left_alone_and_files_outside_every_mount_are_orphans(
+def test_read_only_mounts_are_left_alone_and_files_outside_every_mount_are_never_orphans(
     till: Till, folder: Path, db: Path, tmp_path: Path
 ) -> None:
     docs = tmp_path / "docs"
@@ -213,19 +213,19 @@ def test_read_only_mounts_are_left_alone_and_files_outside_every_mount_are_orpha
     (folder / "stray.txt").write_text("outside\n")
     (folder / "art-old").mkdir()
     (folder / "art-old" / "x.md").write_text("not under art/\n")
+    (folder / "art" / "_scratch.md").write_text("a metadata name: no mount takes it\n")
 
     flushed = till.json("project", "flush")
     assert kinds(flushed) == {
         "art/notes.md": "unchanged",
         "art/a/b.txt": "unchanged",
         "art/keep.md": "unchanged",
-        "stray.txt": "orphan",
-        "art-old/x.md": "orphan",
-    }
+        "art/_scratch.md": "orphan",
+    }, "stray.txt and art-old/x.md are outside every mount: nothing a flush decides"
     assert files(docs) == {"guide/intro.md": "read me\n"}
     assert table_rows(db, "art") == {**ENTRIES, "_meta": "not a file"}
     human = till("project", "flush").stdout
-    assert "2 orphans" in human and "stray.txt" in human
+    assert "1 orphan" in human and "_scratch.md" in human and "stray.txt" not in human
 
 
 def test_a_folder_collection_works_both_ways(till: Till, folder: Path, tmp_path: Path) -> None:

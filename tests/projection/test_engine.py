@@ -79,18 +79,17 @@ def test_every_kind_of_flush_outcome() -> None:
     run(place.write("artifacts/same.md", "s2"))  # converged: the collection has it already
     art.set("same.md", "s2")
     run(place.write("reference/guide.md", "edited"))  # read-only: left alone, not reported
-    run(place.write("stray.txt", "?"))  # orphan
-    run(place.write("artifacts", "a file where the mount is"))  # orphan: the mount's root
+    run(place.write("stray.txt", "?"))  # outside every mount: never read, never reported
+    run(place.write("artifacts/_scratch.md", "?"))  # orphan: a metadata name no mount takes
     report = run(projection.flush())
     assert kinds(report) == {
-        "artifacts": "orphan",
+        "artifacts/_scratch.md": "orphan",
         "artifacts/both.md": "conflict",
         "artifacts/edit.md": "written",
         "artifacts/gone.md": "deleted",
         "artifacts/kept.md": "unchanged",
         "artifacts/new.md": "created",
         "artifacts/same.md": "converged",
-        "stray.txt": "orphan",
     }
     assert art.as_dict() == {
         "edit.md": "e2",

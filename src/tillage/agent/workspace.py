@@ -205,7 +205,7 @@ def _instant(when: Any) -> str:
     `astimezone()`): a harness's `message.created_at` from `datetime.now()` names the moment it
     was taken, whatever zone the machine is in (the command line's `--before` reads naive text
     as UTC; this door speaks Python's convention, not the wire's)."""
-    from datetime import UTC, datetime
+    from datetime import datetime
 
     if isinstance(when, datetime):
         # astimezone() reads a naive datetime as local time (fold picks the hour a DST change

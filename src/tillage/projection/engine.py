@@ -211,10 +211,15 @@ class Projection:
 
         Raises PlaceUnreadableError (and changes nothing) when the place cannot be listed;
         a collection's failure propagates as it is: that work did not reach the store."""
+        prefixes = self._listed_prefixes()
         try:
-            listed = set(await self.place.list([""]))
+            found = await self.place.list(prefixes) if prefixes else []
         except Exception as exc:
             raise PlaceUnreadableError(f"the place could not be listed: {exc}") from exc
+        # Only what the writable mounts own is decided (a place that lists more than it was
+        # asked for does not make the rest of it orphans).
+        listed = {p for p in found if _under_any(p, prefixes)}
+        listed.update([p for p in prefixes if p and await self._is_file(p)])
         operation = _Operation(self.claims)
         outcomes: list[Outcome] = []
         try:
@@ -230,15 +235,36 @@ class Projection:
             contested=[o for o in outcomes if o.kind == "contested"],
         )
 
+    def _listed_prefixes(self) -> list[str]:
+        """The writable mounts' prefixes, none inside another (a nested one is listed with the
+        one holding it): all a flush lists. A file elsewhere is nothing a flush could write or
+        delete, so it is never read, and never an orphan."""
+        writable = {m.prefix for m in self.mounts if m.writable}
+        return sorted(
+            p for p in writable if not any(q != p and _under_any(p, [q]) for q in writable)
+        )
+
+    async def _is_file(self, prefix: str) -> bool:
+        """Whether a file stands where a writable mount's folder belongs (an orphan: no mount
+        takes it, and a listing under the prefix cannot show it)."""
+        try:
+            return await self.place.read(prefix) is not None
+        except (UnsafePathError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return False
+
     async def _decide(self, path: str, present: bool, op: _Operation) -> Outcome | None:
         routed = route(path, self._prefixes)
         if routed is None:
+            # Listed, so at or under a writable mount's prefix, yet no mount takes it: a file
+            # where a mount's folder belongs.
             return Outcome("orphan", path) if present else None
         mount, key = self.mounts[routed[0]], routed[1]
-        if is_metadata(key):
-            return None
         if not mount.writable:
             return None  # hydrated and left alone: not ours, not an orphan
+        if is_metadata(key):
+            # A collection's own metadata is never flushed: a file the run wrote under that
+            # name is reported, never guessed into the collection.
+            return Outcome("orphan", path) if present else None
         # The base before the place, and the place now rather than as listed: a put of this
         # projection may have written the path since the listing, and a deletion decided from
         # the listing with that put's fresh base would remove what it just committed. (A stale
@@ -246,13 +272,20 @@ class Projection:
         base = self._base.get(path)
         try:
             content = await self.place.read(path)
+        except FileNotFoundError:
+            content = None  # a place that says "no file" by raising
         except UnsafePathError:
             if present:
                 raise
             content = None  # a link where the file was: no file, as the listing said
+        if content is None and present:
+            # Listed, then gone before it was read: an editor replacing the file, a moment
+            # nobody can describe. Only a path absent from the listing was deleted by the run,
+            # so this one is left alone and stays owned; the next flush decides it.
+            return None
         ours = None if content is None else hash_content(content)
         if ours is None and base is None:
-            return None  # listed, then gone before it was read: nothing to decide
+            return None  # not listed, no file, nothing owned: nothing to decide
         if ours == base:
             return Outcome("unchanged", path, base=base, ours=ours)
         return await self._commit(mount, key, path, base, content, ours, op)
@@ -339,6 +372,11 @@ class Projection:
     def put_sync(self, path: str, content: str) -> Outcome | None:
         """put() for a caller with no event loop running."""
         return asyncio.run(self.put(path, content))
+
+
+def _under_any(path: str, prefixes: Iterable[str]) -> bool:
+    """Whether `path` is at or below one of `prefixes` ("" holds everything)."""
+    return any(p in ("", path) or path.startswith(p + "/") for p in prefixes)
 
 
 def outcome_kinds(outcomes: Iterable[Outcome]) -> dict[str, str]:

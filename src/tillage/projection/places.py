@@ -12,6 +12,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -32,7 +33,8 @@ class Place(Protocol):
         ...
 
     async def list(self, prefixes: Sequence[str]) -> list[str]:
-        """Every file under any of `prefixes` ("" for all); raises when it cannot read."""
+        """Every file under any of `prefixes` ("" for all), reading nothing outside them;
+        raises when it cannot read."""
         ...
 
 
@@ -190,10 +192,12 @@ class HostPlace:
     def _list_under(self, root: int, prefix: str) -> Iterator[str]:
         fd: int | None
         if prefix:
+            if prefix.split("/", 1)[0] == CONTROL_DIR:
+                return  # tillage's own folder is never listed
             try:
                 fd = self._open_from(root, prefix.split("/"))
             except UnsafePathError:
-                return  # a link where the prefix's folder should be: nothing listed through it
+                return  # a link (or a file) where the prefix's folder should be: nothing listed
             if fd is None:
                 return  # never created: readable and empty
         else:
@@ -221,28 +225,138 @@ class HostPlace:
         return fd
 
 
+# How many folder descriptors a walk holds at most, however deep or wide the tree.
+MAX_OPEN_FOLDERS = 64
+
+
+@dataclass
+class _Folder:
+    """A folder on the walk's path from its top: its descriptor while it still has subfolders
+    to visit (None once let go), what it was (device, inode), and those subfolders."""
+
+    path: str
+    name: str
+    ident: tuple[int, int]
+    fd: int | None
+    pending: list[str]
+    owned: bool = True
+
+
 def _walk(fd: int, at: str, *, top: bool) -> Iterator[str]:
-    """Regular files below the open folder `fd` (named `at`), never through a link."""
+    """Regular files below the open folder `fd` (named `at`; the caller's to close), never
+    through a link, at any depth: a loop over a stack, not recursion.
+
+    Each folder is read whole when reached; it keeps its descriptor only while subfolders of
+    it remain to visit, and at most MAX_OPEN_FOLDERS are kept: one let go is opened again
+    when the walk returns to it, from the nearest open folder above, one name at a time
+    without following a link, and must still be the folder it was (else the listing raises:
+    a place that changed shape mid-listing cannot be described, and a partial list would
+    read as deletions)."""
+    subfolders, files = _read_folder(fd, at, top=top)
+    yield from files
+    stack = [_Folder(at, "", _ident(fd), fd, subfolders, owned=False)]
+    try:
+        while stack:
+            here = stack[-1]
+            if not here.pending:
+                stack.pop()
+                _let_go(here)
+                continue
+            name = here.pending.pop()
+            parent = _reopened(stack)
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                    continue  # removed, or replaced by a link or a file, while listing
+                raise
+            if not here.pending:
+                _let_go(here)  # nothing more to open from it
+            path = f"{here.path}/{name}" if here.path else name
+            try:
+                subfolders, files = _read_folder(child, path, top=False)
+                stack.append(_Folder(path, name, _ident(child), child, subfolders))
+            except BaseException:
+                os.close(child)
+                raise
+            _keep_at_most(stack, MAX_OPEN_FOLDERS)
+            yield from files
+    finally:
+        for folder in stack:
+            _let_go(folder)
+
+
+def _read_folder(fd: int, at: str, *, top: bool) -> tuple[list[str], list[str]]:
+    """(subfolder names, file paths) of the open folder `fd`: links, temporaries and, at the
+    top, tillage's own folder left out."""
     with os.scandir(fd) as entries:
-        listed = sorted(
+        listed = [
             (e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False))
             for e in entries
-        )
+        ]
+    subfolders: list[str] = []
+    files: list[str] = []
     for name, is_dir, is_file in listed:
         if TEMP_MARK in name or (top and name == CONTROL_DIR):
             continue
-        path = f"{at}/{name}" if at else name
         if is_file:
-            yield path
+            files.append(f"{at}/{name}" if at else name)
         elif is_dir:
+            subfolders.append(name)
+    subfolders.sort(reverse=True)  # popped from the end: visited in name order
+    return subfolders, files
+
+
+def _ident(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _let_go(folder: _Folder) -> None:
+    if folder.fd is not None and folder.owned:
+        os.close(folder.fd)
+        folder.fd = None
+
+
+def _keep_at_most(stack: list[_Folder], limit: int) -> None:
+    """Lets go of the descriptors nearest the top until at most `limit` are held (never the
+    walk's own top, which is the caller's, nor the folder being read)."""
+    held = [f for f in stack[:-1] if f.fd is not None and f.owned]
+    for folder in held[: max(0, len(held) + 1 - limit)]:
+        _let_go(folder)
+
+
+def _reopened(stack: list[_Folder]) -> int:
+    """The descriptor of the innermost folder on `stack`, opened again if it was let go."""
+    here = stack[-1]
+    if here.fd is not None:
+        return here.fd
+    start = max(i for i, f in enumerate(stack) if f.fd is not None)  # the top always is
+    base = stack[start].fd
+    assert base is not None
+    fd = base
+    try:
+        for folder in stack[start + 1 :]:
             try:
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                continue  # removed while listing
-            try:
-                yield from _walk(child, path, top=False)
-            finally:
-                os.close(child)
+                child = os.open(folder.name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                raise OSError(
+                    exc.errno, f"{folder.path!r} was moved while the place was listed"
+                ) from exc
+            if fd != base:
+                os.close(fd)
+            fd = child
+            if _ident(fd) != folder.ident:
+                raise OSError(
+                    errno.ESTALE, f"{folder.path!r} was replaced while the place was listed"
+                )
+    except BaseException:
+        if fd != base:
+            os.close(fd)
+        raise
+    here.fd = fd
+    _keep_at_most(stack, MAX_OPEN_FOLDERS)
+    return fd
 
 
 def _parts(path: str) -> list[str]:

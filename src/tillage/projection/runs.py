@@ -2,8 +2,8 @@
 processes, so `till project hydrate` (one process) and `till project flush` (a later one) are
 one projection of a folder.
 
-A folder's record lives under the store's home, never in the folder (a flush would list it as
-an orphan): `<home>/projections/<key>.json`, where key is the first 32 hex digits of the
+A folder's record lives under the store's home, never in the folder (a mount at its root
+would flush it): `<home>/projections/<key>.json`, where key is the first 32 hex digits of the
 SHA-256 of the folder's real path, holding {format, folder, mounts, baseline}. It is replaced
 whole (atomic_write), and every run holds `<key>.lock` from reading it to writing it, so two
 runs on one folder take turns. Entry claims stay in-process, as the library's are: runs of two

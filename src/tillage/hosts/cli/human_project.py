@@ -96,9 +96,10 @@ def _flush(page: Page) -> None:
     if orphans:
         page.add(
             "",
-            f"{units.count(orphans, 'orphan')}: outside every writable mount, left in the folder "
-            "and written nowhere.",
-            "Move a file under a writable mount's prefix to keep it.",
+            f"{units.count(orphans, 'orphan')}: under a writable mount's prefix, but no mount "
+            "takes them (a name starting with `_`, or a file where a mount's folder belongs); "
+            "left in the folder and written nowhere.",
+            "Rename a file to keep it.",
         )
     if contested:
         page.add(
