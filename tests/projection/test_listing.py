@@ -430,3 +430,14 @@ def test_a_folder_replaced_while_the_walk_had_let_it_go_makes_the_listing_raise(
     monkeypatch.setattr(places_module, "_read_folder", swapping)
     with pytest.raises(OSError, match="replaced while the place was listed"):
         run(place.list([""]))
+
+
+def test_tillages_own_folder_is_never_listed_even_when_named_as_a_prefix(tmp_path: Path) -> None:
+    root = tmp_path / "place"
+    place = HostPlace(root)
+    (root / ".tillage" / "x").mkdir(parents=True)
+    (root / ".tillage" / "x" / "state.json").write_text("{}")
+    run(place.write("a.md", "a"))
+    assert run(place.list([".tillage"])) == []
+    assert run(place.list([".tillage/x"])) == []
+    assert run(place.list([""])) == ["a.md"]

@@ -209,6 +209,10 @@ class Projection:
         """Decides every path against the baseline, the collection now and the place now, and
         commits what it may; a report, not an exception, on disagreement.
 
+        Lists only the writable mounts' prefixes: a file outside them is never read and
+        never reported. Only a path absent from that listing was deleted by the run; one
+        listed and then gone when read is left alone (no outcome) and stays owned.
+
         Raises PlaceUnreadableError (and changes nothing) when the place cannot be listed;
         a collection's failure propagates as it is: that work did not reach the store."""
         prefixes = self._listed_prefixes()
