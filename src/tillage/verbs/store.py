@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
@@ -55,17 +56,24 @@ def verify(ctx: Context, req: VerifyRequest) -> VerifyResult:
             reclaimed_bytes=0,
             finished_rewinds=(),
         )
+    from tillage.store.controls import check_controls
+
+    # Before the store is opened: a control file it reads (store.json) may be the damage.
+    controls = check_controls(ctx.settings.home, repair=req.repair)
     with Store.open(ctx.settings.home, repairing=True) as store:
         finished, stuck, report = _checked(store, req.repair)
-    problems = [ProblemInfo(o, p) for o, p in report.problems]
+        pointers = _check_pointers(store, req.repair)
+    problems = [ProblemInfo(o, p) for o, p in (*controls.problems, *report.problems)]
     problems += [ProblemInfo(f"intent {ws}", why) for ws, why in stuck]
+    problems += [ProblemInfo(o, p) for o, p in pointers.problems]
+    fixed = [*controls.fixed, *report.fixed, *pointers.fixed]
     return VerifyResult(
         ok=not problems,
         objects=report.objects,
         problems=tuple(problems),
-        repaired=report.repaired,
+        repaired=report.repaired + len(controls.fixed) + len(pointers.fixed),
         damaged_snapshots=tuple(report.damaged_snapshots),
-        fixed=tuple(ProblemInfo(o, p) for o, p in report.fixed),
+        fixed=tuple(ProblemInfo(o, p) for o, p in fixed),
         reclaimed_packs=report.reclaimed_packs,
         reclaimed_bytes=report.reclaimed_bytes,
         finished_rewinds=tuple(finished),
@@ -77,10 +85,14 @@ def _checked(store: Any, repair: bool) -> tuple[list[str], list[tuple[str, str]]
     rewrites packs, so it runs alone, as a gc does (INV-14); a check only reads, beside seals,
     but never in the middle of a gc."""
     from tillage.store.check import check_store
+    from tillage.store.errors import ControlFileDamagedError
     from tillage.workspace.recovery import sweep_leftovers
 
     if store.log_problem is None:
-        finish_forks(store)  # a killed fork's staging copy, or a killed fork-rm's trash
+        # A killed fork's staging copy, or a killed fork-rm's trash; an intent that does not
+        # read is in the report already (store/controls.py), and --repair set it aside.
+        with contextlib.suppress(ControlFileDamagedError):
+            finish_forks(store)
     with store.maintaining() if repair else store.sharing():
         finished, stuck = _finish_interrupted_rewinds(store)
         if not store.read_only:
@@ -115,6 +127,41 @@ def _finish_interrupted_rewinds(store: Any) -> tuple[list[str], list[tuple[str, 
         except TillageError as exc:
             stuck.append((workspace_id, exc.message))
     return finished, stuck
+
+
+def _check_pointers(store: Any, repair: bool) -> Any:
+    """Each attached folder's pointer (`.tillage/workspace.json`) that cannot be read: a
+    problem, or with `repair` set aside and written again from the store's catalog."""
+    from pathlib import Path
+
+    from tillage.core.paths import CONTROL_DIR
+    from tillage.store.control import problem_of, set_aside
+    from tillage.store.controls import ControlReport
+    from tillage.workspace.attach import POINTER, write_pointer
+
+    report = ControlReport()
+    if store.read_only or store.log_problem is not None:
+        return report
+    rows = store.conn.execute("SELECT id, root FROM workspaces WHERE forgotten=0").fetchall()
+    for workspace_id, root in rows:
+        folder = Path(root) / CONTROL_DIR
+        pointer = folder / POINTER
+        if folder.is_symlink() or not folder.is_dir():
+            continue  # a missing pointer is put back by the next command; a link is refused
+        problem = problem_of(pointer)
+        if problem is None:
+            continue
+        if not repair:
+            report.problems.append(
+                (str(pointer), f"{problem}; `till verify --repair` writes it again")
+            )
+            continue
+        moved = set_aside(pointer)
+        write_pointer(Path(root), workspace_id)
+        report.fixed.append(
+            (str(pointer), f"{problem}; written again (the damaged one is {moved.name})")
+        )
+    return report
 
 
 VERBS = (

@@ -24,6 +24,7 @@ from tillage.platform.names import random_hex
 from tillage.store.store import Store
 from tillage.workspace.errors import (
     FolderMissingError,
+    PointerDamagedError,
     RefusedRootError,
     UnsafeControlDirError,
 )
@@ -93,7 +94,16 @@ def write_pointer(root: Path, workspace_id: str) -> None:
             raise
         try:
             atomic_write_at(control_fd, ".gitignore", GITIGNORE)
-            atomic_write_at(control_fd, POINTER, json.dumps({"workspace": workspace_id}).encode())
+            try:
+                atomic_write_at(
+                    control_fd, POINTER, json.dumps({"workspace": workspace_id}).encode()
+                )
+            except IsADirectoryError:
+                path = root / CONTROL_DIR / POINTER
+                raise PointerDamagedError(
+                    f"{path} is a folder: tillage will not write its pointer over it",
+                    details={"path": str(path)},
+                ) from None
         finally:
             os.close(control_fd)
     finally:
@@ -109,8 +119,8 @@ def _read_pointer(root: Path) -> str | None:
         if _control_state(root) != "dir":
             return None  # a `.tillage` symlink: its pointer belongs to another folder
         doc = json.loads(os.read(fd, 4096))
-    except ValueError:
-        return None
+    except (ValueError, OSError):
+        return None  # not JSON, or a folder in its place: no pointer (the catalog knows)
     finally:
         os.close(fd)
     value = doc.get("workspace") if isinstance(doc, dict) else None
@@ -210,10 +220,20 @@ def _find(store: Store, start: Path, *, restore_pointer: bool = True) -> Workspa
             # fall through to the catalog, which knows the folders really attached.
         row = store.workspace_by_root(str(folder))
         if row is not None:
-            if restore_pointer:  # the pointer was removed (e.g. `git clean -fdx`): put it back
+            # The pointer was removed (e.g. `git clean -fdx`): put it back, unless something
+            # that is not a file holds its place (`verify --repair` sets that aside).
+            if restore_pointer and not _pointer_blocked(folder):
                 write_pointer(folder, row.id)
             return Workspace(row.id, folder, store)
     return None
+
+
+def _pointer_blocked(root: Path) -> bool:
+    """Tells whether a folder (or anything but a file) is where the pointer should be."""
+    try:
+        return not stat.S_ISREG(os.lstat(root / CONTROL_DIR / POINTER).st_mode)
+    except OSError:
+        return False
 
 
 def holds_pointer(root: Path, workspace_id: str) -> bool:
