@@ -55,12 +55,35 @@ CONTROL_FILES = (
 )
 
 
+# The store's folders (format.md's layout): a file in the place of one is damage, and so is a
+# folder in the place of a lock file (locks hold nothing: one is made again when needed).
+FOLDERS = (
+    "packs",
+    "log",
+    "locks",
+    "intents",
+    "tmp",
+    "remotes",
+    "remotes/seen",
+    "remotes/index",
+    "keys",
+    "radar",
+    "run",
+    "coord",
+    "projections",
+)
+LOCKS = "locks/*.lock"
+
+
 @dataclass
 class ControlReport:
     """What was wrong (`problems`: still wrong; `fixed`: mended by --repair), as (file, what)."""
 
     problems: list[tuple[str, str]] = field(default_factory=list)
     fixed: list[tuple[str, str]] = field(default_factory=list)
+    # The store's own shape is wrong (a folder of its layout is a file, or its format cannot
+    # be told): checking its objects would only fail on the same damage.
+    blocking: bool = False
 
 
 def check_controls(home: Path, *, repair: bool) -> ControlReport:
@@ -68,6 +91,7 @@ def check_controls(home: Path, *, repair: bool) -> ControlReport:
     damaged store.json again and sets every other damaged one aside. Never raises for damage."""
     report = ControlReport()
     _check_marker(home, repair, report)
+    _check_layout(home, repair, report)
     for kind in CONTROL_FILES:
         for path in sorted(home.glob(kind.pattern)):
             if control.DAMAGED_SUFFIX in path.name or TEMP_MARK in path.name:
@@ -110,6 +134,55 @@ def _check_marker(home: Path, repair: bool, report: ControlReport) -> None:
         done = repair_marker(home)
     except ControlFileDamagedError as exc:
         report.problems.append((MARKER, f"{exc.details['problem']}; {exc.next}"))
+        report.blocking = True
         return
     if done is not None:
         report.fixed.append((MARKER, f"{done[0]}; {done[1]}"))
+
+
+def layout_problem(home: Path, path: Path) -> tuple[Path, str] | None:
+    """For a file-system error at `path` inside the store at `home`: the entry of the store's
+    layout that is of the wrong kind there (a file where a folder belongs, or a folder where a
+    lock file or a control file belongs) and what is wrong with it; None when none is."""
+    try:
+        relative = path.relative_to(home)
+    except ValueError:
+        return None
+    current = home
+    for part in relative.parts:
+        current = current / part
+        try:
+            is_dir = current.is_dir()
+        except OSError:
+            return None
+        if not current.exists():
+            return None
+        if current != path and not is_dir:
+            return current, "a file is where a folder belongs"
+    if str(relative) in FOLDERS:
+        return None if path.is_dir() else (path, "a file is where a folder belongs")
+    if path.is_dir():
+        return path, "a folder is where a file belongs"
+    return None
+
+
+def _check_layout(home: Path, repair: bool, report: ControlReport) -> None:
+    """Every store folder that is a file, and every lock that is a folder: set aside and made
+    again by `repair` (a folder made empty: what the file held was nothing tillage wrote)."""
+    wrong = [home / f for f in FOLDERS if (home / f).exists() and not (home / f).is_dir()]
+    if (home / "locks").is_dir():
+        wrong += [p for p in sorted(home.glob(LOCKS)) if p.is_dir()]
+    for path in wrong:
+        name = str(path.relative_to(home))
+        folder = str(path.relative_to(home)) in FOLDERS
+        problem = (
+            "a file is where a folder belongs" if folder else "a folder is where a lock belongs"
+        )
+        if not repair:
+            report.problems.append((name, f"{problem}; `till verify --repair` sets it aside"))
+            report.blocking = True
+            continue
+        moved = control.set_aside(path)
+        if folder:
+            path.mkdir(mode=0o700 if name in ("remotes", "keys") else 0o755)
+        report.fixed.append((name, f"{problem}; set aside as {moved.name}, made again"))

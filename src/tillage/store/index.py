@@ -84,6 +84,25 @@ def public_errors(path: Path | str) -> Iterator[None]:
         raise
 
 
+def misplaced(path: Path) -> bool:
+    """Tells whether something other than a file (a folder) holds one of the index's paths."""
+    paths = [Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm")]
+    return any(p.exists() and not p.is_file() for p in paths)
+
+
+def set_aside(path: Path) -> None:
+    """Moves the index at `path` (and its WAL files) out of the way as `.damaged`, replacing
+    an earlier damaged copy; a folder in a file's place goes to a free name (control.set_aside)."""
+    from tillage.store import control
+
+    for suffix in ("", "-wal", "-shm"):
+        here, aside = Path(f"{path}{suffix}"), Path(f"{path}{suffix}.damaged")
+        if here.is_dir() or aside.is_dir():
+            control.set_aside(here)
+        elif here.exists():
+            os.replace(here, aside)
+
+
 def memory_copy(path: Path) -> tuple[sqlite3.Connection, str | None]:
     """An in-memory copy of the index at `path` (read, never written: a store this process may
     not write) and its schema version; an empty one when there is none or it does not read."""

@@ -22,7 +22,6 @@ from tillage.platform import clock, failpoints
 from tillage.platform.fs import atomic_write
 from tillage.platform.locks import SHARED_WAIT, file_lock, maintenance_lock
 from tillage.store import index as ix
-from tillage.store.control import set_aside
 from tillage.store.errors import ControlFileDamagedError, StoreDamagedError, StoreReadOnlyError
 from tillage.store.marker import MARKER, check_format, marker_bytes
 from tillage.store.packs import (
@@ -124,6 +123,10 @@ class Store:
             store._ensure_layout()
             store._open_index()
         except (OSError, sqlite3.OperationalError) as exc:
+            if store._index_misplaced():  # INV-4: a folder in an index file's place, set aside
+                store._set_index_aside()
+                store.close()
+                return cls.open(home, repairing=repairing)
             if not ix.is_read_only_failure(exc) or not cls.exists(home):
                 raise
             # A read-only store (permissions, a read-only mount) still answers every reading
@@ -187,24 +190,14 @@ class Store:
             self.catch_up()
 
     def _index_misplaced(self) -> bool:
-        """Tells whether something other than a file (a folder) holds one of the index's paths."""
-        paths = [Path(f"{self.index_path}{suffix}") for suffix in ("", "-wal", "-shm")]
-        return any(p.exists() and not p.is_file() for p in paths)
+        return ix.misplaced(self.index_path)
 
     def _set_index_aside(self) -> None:
         """INV-4: the index is a cache; a damaged one is set aside and made anew (then rebuilt)."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        for suffix in ("", "-wal", "-shm"):
-            path, aside = (
-                Path(f"{self.index_path}{suffix}"),
-                Path(f"{self.index_path}{suffix}.damaged"),
-            )
-            if path.is_dir() or aside.is_dir():
-                set_aside(path)
-            elif path.exists():
-                os.replace(path, aside)
+        ix.set_aside(self.index_path)
         self._adopt(ix.connect(self.index_path))
 
     def _open_index_read_only(self) -> None:

@@ -45,23 +45,15 @@ def verify(ctx: Context, req: VerifyRequest) -> VerifyResult:
     from tillage.store.store import Store
 
     if not Store.exists(ctx.settings.home):
-        return VerifyResult(
-            ok=True,
-            objects=0,
-            problems=(),
-            repaired=0,
-            damaged_snapshots=(),
-            fixed=(),
-            reclaimed_packs=0,
-            reclaimed_bytes=0,
-            finished_rewinds=(),
-        )
+        return _only(())
     from tillage.store.controls import check_controls
 
     # Before the store is opened: a control file it reads (store.json) may be the damage.
     controls = check_controls(ctx.settings.home, repair=req.repair)
+    if controls.blocking:  # the store's own shape is wrong: that is the whole report
+        return _only(tuple(ProblemInfo(o, p) for o, p in controls.problems))
     with Store.open(ctx.settings.home, repairing=True) as store:
-        finished, stuck, report = _checked(store, req.repair)
+        finished, stuck, report = _checked(store, req.repair, controls)
         pointers = _check_pointers(store, req.repair)
     problems = [ProblemInfo(o, p) for o, p in (*controls.problems, *report.problems)]
     problems += [ProblemInfo(f"intent {ws}", why) for ws, why in stuck]
@@ -80,7 +72,24 @@ def verify(ctx: Context, req: VerifyRequest) -> VerifyResult:
     )
 
 
-def _checked(store: Any, repair: bool) -> tuple[list[str], list[tuple[str, str]], Any]:
+def _only(problems: tuple[ProblemInfo, ...]) -> VerifyResult:
+    """The report of a store that was not opened: no store yet, or one whose shape is wrong."""
+    return VerifyResult(
+        ok=not problems,
+        objects=0,
+        problems=problems,
+        repaired=0,
+        damaged_snapshots=(),
+        fixed=(),
+        reclaimed_packs=0,
+        reclaimed_bytes=0,
+        finished_rewinds=(),
+    )
+
+
+def _checked(
+    store: Any, repair: bool, controls: Any
+) -> tuple[list[str], list[tuple[str, str]], Any]:
     """Finishes interrupted rewinds, then checks (and repairs): a repair rebuilds the index and
     rewrites packs, so it runs alone, as a gc does (INV-14); a check only reads, beside seals,
     but never in the middle of a gc."""
@@ -94,19 +103,24 @@ def _checked(store: Any, repair: bool) -> tuple[list[str], list[tuple[str, str]]
         with contextlib.suppress(ControlFileDamagedError):
             finish_forks(store)
     with store.maintaining() if repair else store.sharing():
-        finished, stuck = _finish_interrupted_rewinds(store)
+        finished, stuck = _finish_interrupted_rewinds(store, repair, controls.fixed)
         if not store.read_only:
             sweep_leftovers(store)
         return finished, stuck, check_store(store, repair=repair)
 
 
-def _finish_interrupted_rewinds(store: Any) -> tuple[list[str], list[tuple[str, str]]]:
+def _finish_interrupted_rewinds(
+    store: Any, repair: bool, fixed: list[tuple[str, str]]
+) -> tuple[list[str], list[tuple[str, str]]]:
     """Finishes every workspace's interrupted rewind before checking (INV-7): a verify must
     not call a store healthy while a folder waits half-rewound. Returns the folders finished,
-    and (workspace, why) for intents that could not be finished."""
+    and (workspace, why) for intents that could not be finished; with `repair`, a record that
+    is no landing's is set aside (added to `fixed`, with how to put the folder back)."""
     from pathlib import Path
 
     from tillage.errors import TillageError
+    from tillage.store.control import set_aside
+    from tillage.store.errors import ControlFileDamagedError
     from tillage.workspace.attach import Workspace
     from tillage.workspace.journal.intents import INTENT_PREFIX
     from tillage.workspace.recovery import recover_if_interrupted
@@ -124,6 +138,14 @@ def _finish_interrupted_rewinds(store: Any) -> tuple[list[str], list[tuple[str, 
         try:
             if recover_if_interrupted(Workspace(row.id, Path(row.root), store)):
                 finished.append(row.root)
+        except ControlFileDamagedError as exc:
+            if not repair:
+                stuck.append((workspace_id, f"{exc.message}; `till verify --repair` sets it aside"))
+                continue
+            moved = set_aside(intent)
+            fixed.append(
+                (f"intent {workspace_id}", f"{exc.message}; set aside as {moved.name}: {exc.next}")
+            )
         except TillageError as exc:
             stuck.append((workspace_id, exc.message))
     return finished, stuck
