@@ -23,6 +23,8 @@ class ControlFile:
     pattern: str
     lost: str
     text: bool = False
+    # A key the object must hold a list under (None: any object will do).
+    listed: str | None = None
 
 
 CONTROL_FILES = (
@@ -30,6 +32,7 @@ CONTROL_FILES = (
         "remotes/*.json",
         "the workspace's remotes (names and URLs): add each again with `till remote add URL "
         "--key-file KEYFILE` (their keys stay in the store's keys/ folder)",
+        listed="remotes",
     ),
     ControlFile(
         "remotes/seen/*/*.json",
@@ -113,9 +116,12 @@ def check_controls(home: Path, *, repair: bool) -> ControlReport:
 def _problem(path: Path, kind: ControlFile) -> str | None:
     try:
         if kind.text:
-            control.read_text(path)
+            if not control.read_text(path):
+                return "it is empty"
         else:
-            control.read_json(path)
+            doc = control.read_json(path)
+            if kind.listed is not None and not isinstance(doc.get(kind.listed), list):
+                return f"it holds no {kind.listed} list"
     except ControlFileDamagedError as exc:
         return str(exc.details["problem"])
     return None

@@ -123,10 +123,6 @@ class Store:
             store._ensure_layout()
             store._open_index()
         except (OSError, sqlite3.OperationalError) as exc:
-            if store._index_misplaced():  # INV-4: a folder in an index file's place, set aside
-                store._set_index_aside()
-                store.close()
-                return cls.open(home, repairing=repairing)
             if not ix.is_read_only_failure(exc) or not cls.exists(home):
                 raise
             # A read-only store (permissions, a read-only mount) still answers every reading
@@ -172,15 +168,14 @@ class Store:
         weakref.finalize(self, conn.close)
 
     def _open_index(self) -> None:
+        if ix.misplaced(self.index_path):  # a folder in an index file's place (SQLite would
+            ix.set_aside(self.index_path)  # open it read-only, or not at all): INV-4
         missing = not self.index_path.exists()
         try:
             self._adopt(ix.connect(self.index_path))
             schema = ix.get_meta(self.conn, "schema")
         except sqlite3.OperationalError:
-            if not self._index_misplaced():
-                raise  # a full disk or a lock, not damage: keep the index (public_errors told why)
-            self._set_index_aside()
-            missing, schema = True, None
+            raise  # a full disk or a lock, not damage: keep the index (public_errors told why)
         except sqlite3.DatabaseError:
             self._set_index_aside()
             missing, schema = True, None
@@ -188,9 +183,6 @@ class Store:
             self.rebuild_index()
         else:
             self.catch_up()
-
-    def _index_misplaced(self) -> bool:
-        return ix.misplaced(self.index_path)
 
     def _set_index_aside(self) -> None:
         """INV-4: the index is a cache; a damaged one is set aside and made anew (then rebuilt)."""

@@ -78,7 +78,7 @@ def load(store: Store, workspace_id: str) -> list[RemoteConfig]:
                 _text_or_none(r.get("remote_till")),
                 _text_or_none(r.get("endpoint")),
             )
-            for r in doc.get("remotes", [])
+            for r in doc["remotes"]
         ]
     except (KeyError, TypeError, ValueError, AttributeError, TillageError):
         raise ControlFileDamagedError.of(
