@@ -15,7 +15,6 @@ import pytest
 
 import tillage.agent
 from tests.conftest import Run, Till
-from tests.helpers import manifest
 from tillage.verbs.invoke import Settings
 from tillage.verbs.tools import Toolbelt
 
