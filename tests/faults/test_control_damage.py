@@ -270,7 +270,42 @@ def test_a_folder_in_the_place_of_the_log_is_a_public_error_and_repair_keeps_it(
     assert "publication.log" in [f["object"] for f in repaired["fixed"]]
     assert (till.home / "log" / "publication.log.damaged" / "x").is_file(), "kept, not deleted"
     assert log.is_file()
-    assert till("--json", "status").code in (0, 1)
+    assert till("--json", "status").error["name"] == "workspace.not_attached"  # said, not lost
+
+
+@pytest.mark.parametrize("damage", ["empty", "garbage", "list", "folder"])
+def test_a_lost_log_says_so_and_the_folder_takes_its_timeline_back_from_the_packs(
+    till: Till, folder: Path, sealed: list[str], damage: str
+) -> None:
+    # The log is the facts: emptied, replaced or swapped for a folder, it no longer says the
+    # folder is attached. The snapshots are still in the packs, and the folder's pointer names
+    # their workspace: `till watch` there takes the timeline back (labels kept).
+    pointer = folder / ".tillage" / "workspace.json"
+    workspace = json.loads(pointer.read_bytes())["workspace"]
+    DAMAGES[damage](till.home / "log" / "publication.log")
+    status = till("--json", "status")
+    if status.error["name"] == "store.damaged":  # a line that does not parse: salvaged first
+        _refused(status, STORE_DAMAGED)
+        repaired = _verify(till, "--repair")
+        assert "publication.log" in [f["object"] for f in repaired["fixed"]]
+        status = till("--json", "status")
+    assert status.code == 1 and status.error["name"] == "workspace.not_attached"
+    assert "2 snapshots" in status.error["message"]
+    assert status.error["next"] == f"run `till watch` in {folder} to take its timeline back"
+    report = _verify(till)
+    assert report["ok"] is False
+    (problem,) = report["problems"]
+    assert problem["object"] == f"workspace {workspace}" and "till watch" in problem["problem"]
+
+    watched = till.json("watch", "--no-daemon")
+    assert watched["resumed"] is True and "2 snapshots" in watched["note"]
+    assert json.loads(pointer.read_bytes()) == {"workspace": workspace}, "the same workspace"
+    timeline = till.json("timeline")["snapshots"]
+    assert [s["id"] for s in timeline][-2:] == sealed[::-1]
+    assert timeline[-2]["label"] == "second"
+    assert till.json("rewind", sealed[0], "--yes")["applied"] is True
+    assert (folder / "app.py").read_text() == "print('v1')\n"
+    assert _verify(till)["ok"] is True
 
 
 @pytest.mark.parametrize("suffix", ["", "-wal", "-shm"])

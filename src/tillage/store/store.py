@@ -408,6 +408,11 @@ class Store:
         ).fetchone()
         return None if row is None else WorkspaceRow(*row)
 
+    def ever_attached(self, workspace_id: str) -> bool:
+        """Tells whether the log records the workspace at all (forgotten since, or not)."""
+        sql = "SELECT 1 FROM workspaces WHERE id=?"
+        return self.conn.execute(sql, (workspace_id,)).fetchone() is not None
+
     def workspace(self, workspace_id: str) -> WorkspaceRow | None:
         row = self.conn.execute(
             "SELECT id, root, attached_at FROM workspaces WHERE id=? AND forgotten=0",

@@ -55,9 +55,10 @@ def verify(ctx: Context, req: VerifyRequest) -> VerifyResult:
     with Store.open(ctx.settings.home, repairing=True) as store:
         finished, stuck, report = _checked(store, req.repair, controls)
         pointers = _check_pointers(store, req.repair)
+        orphans = _unclaimed(store) if req.repair or store.log_problem is None else []
     problems = [ProblemInfo(o, p) for o, p in (*controls.problems, *report.problems)]
     problems += [ProblemInfo(f"intent {ws}", why) for ws, why in stuck]
-    problems += [ProblemInfo(o, p) for o, p in pointers.problems]
+    problems += [ProblemInfo(o, p) for o, p in (*pointers.problems, *orphans)]
     fixed = [*controls.fixed, *report.fixed, *pointers.fixed]
     return VerifyResult(
         ok=not problems,
@@ -151,6 +152,22 @@ def _finish_interrupted_rewinds(
     return finished, stuck
 
 
+def _unclaimed(store: Any) -> list[tuple[str, str]]:
+    """Timelines whose packs survive a log that lost every line naming their workspace: what
+    no repair here can put back, and the command that does, in the folder."""
+    from tillage.store.lost import unclaimed
+
+    return [
+        (
+            f"workspace {workspace_id}",
+            f"the store's log no longer records this workspace, but its packs hold {count} "
+            f"snapshots of it: run `till watch` in its folder (the one whose "
+            f"`.tillage/workspace.json` names {workspace_id}) to take its timeline back",
+        )
+        for workspace_id, count in sorted(unclaimed(store).items())
+    ]
+
+
 def _check_pointers(store: Any, repair: bool) -> Any:
     """Each attached folder's pointer (`.tillage/workspace.json`) that cannot be read: a
     problem, or with `repair` set aside and written again from the store's catalog."""
@@ -198,9 +215,12 @@ VERBS = (
             result=VerifyResult,
             cli="verify",
             doc="Read and check every object in the store (finishing any interrupted rewind "
-            "first, and reclaiming packs that killed seals left behind); --repair salvages the "
-            "log, rewrites damaged packs, rebuilds the index and reports the state after "
-            "repairing. Exits 1 when the store is not ok.",
+            "first, and reclaiming packs that killed seals left behind), and every control "
+            "file (store.json, remotes, intents, locks, folders' pointers); --repair salvages "
+            "the log, rewrites damaged packs, rebuilds the index, writes a damaged store.json "
+            "again, sets aside (as NAME.damaged) each control file it cannot read, saying what "
+            "that loses and which command gets it back, and reports the state after repairing. "
+            "Exits 1 when the store is not ok.",
         ),
         verify,
     ),
