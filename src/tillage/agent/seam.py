@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tillage.agent.tool import Tool
 from tillage.agent.workspace import Workspace, settings_for
-from tillage.errors import TillageError
+from tillage.verbs.tools import public_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,7 +37,9 @@ class Presence:
     `head` is the newest snapshot's ID; `watching` whether a watcher seals changes as they
     happen (without one the timeline moves only when something seals, so a restore point
     offered from it may be stale); `reason` is tillage's own account when not attached, and
-    `next` the command that fixes it."""
+    `next` the command that fixes it; `code` and `error` are the public error that said so
+    (its wire code and name: `workspace.not_attached`, `store.control_damaged`, ...), None when
+    attached."""
 
     root: str
     attached: bool
@@ -45,6 +47,8 @@ class Presence:
     watching: bool
     reason: str | None
     next: str | None
+    code: int | None = None
+    error: str | None = None
 
 
 _cache: dict[tuple[str, str], tuple[float, Presence]] = {}
@@ -87,10 +91,11 @@ def _detect(root: str | Path, home: str | Path | None) -> Presence:
     belt = Toolbelt(settings)
     try:
         status = belt.run("workspace.status")
-    except TillageError as err:
-        return Presence(str(settings.folder), False, None, False, err.message, err.next)
-    except OSError as exc:
-        return Presence(str(settings.folder), False, None, False, str(exc), None)
+    except Exception as exc:  # detection never raises: what went wrong is the answer
+        err = public_error(exc)
+        return Presence(
+            str(settings.folder), False, None, False, err.message, err.next, err.code, err.name
+        )
     finally:
         belt.close()
     head = status.head.id if status.head is not None else None
@@ -126,8 +131,8 @@ def attach(
         belt = Toolbelt(settings_for(root, home, agent))
         try:
             belt.run("workspace.watch", no_daemon=True)
-        except (TillageError, OSError):
-            pass  # the reason is what presence reports now
+        except Exception:
+            pass
         finally:
             belt.close()
         with _cache_lock:

@@ -178,26 +178,11 @@ def _check(store: Store, *, repair: bool) -> CheckReport:
 
 def _republish_lost_snapshots(store: Store) -> int:
     """Publishes again every snapshot whose record is in a pack but whose log line was lost
-    (a damaged log salvaged), for workspaces still attached: nothing sealed stays unreachable.
-    A snapshot a gc removed is not brought back (its record waits in a pack for the sweep).
-    Returns how many it brought back; their pins, if any, are not recoverable."""
-    rows = store.conn.execute(
-        "SELECT id FROM objects WHERE kind = ? AND lower(hex(id)) NOT IN "
-        "(SELECT id FROM snapshots) AND lower(hex(id)) NOT IN (SELECT snapshot FROM dropped)",
-        (Kind.SNAPSHOT,),
-    ).fetchall()
+    (a damaged log salvaged), for workspaces still attached (store/lost.py)."""
+    from tillage.store.lost import republish
+
     attached = {r[0] for r in store.conn.execute("SELECT id FROM workspaces WHERE forgotten=0")}
-    found = []
-    for (object_id,) in rows:
-        try:
-            record = codec.decode_snapshot(store.read(bytes(object_id)))
-        except IntegrityError:
-            continue
-        if record.workspace in attached:
-            found.append((record.sealed_at_ns, bytes(object_id).hex(), record))
-    for _at, snapshot_hex, record in sorted(found):
-        store.publish("snapshot", {"id": snapshot_hex, **codec.snapshot_summary(record)})
-    return len(found)
+    return republish(store, attached)
 
 
 def _repack(store: Store, pack: Path, scan: PackScan) -> None:

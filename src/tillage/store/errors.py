@@ -62,3 +62,28 @@ class StoreReadOnlyError(TillageError):
     def at(cls, home: Path) -> StoreReadOnlyError:
         """The error for a command that needs to write the store at `home`."""
         return cls(f"the store at {home} is read-only: this command needs to write to it")
+
+
+class ControlFileDamagedError(IntegrityError):
+    """One of the store's control files (store.json, a workspace's remotes, an interrupted
+    operation's record) cannot be read: a folder in its place, bytes that are not UTF-8 or
+    JSON, or JSON of another shape. `details.file` names it; nothing was changed."""
+
+    code = -32113
+    name = "store.control_damaged"
+    module = "store"
+    next_step = (
+        "run `till verify --repair`: it rebuilds what can be rebuilt, sets the damaged file "
+        "aside and says what it could not rebuild"
+    )
+
+    @classmethod
+    def of(
+        cls, path: Path, problem: str, *, next_step: str | None = None
+    ) -> ControlFileDamagedError:
+        """The error for the control file at `path`, which is damaged as `problem` says."""
+        return cls(
+            f"{path} is damaged: {problem}",
+            next_step=next_step,
+            details={"file": str(path), "problem": problem},
+        )

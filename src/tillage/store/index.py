@@ -7,6 +7,7 @@ file loses nothing; it only makes the next command slower.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -81,6 +82,53 @@ def public_errors(path: Path | str) -> Iterator[None]:
         if code == SQLITE_BUSY:
             raise BusyError("another tillage process holds the store's index") from exc
         raise
+
+
+def misplaced(path: Path) -> bool:
+    """Tells whether something other than a file (a folder) holds one of the index's paths."""
+    paths = [Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm")]
+    return any(p.exists() and not p.is_file() for p in paths)
+
+
+def set_aside(path: Path) -> None:
+    """Moves the index at `path` (and its WAL files) out of the way as `.damaged`, replacing
+    an earlier damaged copy; a folder in a file's place goes to a free name (control.set_aside)."""
+    from tillage.store import control
+
+    for suffix in ("", "-wal", "-shm"):
+        here, aside = Path(f"{path}{suffix}"), Path(f"{path}{suffix}.damaged")
+        if here.is_dir() or aside.is_dir():
+            control.set_aside(here)
+        elif here.exists():
+            os.replace(here, aside)
+
+
+def memory_copy(path: Path) -> tuple[sqlite3.Connection, str | None]:
+    """An in-memory copy of the index at `path` (read, never written: a store this process may
+    not write) and its schema version; an empty one when there is none or it does not read."""
+    memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    schema: str | None = None
+    if path.is_file():
+        try:
+            source = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+            try:
+                source.backup(memory)
+            finally:
+                source.close()
+            schema = get_meta(memory, "schema")
+        except sqlite3.DatabaseError:
+            memory.close()
+            memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    memory.executescript(SCHEMA)
+    return memory, schema
+
+
+def is_read_only_failure(exc: BaseException) -> bool:
+    """Tells whether opening the store failed because this process cannot write it."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    text = str(exc).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
 
 
 def _disk_full(path: Path | str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from tillage.core.ids import log_link
 from tillage.errors import IntegrityError
 from tillage.platform import failpoints
 from tillage.platform.fs import atomic_write, fsync_dir, raise_if_disk_full
+from tillage.store.control import aside_name, set_aside
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,6 +77,8 @@ class PublicationLog:
         """Yields the whole, chained records after byte `offset` (a torn last line is skipped)."""
         if not self.path.exists():
             return
+        if not self.path.is_file():
+            raise IntegrityError("publication log is not a file (a folder is in its place)")
         with open(self.path, "rb") as f:
             f.seek(offset)
             pos = offset
@@ -105,6 +109,9 @@ class PublicationLog:
         A seq that no longer increases (damage) becomes the one after its predecessor."""
         kept: list[tuple[int, int, str, dict[str, Any]]] = []
         dropped = 0
+        if self.path.exists() and not self.path.is_file():
+            set_aside(self.path)  # a folder in its place: kept for a person, nothing in it parses
+            dropped += 1
         if self.path.exists():
             for line in self.path.read_bytes().split(b"\n"):
                 if not line.strip():
@@ -120,6 +127,8 @@ class PublicationLog:
                     kept.append((seq, int(at_ns), str(kind), body))
                 except (ValueError, KeyError, TypeError, AttributeError):
                     dropped += 1
+            if dropped:  # what could not be kept stays readable beside it, not destroyed
+                shutil.copy2(self.path, aside_name(self.path))
         out, prev = [], GENESIS
         for seq, at_ns, kind, body in kept:
             line, prev = encode_line(seq, prev, at_ns, kind, body)

@@ -8,7 +8,6 @@ serialised by one lock (INV-5).
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import sqlite3
@@ -17,13 +16,14 @@ import weakref
 from collections import deque
 from pathlib import Path
 
-from tillage.core.format import FORMAT_VERSION, PACK_TARGET_BYTES
+from tillage.core.format import PACK_TARGET_BYTES
 from tillage.errors import IntegrityError
 from tillage.platform import clock, failpoints
 from tillage.platform.fs import atomic_write
 from tillage.platform.locks import SHARED_WAIT, file_lock, maintenance_lock
 from tillage.store import index as ix
-from tillage.store.errors import StoreDamagedError, StoreFormatError, StoreReadOnlyError
+from tillage.store.errors import ControlFileDamagedError, StoreDamagedError, StoreReadOnlyError
+from tillage.store.marker import MARKER, check_format, marker_bytes
 from tillage.store.packs import (
     Location,
     PackReader,
@@ -101,6 +101,7 @@ class Store:
         self.read_only = False
         self._packs_epoch: str | None = None
         self.log_problem: str | None = None
+        self.marker_problem: str | None = None
         # Which thread opened it: a long-lived process closes what one call opened (an
         # SQLite connection sits in a reference cycle and would stay open until a gc pass,
         # holding the index's WAL and file descriptors).
@@ -122,28 +123,31 @@ class Store:
             store._ensure_layout()
             store._open_index()
         except (OSError, sqlite3.OperationalError) as exc:
-            if not _is_read_only_failure(exc) or not cls.exists(home):
+            if not ix.is_read_only_failure(exc) or not cls.exists(home):
                 raise
             # A read-only store (permissions, a read-only mount) still answers every reading
             # command: its index is read into memory and caught up there.
             store.close()
             store = cls(home)
-            store.read_only = True
+            store.repairing, store.read_only = repairing, True
+            store._ensure_layout()
             store._open_index_read_only()
         return store
 
     @classmethod
     def exists(cls, home: Path) -> bool:
-        return (home / "store.json").is_file()
+        """Tells whether `home` holds a store (its marker, whole or damaged, is there)."""
+        return os.path.lexists(home / MARKER)
 
     def _ensure_layout(self) -> None:
-        marker = self.home / "store.json"
-        if marker.is_file():
-            fmt = json.loads(marker.read_bytes()).get("format")
-            if fmt != FORMAT_VERSION:
-                raise StoreFormatError(
-                    f"store format {fmt} is not supported (this is {FORMAT_VERSION})"
-                )
+        marker = self.home / MARKER
+        if os.path.lexists(marker):
+            try:
+                check_format(self.home)
+            except ControlFileDamagedError as exc:
+                if not self.repairing:
+                    raise
+                self.marker_problem = exc.message  # verify reports it; --repair writes it again
             return
         for d in (
             self.home,
@@ -154,7 +158,7 @@ class Store:
             self.tmp_dir,
         ):
             d.mkdir(parents=True, exist_ok=True)
-        atomic_write(marker, json.dumps({"format": FORMAT_VERSION}).encode() + b"\n")
+        atomic_write(marker, marker_bytes())
 
     def _adopt(self, conn: sqlite3.Connection) -> None:
         """Makes `conn` the index connection, closed with the store or when the store is
@@ -164,6 +168,8 @@ class Store:
         weakref.finalize(self, conn.close)
 
     def _open_index(self) -> None:
+        if ix.misplaced(self.index_path):  # a folder in an index file's place (SQLite would
+            ix.set_aside(self.index_path)  # open it read-only, or not at all): INV-4
         missing = not self.index_path.exists()
         try:
             self._adopt(ix.connect(self.index_path))
@@ -171,37 +177,25 @@ class Store:
         except sqlite3.OperationalError:
             raise  # a full disk or a lock, not damage: keep the index (public_errors told why)
         except sqlite3.DatabaseError:
-            # INV-4: the index is a cache; a damaged one is set aside and rebuilt.
-            if self._conn is not None:
-                self._conn.close()
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.replace(f"{self.index_path}{suffix}", f"{self.index_path}{suffix}.damaged")
-            self._adopt(ix.connect(self.index_path))
+            self._set_index_aside()
             missing, schema = True, None
         if missing or schema != str(ix.SCHEMA_VERSION):
             self.rebuild_index()
         else:
             self.catch_up()
 
+    def _set_index_aside(self) -> None:
+        """INV-4: the index is a cache; a damaged one is set aside and made anew (then rebuilt)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        ix.set_aside(self.index_path)
+        self._adopt(ix.connect(self.index_path))
+
     def _open_index_read_only(self) -> None:
         """Loads the index into memory from a store this process may not write (INV-4: the
         index is derived, so an in-memory copy caught up with the log answers the same)."""
-        memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        schema: str | None = None
-        if self.index_path.exists():
-            uri = f"file:{self.index_path}?immutable=1"
-            try:
-                source = sqlite3.connect(uri, uri=True)
-                try:
-                    source.backup(memory)
-                finally:
-                    source.close()
-                schema = ix.get_meta(memory, "schema")
-            except sqlite3.DatabaseError:
-                memory.close()
-                memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        memory.executescript(ix.SCHEMA)
+        memory, schema = ix.memory_copy(self.index_path)
         self._adopt(memory)
         if schema != str(ix.SCHEMA_VERSION):
             self.rebuild_index()
@@ -413,6 +407,11 @@ class Store:
             (root,),
         ).fetchone()
         return None if row is None else WorkspaceRow(*row)
+
+    def ever_attached(self, workspace_id: str) -> bool:
+        """Tells whether the log records the workspace at all (forgotten since, or not)."""
+        sql = "SELECT 1 FROM workspaces WHERE id=?"
+        return self.conn.execute(sql, (workspace_id,)).fetchone() is not None
 
     def workspace(self, workspace_id: str) -> WorkspaceRow | None:
         row = self.conn.execute(
@@ -655,14 +654,6 @@ class Store:
             with contextlib.suppress(OSError):
                 total += path.stat().st_size
         return total
-
-
-def _is_read_only_failure(exc: BaseException) -> bool:
-    """Tells whether opening failed because the store cannot be written by this process."""
-    if isinstance(exc, OSError):
-        return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
-    text = str(exc).lower()
-    return "readonly" in text or "read-only" in text or "unable to open" in text
 
 
 class ObjectWriter:

@@ -151,7 +151,25 @@ def _file_system_error(exc: OSError, settings: Settings) -> Exception | None:
         exc.filename, settings.home
     ):
         return _read_only(settings)
+    if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST):
+        # A folder where the store keeps a file, or a file where it keeps a folder: damage
+        # `verify --repair` sets aside (store/controls.py), never an internal error. (A
+        # rename's target is its second name.)
+        from tillage.store.controls import layout_problem
+        from tillage.store.errors import ControlFileDamagedError
+
+        for name in (exc.filename2, exc.filename):
+            if _under(name, settings.home):
+                found = layout_problem(settings.home, _path_of(name))
+                if found is not None:
+                    return ControlFileDamagedError.of(found[0], found[1])
     return None
+
+
+def _path_of(filename: Any) -> Path:
+    if isinstance(filename, bytes):
+        filename = filename.decode("utf-8", "surrogateescape")
+    return Path(filename)
 
 
 def _under(filename: Any, folder: Path) -> bool:

@@ -142,7 +142,11 @@ class Toolbelt:
             if store is None:
                 return False
             return find_workspace(self.settings.home, self.settings.folder, store) is not None
-        except (TillageError, OSError):
+        except Exception as exc:  # a damaged store: tools absent, not broken (no traceback)
+            if self.settings.debug and not isinstance(exc, TillageError):
+                import traceback
+
+                traceback.print_exc()
             return False
 
     def tools(self) -> tuple[ToolDef, ...]:
@@ -216,6 +220,18 @@ class Toolbelt:
             request = contract.confirmed(request)
         result = _held(invoke(tool.verb, self.settings, request, store=store))
         return _answer(tool, result, request)
+
+
+def public_error(exc: BaseException) -> TillageError:
+    """The public error `exc` is, or says it is: an OSError as the file-system failure it names
+    (`unavailable`), anything else as `internal` naming its type (never a traceback)."""
+    if isinstance(exc, TillageError):
+        return exc
+    if isinstance(exc, OSError):
+        from tillage.errors import UnavailableError
+
+        return UnavailableError(str(exc))
+    return InternalError(f"internal error ({type(exc).__name__}: {exc})")
 
 
 def _answer(tool: ToolDef, result: Any, request: Any) -> ToolResult:

@@ -101,7 +101,13 @@ def watch(ctx: Context, req: WatchRequest) -> WatchResult:
             raise
     head = seal(ws, options, on_progress=ctx.on_progress)
     count = ws.store.snapshot_count(ws.id)
-    if found.resumed:
+    if found.recovered:
+        notes.append(
+            f"took this folder's timeline back from the store's packs ({found.recovered} "
+            "snapshots, labels kept; pins, forks, sessions and settings recorded only in the "
+            "lost log are not)"
+        )
+    elif found.resumed:
         notes.append(
             f"found this folder's earlier timeline ({count - 1} snapshots from before "
             "`till forget`) and continued it"

@@ -24,6 +24,7 @@ from tillage.platform.names import random_hex
 from tillage.store.store import Store
 from tillage.workspace.errors import (
     FolderMissingError,
+    PointerDamagedError,
     RefusedRootError,
     UnsafeControlDirError,
 )
@@ -49,6 +50,9 @@ class Attachment:
     workspace: Workspace
     new: bool
     resumed: bool
+    # Snapshots of this folder's timeline taken back from the store's packs: its pointer named
+    # a workspace whose records the store's log had lost (store/lost.py).
+    recovered: int = 0
 
 
 def _control_state(root: Path) -> str:
@@ -93,7 +97,16 @@ def write_pointer(root: Path, workspace_id: str) -> None:
             raise
         try:
             atomic_write_at(control_fd, ".gitignore", GITIGNORE)
-            atomic_write_at(control_fd, POINTER, json.dumps({"workspace": workspace_id}).encode())
+            try:
+                atomic_write_at(
+                    control_fd, POINTER, json.dumps({"workspace": workspace_id}).encode()
+                )
+            except IsADirectoryError:
+                path = root / CONTROL_DIR / POINTER
+                raise PointerDamagedError(
+                    f"{path} is a folder: tillage will not write its pointer over it",
+                    details={"path": str(path)},
+                ) from None
         finally:
             os.close(control_fd)
     finally:
@@ -109,8 +122,8 @@ def _read_pointer(root: Path) -> str | None:
         if _control_state(root) != "dir":
             return None  # a `.tillage` symlink: its pointer belongs to another folder
         doc = json.loads(os.read(fd, 4096))
-    except ValueError:
-        return None
+    except (ValueError, OSError):
+        return None  # not JSON, or a folder in its place: no pointer (the catalog knows)
     finally:
         os.close(fd)
     value = doc.get("workspace") if isinstance(doc, dict) else None
@@ -171,12 +184,37 @@ def attach(home: Path, folder: Path, home_dir: Path | None) -> Attachment:
         if found is not None:
             return Attachment(found, new=False, resumed=False)
         earlier = store.forgotten_workspace_by_root(str(root))
-        workspace_id = earlier.id if earlier is not None else random_hex(16)
+        lost = None if earlier is not None else lost_timeline(store, root)
+        if earlier is not None:
+            workspace_id = earlier.id
+        else:
+            workspace_id = lost[1] if lost is not None else random_hex(16)
         store.publish("attach", {"workspace": workspace_id, "root": str(root)})
         write_pointer(root, workspace_id)
+        recovered = 0
+        if lost is not None:
+            from tillage.store.lost import republish
+
+            recovered = republish(store, {workspace_id})
     return Attachment(
-        Workspace(workspace_id, root, store), new=earlier is None, resumed=earlier is not None
+        Workspace(workspace_id, root, store),
+        new=earlier is None and lost is None,
+        resumed=earlier is not None or lost is not None,
+        recovered=recovered,
     )
+
+
+def lost_timeline(store: Store, root: Path) -> tuple[int, str] | None:
+    """(snapshots, workspace ID) when the folder's pointer names a workspace the store's log
+    no longer records at all (a lost or emptied log) whose snapshots its packs still hold;
+    None otherwise. Such a folder is taken back, timeline and all, by attaching it."""
+    workspace_id = _read_pointer(root)
+    if workspace_id is None or store.ever_attached(workspace_id):
+        return None
+    from tillage.store.lost import lost_snapshots
+
+    found = lost_snapshots(store, {workspace_id})
+    return (len(found), workspace_id) if found else None
 
 
 def attach_lock(store: Store, root: Path) -> Path:
@@ -210,10 +248,20 @@ def _find(store: Store, start: Path, *, restore_pointer: bool = True) -> Workspa
             # fall through to the catalog, which knows the folders really attached.
         row = store.workspace_by_root(str(folder))
         if row is not None:
-            if restore_pointer:  # the pointer was removed (e.g. `git clean -fdx`): put it back
+            # The pointer was removed (e.g. `git clean -fdx`): put it back, unless something
+            # that is not a file holds its place (`verify --repair` sets that aside).
+            if restore_pointer and not _pointer_blocked(folder):
                 write_pointer(folder, row.id)
             return Workspace(row.id, folder, store)
     return None
+
+
+def _pointer_blocked(root: Path) -> bool:
+    """Tells whether a folder (or anything but a file) is where the pointer should be."""
+    try:
+        return not stat.S_ISREG(os.lstat(root / CONTROL_DIR / POINTER).st_mode)
+    except OSError:
+        return False
 
 
 def holds_pointer(root: Path, workspace_id: str) -> bool:
@@ -263,6 +311,23 @@ def find_workspace(
     return found
 
 
+def _lost_here(home: Path, folder: Path, store: Store | None) -> int | None:
+    """How many snapshots of a lost timeline the folder's pointer names (lost_timeline)."""
+    if not Store.exists(home):
+        return None
+    opened = store if store is not None else Store.open(home)
+    try:
+        root = folder.resolve()
+        for candidate in (root, *root.parents):
+            if _control_state(candidate) == "dir":
+                found = lost_timeline(opened, candidate)
+                return None if found is None else found[0]
+        return None
+    finally:
+        if store is None:
+            opened.close()
+
+
 def require_workspace(
     home: Path,
     folder: Path,
@@ -281,5 +346,13 @@ def require_workspace(
             next_step = "change into a project folder and run `till watch` there"
         else:
             next_step = f"run `till watch` in {folder} to attach it"
-        raise NotAttachedError(f"{folder} is not attached to tillage", next_step=next_step)
+        message = f"{folder} is not attached to tillage"
+        lost = _lost_here(home, folder, store) if reason is None else None
+        if lost is not None:
+            message += (
+                f": the store's log no longer records it, but its packs still hold {lost} "
+                "snapshots of its timeline"
+            )
+            next_step = f"run `till watch` in {folder} to take its timeline back"
+        raise NotAttachedError(message, next_step=next_step)
     return found

@@ -85,3 +85,16 @@ class FolderMovedError(ConflictError):
         shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
         super().__init__(f"the folder changed while the landing was planned: {shown}")
         self.paths = tuple(paths)
+
+
+class PointerDamagedError(TillageError):
+    """Something that is not a file (a folder) holds the place of the folder's pointer,
+    `.tillage/workspace.json`: tillage does not write over it."""
+
+    code = -32084
+    name = "workspace.pointer_damaged"
+    module = "workspace"
+    next_step = (
+        "move `.tillage/workspace.json` out of the way (it is tillage's own file; a folder "
+        "there holds nothing tillage wrote), then run the command again"
+    )

@@ -13,6 +13,7 @@ import contextlib
 from pathlib import Path
 
 from tillage.errors import BusyError
+from tillage.store.errors import ControlFileDamagedError
 from tillage.store.store import Store
 from tillage.workspace.attach import Workspace, require_workspace
 from tillage.workspace.journal.intents import intent_path, read_intent, remove_intent
@@ -65,9 +66,34 @@ def recover_if_interrupted(ws: Workspace) -> bool:
         # a command that finds nothing to finish (almost every call) never needs.
         from tillage.workspace.journal.landing import finish
 
+        if not path.is_file():
+            raise _damaged_intent(path, "a folder is where the file should be")
         intent = read_intent(ws)
         if intent is None:
             remove_intent(ws)  # a torn intent: it was never acted on (written atomically)
             return False
+        problem = intent_problem(intent)
+        if problem is not None:
+            raise _damaged_intent(path, problem)
         finish(ws, intent)
     return True
+
+
+def intent_problem(intent: dict[str, object]) -> str | None:
+    """What makes a whole intent record one no landing wrote (None: it names what the folder
+    must become: a rewind's `target` snapshot, or a merge's `tree` at its `paths`)."""
+    if intent.get("paths") is not None:
+        ok = isinstance(intent.get("tree"), str) and isinstance(intent["paths"], list)
+    else:
+        ok = isinstance(intent.get("target"), str)
+    return None if ok else "it names no snapshot to land (not a record tillage wrote)"
+
+
+def _damaged_intent(path: Path, problem: str) -> ControlFileDamagedError:
+    return ControlFileDamagedError.of(
+        path,
+        f"an interrupted rewind's record: {problem}",
+        next_step="run `till verify --repair` to set it aside, then, if the folder is half "
+        "rewound, put it back with `till rewind UNDO --yes` (UNDO: its newest `pre_rewind` or "
+        "`pre_merge` snapshot in `till timeline`)",
+    )

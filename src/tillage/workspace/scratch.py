@@ -59,7 +59,9 @@ def sweep_scratch(store: Store) -> int:
         token = name[len(SCRATCH_PREFIX) : -len(".json")]
         if is_held(_lock(store, token)):
             continue
-        with contextlib.suppress(OSError, ValueError):
+        # A record that does not read (a folder in its place, another shape) is left for
+        # `verify`, which reports it (store/controls.py).
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             path = Path(json.loads((store.intents_dir / name).read_bytes())["scratch"])
             if path.name.endswith(token):  # only ever the folder this record made
                 _remove(path)

@@ -266,8 +266,8 @@ def finish_pending_anywhere(store: Store) -> None:
     except FileNotFoundError:
         return
     for name in sorted(names):
-        if not name.endswith(".json"):
-            continue
+        if not name.endswith(".json") or not (store.intents_dir / name).is_file():
+            continue  # a folder in an intent's place is `verify`'s to report (store/controls.py)
         if name.startswith(REMOVAL_PREFIX):
             _finish_removal(store, store.intents_dir / name)
         elif name.startswith(INTENT_PREFIX):
@@ -323,8 +323,9 @@ def _finish_intent(store: Store, intent: Path, fork_id: str) -> None:
         root = Path(doc["root"])
         staging = Path(doc["staging"])
     except (OSError, ValueError, KeyError, TypeError):
-        intent.unlink(missing_ok=True)  # written atomically: a torn one was never acted on
-        return
+        if intent.is_file():  # written atomically: a torn one was never acted on
+            intent.unlink()
+        return  # a folder in its place is left for `verify` to report (store/controls.py)
     row = store.fork_of(fork_id)
     if row is not None and row.removed_ns is None:
         if not os.path.lexists(root) and holds_pointer(staging, fork_id):

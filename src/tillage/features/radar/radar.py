@@ -31,8 +31,8 @@ from tillage.core.radar import (
     touched_paths,
     transitions,
 )
-from tillage.platform.fs import atomic_write
 from tillage.platform.locks import file_lock
+from tillage.store import control
 from tillage.store.rows import ForkRow, SnapshotRow
 from tillage.store.store import Store
 from tillage.workspace.attach import Workspace
@@ -230,7 +230,7 @@ def _write_state(path: Path, states: object, found: Sequence[Collision]) -> None
         "collisions": {c.path: [list(c.forks), c.workspace] for c in found},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(doc, separators=(",", ":")).encode() + b"\n")
+    control.rewrite(path, json.dumps(doc, separators=(",", ":")).encode() + b"\n")
 
 
 def _as_collisions(found: dict[str, tuple[tuple[str, ...], bool]]) -> list[Collision]:

@@ -219,5 +219,7 @@ def _intents(store: Store) -> Iterator[Path]:
     except FileNotFoundError:
         return
     for name in sorted(names):
-        if name.startswith(PREFIX) and name.endswith(".json"):
-            yield store.intents_dir / name
+        # A folder in an intent's place is `verify`'s to report (store/controls.py).
+        path = store.intents_dir / name
+        if name.startswith(PREFIX) and name.endswith(".json") and path.is_file():
+            yield path

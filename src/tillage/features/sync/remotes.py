@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tillage.crypto import RecoveryKey
+from tillage.errors import TillageError
 from tillage.features.sync.errors import RemoteExistsError, UnknownRemoteError
 from tillage.platform.fs import atomic_write
 from tillage.platform.locks import file_lock
 from tillage.platform.names import random_hex
+from tillage.store import control
+from tillage.store.errors import ControlFileDamagedError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,20 +65,35 @@ def _path(store: Store, workspace_id: str) -> Path:
 
 def load(store: Store, workspace_id: str) -> list[RemoteConfig]:
     """The workspace's remotes, in the order they were added."""
-    try:
-        doc = json.loads(_path(store, workspace_id).read_bytes())
-    except FileNotFoundError:
+    path = _path(store, workspace_id)
+    doc = control.read_json(path)
+    if doc is None:
         return []
-    return [
-        RemoteConfig(
-            r["name"],
-            r["url"],
-            RecoveryKey.from_hex(r["key"]),
-            r.get("remote_till"),
-            r.get("endpoint"),
-        )
-        for r in doc.get("remotes", [])
-    ]
+    try:
+        return [
+            RemoteConfig(
+                _text(r["name"]),
+                _text(r["url"]),
+                RecoveryKey.from_hex(_text(r["key"])),
+                _text_or_none(r.get("remote_till")),
+                _text_or_none(r.get("endpoint")),
+            )
+            for r in doc["remotes"]
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError, TillageError):
+        raise ControlFileDamagedError.of(
+            path, "its remotes are not in the shape tillage wrote"
+        ) from None
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("not a string")
+    return value
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else _text(value)
 
 
 def find(store: Store, workspace_id: str, name: str | None) -> RemoteConfig:
@@ -148,17 +166,16 @@ def replace_key(store: Store, workspace_id: str, name: str, key: RecoveryKey) ->
 def machine_id(store: Store) -> str:
     """This store's stable random ID: the holder a lease names."""
     path = _folder(store) / "machine-id"
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        pass
-    with file_lock(store.locks_dir / "machine-id.lock", what="the machine ID"):
-        try:
-            return path.read_text().strip()
-        except FileNotFoundError:
-            ident = random_hex(16)
-            atomic_write(path, (ident + "\n").encode(), mode=0o600)
-            return ident
+    found = control.read_text(path)
+    if found is None:
+        with file_lock(store.locks_dir / "machine-id.lock", what="the machine ID"):
+            found = control.read_text(path)
+            if found is None:
+                found = random_hex(16)
+                atomic_write(path, (found + "\n").encode(), mode=0o600)
+    if not found or not found.isprintable():
+        raise ControlFileDamagedError.of(path, "it holds no machine ID")
+    return found
 
 
 def forget_remotes(store: Store, workspace_id: str) -> None:

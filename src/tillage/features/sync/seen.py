@@ -22,8 +22,8 @@ from blake3 import blake3
 from tillage.crypto import RecoveryKey
 from tillage.features.sync.errors import RollbackError
 from tillage.features.sync.refs import RefState, read_ref
-from tillage.platform.fs import atomic_write
 from tillage.platform.locks import file_lock
+from tillage.store import control
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def _path(store: Store, remote: Remote, ref: str) -> Path:
 def _read(path: Path) -> dict[str, Any] | None:
     try:
         doc = json.loads(path.read_bytes())
-    except (FileNotFoundError, ValueError):
+    except (OSError, ValueError):
         return None  # never seen (a damaged memory is a forgotten one: it only weakens a check)
     return doc if isinstance(doc, dict) else None
 
@@ -222,7 +222,7 @@ def _write(
     if synced:
         doc["synced"] = synced
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(doc).encode(), mode=0o600)
+    control.rewrite(path, json.dumps(doc).encode(), mode=0o600)
 
 
 def _synced(path: Path) -> list[list[Any]]:
