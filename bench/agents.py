@@ -28,8 +28,8 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import random
+import re
 import shlex
 import shutil
 import statistics

@@ -4,7 +4,6 @@ as a harness launches it."""
 from __future__ import annotations
 
 import json
-
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager

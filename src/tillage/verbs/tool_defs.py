@@ -110,8 +110,8 @@ def _arg_schema(arg: ToolArg) -> dict[str, Any]:
         schema["minimum"] = arg.limit.minimum
         if arg.limit.maximum is not None:
             schema["maximum"] = arg.limit.maximum
-        if arg.limit.default is not None:
-            schema["default"] = arg.limit.default
+        if arg.default is not None:
+            schema["default"] = arg.default
     elif not arg.required and arg.default not in (None, ()):
         schema["default"] = arg.default
     return schema

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 # Fields that say what to do next, in the command line's words: said as tool calls.
 SPOKEN = frozenset({"next", "undo_command", "next_step", "hint"})
+# Fields holding what a command printed or a person wrote: kept as they are (their end).
+PRINTED = frozenset({"output", "check_output", "stdout", "stderr", "value"})
 # A field for people only: the 12-character form of an ID that is beside it whole.
 SHORT = "short"
 # A string longer than this (a command's output) keeps its end only.
@@ -80,13 +82,15 @@ def _said(value: Any, tool: ToolDef | None, known: tuple[str, ...], longest: int
                 continue
             if key in SPOKEN and isinstance(item, str):
                 out[key] = _tail(speak(item, tool, known), longest)
+            elif key in PRINTED and isinstance(item, str):
+                out[key] = _tail(item, longest)
             else:
                 out[key] = _said(item, tool, known, longest)
         return out
     if isinstance(value, (list, tuple)):
         return [_said(v, tool, known, longest) for v in value]
-    if isinstance(value, str):
-        return _tail(value, longest)
+    if isinstance(value, str):  # tillage's words (a label it wrote): its IDs written whole
+        return _tail(expand_ids(value, known) if known else value, longest)
     return value
 
 
@@ -116,14 +120,18 @@ def _tail(text: str, limit: int) -> str:
 
 
 def _cut(doc: dict[str, Any], budget: int) -> dict[str, int]:
-    """Cuts the lists of `doc` in place, the largest first, from their end, until it fits
+    """Cuts the lists of `doc` in place, the longest first, from their end, until it fits
     `budget` bytes; returns how many items of each list (by dotted path) were left out."""
     left: dict[str, int] = {}
     while _size(doc) > budget:
         lists = [(path, items) for path, items in _lists(doc, "") if items]
         if not lists:
             break
-        path, items = max(lists, key=lambda pair: _size(pair[1]))
+        # The longest list that weighs (a tenth of the whole or more) goes first: a list of
+        # 200 paths is cut before the list of 2 forks that holds it.
+        total = _size(doc)
+        heavy = [pair for pair in lists if _size(pair[1]) * 10 >= total] or lists
+        path, items = max(heavy, key=lambda pair: (len(pair[1]), _size(pair[1])))
         excess = _size(doc) - budget
         dropped = 0
         while items and excess > 0:

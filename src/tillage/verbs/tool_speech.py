@@ -40,7 +40,7 @@ _PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*")
 _HEX_WORD = re.compile(r"(?<![0-9a-f])[0-9a-f]{6,63}(?![0-9a-f])")
 
 
-class _Unsaid(Exception):
+class _UnsaidError(Exception):
     """Words the tools cannot say (a flag no tool argument fills, a global `--repo`)."""
 
 
@@ -65,14 +65,14 @@ def tool_of(verb: Verb[Any, Any]) -> ToolDef | None:
 
 def parse(words: list[str]) -> tuple[Verb[Any, Any], dict[str, Any]]:
     """`till`'s words after `till` as the verb they name and the request fields they give,
-    parsed by the verb's own params; _Unsaid when they are not a command of this registry."""
+    parsed by the verb's own params; _UnsaidError when they are not a command of this registry."""
     rest = list(words)
     own: list[str] = []
     while rest and rest[0].startswith("-") and rest[0] != "--":
         word = rest.pop(0)
         if word in _GLOBAL_BARE:
             continue
-        raise _Unsaid(word)  # `--repo DIR`: a tool works on its own folder only
+        raise _UnsaidError(word)  # `--repo DIR`: a tool works on its own folder only
     verbs = _verbs()
     for size in (2, 1):
         if len(rest) >= size and " ".join(rest[:size]) in verbs:
@@ -80,7 +80,7 @@ def parse(words: list[str]) -> tuple[Verb[Any, Any], dict[str, Any]]:
             own = rest[size:]
             break
     else:
-        raise _Unsaid(" ".join(rest[:2]))
+        raise _UnsaidError(" ".join(rest[:2]))
     return verb, _fields(verb, own)
 
 
@@ -103,7 +103,7 @@ def _fields(verb: Verb[Any, Any], words: list[str]) -> dict[str, Any]:
         i += 1
         if word == "--":
             if remainder is None:
-                raise _Unsaid(word)
+                raise _UnsaidError(word)
             values[remainder.name] = tuple(words[i:])
             break
         if word.startswith("-") and len(word) > 1:
@@ -112,7 +112,7 @@ def _fields(verb: Verb[Any, Any], words: list[str]) -> dict[str, Any]:
                 continue
             flagged = flags.get(name)
             if flagged is None:
-                raise _Unsaid(name)
+                raise _UnsaidError(name)
             if flagged.type == "bool":
                 values[flagged.name] = True
                 continue
@@ -123,13 +123,13 @@ def _fields(verb: Verb[Any, Any], words: list[str]) -> dict[str, Any]:
                 if not _listy(flagged) or eq:
                     break
             if not taken:
-                raise _Unsaid(name)
+                raise _UnsaidError(name)
             values[flagged.name] = (
                 (*values.get(flagged.name, ()), *taken) if _listy(flagged) else taken[0]
             )
             continue
         if not positional:
-            raise _Unsaid(word)
+            raise _UnsaidError(word)
         prm = positional.pop(0)
         values[prm.name] = (word,) if _listy(prm) else word
     return {k: _typed(params, k, v) for k, v in values.items()}
@@ -150,13 +150,13 @@ def _typed(params: list[Param], name: str, value: Any) -> Any:
 
 
 def tool_call(verb: Verb[Any, Any], fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The tool and the arguments that make the request `fields` of `verb`; _Unsaid when no
+    """The tool and the arguments that make the request `fields` of `verb`; _UnsaidError when no
     tool offers it, or a field given is one its tool does not take."""
     from tillage.verbs.tool_defs import CONFIRM
 
     tool = tool_of(verb)
     if tool is None:
-        raise _Unsaid(verb.contract.cli)
+        raise _UnsaidError(verb.contract.cli)
     by_field = {a.field: a for a in tool.args}
     fixed = dict(tool.fixed)
     args: dict[str, Any] = {}
@@ -170,12 +170,11 @@ def tool_call(verb: Verb[Any, Any], fields: dict[str, Any]) -> tuple[str, dict[s
         if arg is None:
             if name in fixed and fixed[name] == value:
                 continue
-            raise _Unsaid(name)
+            raise _UnsaidError(name)
         if arg.command:
-            value = value[0] if len(value) == 1 else shlex.join(value)
-        elif isinstance(value, tuple):
-            value = list(value)
-        args[arg.name] = value
+            args[arg.name] = value[0] if len(value) == 1 else shlex.join(value)
+        else:
+            args[arg.name] = list(value) if isinstance(value, tuple) else value
     return tool.name, args
 
 
@@ -206,7 +205,7 @@ def _command(text: str) -> str | None:
         words = shlex.split(text)
         verb, fields = parse(words)
         return call_words(*tool_call(verb, fields))
-    except (_Unsaid, ValueError):
+    except (_UnsaidError, ValueError):
         return None
 
 
@@ -288,12 +287,14 @@ def _clause_end(text: str, start: int) -> int:
                 quote = None
         elif ch in "'\"":
             quote = ch
-        elif ch in ",;)" or (ch == "(" and text[i - 1] == " "):
-            break
-        elif ch == "." and (i + 1 == len(text) or text[i + 1] == " "):
+        elif ch in ",;)" or (ch == "(" and text[i - 1] == " ") or _sentence_end(text, i):
             break
         i += 1
     return len(text[:i].rstrip()) if i < len(text) else i
+
+
+def _sentence_end(text: str, i: int) -> bool:
+    return text[i] == "." and (i + 1 == len(text) or text[i + 1] == " ")
 
 
 def _flags(text: str, tool: ToolDef) -> str:

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from tillage.errors import TillageError
     from tillage.verbs.tool_defs import ToolDef
 
 # About this many bytes of text go back to a model per call.
@@ -335,7 +334,7 @@ def _events(doc: dict[str, Any], _request: Any) -> str:
         return "No events."
     lines = [
         f"- cursor {e['cursor']}  {e['at']}  {e['kind']}  "
-        + json.dumps(e["detail"], ensure_ascii=False, separators=(",", ":"))
+        + json.dumps(_without_short(e["detail"]), ensure_ascii=False, separators=(",", ":"))
         for e in events
     ]
     head = f"{count(len(events), 'event')}, oldest first:"
@@ -344,6 +343,15 @@ def _events(doc: dict[str, Any], _request: Any) -> str:
     last = events[shown - 1]["cursor"]
     rest = "the rest" if shown < len(events) else "only newer events"
     return fit(head, lines, "event", f"Pass after: {last} next time to read {rest}.")
+
+
+def _without_short(value: Any) -> Any:
+    """`value` without its `short` IDs: a model is handed whole ones only."""
+    if isinstance(value, dict):
+        return {k: _without_short(v) for k, v in value.items() if k != "short"}
+    if isinstance(value, list):
+        return [_without_short(v) for v in value]
+    return value
 
 
 def _try(doc: dict[str, Any], _request: Any) -> str:
