@@ -19,7 +19,7 @@ import pytest
 
 import tillage.agent
 from tests.conftest import Till
-from tillage.verbs.tool_text import TEXT_LIMIT
+from tillage.verbs.tool_shape import TEXT_LIMIT
 from tillage.verbs.tools import ToolResult
 
 # What the cut may add beyond the cap (the note of what was left out).

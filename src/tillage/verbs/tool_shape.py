@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 
 from tillage.verbs.tool_speech import expand_ids, full_ids, speak
-from tillage.verbs.tool_text import TEXT_LIMIT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,6 +22,8 @@ if TYPE_CHECKING:
 
     from tillage.verbs.tool_defs import ToolDef
 
+# About this many bytes go back to a model per call: the text, and the structured result.
+TEXT_LIMIT = 4000
 # Fields that say what to do next, in the command line's words: said as tool calls.
 SPOKEN = frozenset({"next", "undo_command", "next_step", "hint"})
 # Fields holding what a command printed or a person wrote: kept as they are (their end).

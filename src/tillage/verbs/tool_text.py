@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from tillage.core.units import count, size
+from tillage.verbs.tool_shape import TEXT_LIMIT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -19,9 +20,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from tillage.verbs.tool_defs import ToolDef
-
-# About this many bytes of text go back to a model per call.
-TEXT_LIMIT = 4000
 
 
 def error_text(envelope: dict[str, Any]) -> str:
@@ -92,7 +90,7 @@ def render(
     if said is None:
         from tillage.verbs.tool_shape import shape
 
-        said = shape(doc, tool)
+        said = shape(doc, tool)  # a caller that has not shaped it yet
     if said is None:  # too big even cut: the document's top fields, said as the text says
         said = {k: v for k, v in doc.items() if not isinstance(v, (list, dict))}
     return cap(expand_ids(_generic(tool.name, said), full_ids(doc)))
