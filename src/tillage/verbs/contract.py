@@ -237,7 +237,9 @@ class ToolSpec:
     beyond the contract's doc; `offered=False` keeps an agent-audience verb off the tool list
     (say why in `guide`). `doc` replaces the contract's doc and `docs` (field, text) a param's
     where those speak the command line's words (`--paths`, `till rewind`): a model is told
-    of tool arguments and tools only. A plain class for the same reason as ToolLimit.
+    of tool arguments and tools only. `required` fields are required of a tool call though
+    optional on the command line (a `fixed` field makes them needed: a stream read once needs
+    the point to read after). A plain class for the same reason as ToolLimit.
     """
 
     __slots__ = (
@@ -251,6 +253,7 @@ class ToolSpec:
         "name",
         "offered",
         "rename",
+        "required",
     )
 
     def __init__(
@@ -266,10 +269,12 @@ class ToolSpec:
         fixed: tuple[tuple[str, Any], ...] = (),
         doc: str | None = None,
         docs: tuple[tuple[str, str], ...] = (),
+        required: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.doc = doc
         self.docs = docs
+        self.required = required
         self.fixed = fixed
         self.rename = rename
         self.hidden = hidden

@@ -139,7 +139,7 @@ def _derive(verb: Verb[Any, Any]) -> ToolDef | None:
                 name=renamed.get(prm.name, prm.name),
                 field=prm.name,
                 type=prm.type,
-                required=not prm.optional,
+                required=not prm.optional or prm.name in spec.required,
                 doc=docs.get(prm.name, prm.doc),
                 default=prm.default if limit is None or limit.default is None else limit.default,
                 limit=limit,

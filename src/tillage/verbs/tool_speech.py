@@ -29,12 +29,14 @@ if TYPE_CHECKING:
 FOR_A_PERSON = "(for a person to run: no tool does it)"
 PERSON = "have a person run"
 NO_ARGUMENT = "(a command-line flag: no tool argument takes it)"
-# The global flags of `till` (hosts/cli): the first two take a value.
-_GLOBAL_VALUED = ("--repo", "--color")
+# The global flags of `till` (hosts/cli) that change nothing a tool says (`--repo` does).
 _GLOBAL_BARE = ("--json", "--debug")
 _BACKTICKED = re.compile(r"`(till [^`]*)`")
 _BARE_COMMAND = re.compile(r"(?<![\w`/.\"'-])till (?=[a-z])")
 _FLAG = re.compile(r"(?<![\w/.-])(--[a-z][a-z0-9-]*|-[a-zA-Z])(?![\w-])")
+_VALUED = re.compile(r"(?<![\w/.-])(--[a-z][a-z0-9-]*) (['\"])(.*?)\2")
+_TICKED_FLAG = re.compile(r"`(--[a-z][a-z0-9-]*|-[a-zA-Z])((?: [^`]*)?)`")
+_GLOBAL_FLAGS = ("--json", "--debug", "--repo", "--color")
 _DASHES = re.compile(r"`-- ([^`]+)`|(?<![\w-])`--`(?![\w-])")
 _PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*")
 _HEX_WORD = re.compile(r"(?<![0-9a-f])[0-9a-f]{6,63}(?![0-9a-f])")
@@ -56,6 +58,19 @@ def _tools() -> dict[str, ToolDef]:
     from tillage.verbs.tool_defs import tool_defs
 
     return {d.verb.contract.name: d for d in tool_defs()}
+
+
+@cache
+def _all_flags() -> frozenset[str]:
+    """Every flag of `till` (its own and each verb's): words a tool call cannot say."""
+    flags = set(_GLOBAL_FLAGS)
+    for verb in _verbs().values():
+        for prm in verb.contract.params():
+            flags.add(prm.spec.flag or "--" + prm.name.replace("_", "-"))
+            flags.update(prm.spec.aliases)
+            if prm.spec.short:
+                flags.add(prm.spec.short)
+    return frozenset(flags)
 
 
 def tool_of(verb: Verb[Any, Any]) -> ToolDef | None:
@@ -235,7 +250,7 @@ def _commands(text: str) -> str:
         elif before.endswith("run "):
             before, words = before[:-4], f"call {said}"
         else:
-            words = f"call {said}" if _starts_clause(before) else f"a call of {said}"
+            words = f"a call of {said}" if _within(before) else f"call {said}"
         pieces.append(before[at:])
         pieces.append(words)
         at = end
@@ -267,9 +282,10 @@ def _names_a_verb(command: str) -> bool:
     return bool(words) and (" ".join(words[:2]) in verbs or words[0] in verbs)
 
 
-def _starts_clause(before: str) -> bool:
-    stripped = before.rstrip()
-    return not stripped or stripped.endswith((":", ";", ".", "(", ","))
+def _within(before: str) -> bool:
+    """Tells whether a command is named inside a phrase (`list them with ...`, `see ...`),
+    where `a call of TOOL` reads; elsewhere it is an instruction: `call TOOL`."""
+    return before.endswith(("with ", "by ", "see ", "(see ", "from ", "(from "))
 
 
 def _inside_backticks(text: str, at: int) -> bool:
@@ -336,16 +352,50 @@ def _flags(text: str, tool: ToolDef) -> str:
         text = text.replace("after `--`", f"in `{command.name}`")
     text = _DASHES.sub(dashes, text)
 
-    def flag(match: re.Match[str]) -> str:
-        if _in_person_command(text, match.start()):
+    def valued(match: re.Match[str]) -> str:
+        if _inside_backticks(text, match.start()):
+            return match.group(0)  # the backticked pass says it
+        word = said(match.group(1))
+        if word is None or word.endswith(": true") or word.endswith(": false"):
             return match.group(0)
-        ticked = match.start() > 0 and text[match.start() - 1] == "`"
+        return f"`{word}: {json.dumps(match.group(3))}`"
+
+    text = _VALUED.sub(valued, text)
+
+    def ticked(match: re.Match[str]) -> str:
+        """A backticked flag and its value (`--take theirs app.db`): the argument and the
+        value it takes, or the words marked as the command line's when no argument does."""
+        if _in_person_command(text, match.start() + 1) or text[match.end() :].startswith(
+            " " + NO_ARGUMENT
+        ):
+            return match.group(0)
         word = said(match.group(1))
         if word is None:
-            if match.group(1) not in spelled:
-                return match.group(0)  # no flag of this verb (`sh -c`)
-            return f"{match.group(1)}" if ticked else f"`{match.group(1)}` {NO_ARGUMENT}"
-        return word if ticked else f"`{word}`"
+            if match.group(1) not in _all_flags():
+                return match.group(0)
+            return f"{match.group(0)} {NO_ARGUMENT}"
+        rest = match.group(2).strip()
+        if not rest or word.endswith((": true", ": false")):
+            return f"`{word}`"
+        try:
+            values = shlex.split(rest)
+        except ValueError:
+            return f"`{word}` {rest}"
+        field = spelled[match.group(1)]
+        value: Any = values if _listy(params[field]) else " ".join(values)
+        return f"`{word}: {json.dumps(_placeholder(value), ensure_ascii=False)}`"
+
+    text = _TICKED_FLAG.sub(ticked, text)
+
+    def flag(match: re.Match[str]) -> str:
+        if _in_person_command(text, match.start()) or _inside_backticks(text, match.start()):
+            return match.group(0)
+        word = said(match.group(1))
+        if word is None:
+            if match.group(1) not in _all_flags():
+                return match.group(0)  # no flag of ours (`sh -c`)
+            return f"`{match.group(1)}` {NO_ARGUMENT}"
+        return f"`{word}`"
 
     return _FLAG.sub(flag, text)
 

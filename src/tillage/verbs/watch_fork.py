@@ -160,6 +160,7 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             tool=ToolSpec(
                 name="workspace_fork_snapshots",
                 fixed=(("once", True),),
+                required=("after",),
                 doc="The snapshots universe `name` sealed after the snapshot `after` "
                 "(exclusive), oldest first: each snapshot object and `fork`.",
                 docs=(
