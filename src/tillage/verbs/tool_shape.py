@@ -32,6 +32,9 @@ PRINTED = frozenset({"output", "check_output", "stdout", "stderr", "value"})
 SHORT = "short"
 # A string longer than this (a command's output) keeps its end only.
 STRING_LIMIT = 1500
+# No list longer than this fits in TEXT_LIMIT (each item costs a few bytes at least): the rest
+# is counted, never said.
+MAX_ITEMS = TEXT_LIMIT // 4
 # What `left_out` and the cut of lists may add beyond the lists they cut.
 SLACK = 200
 
@@ -41,19 +44,18 @@ def shape(doc: Any, tool: ToolDef | None, limit: int = TEXT_LIMIT) -> dict[str, 
     bytes of JSON; None when even cut it would not fit (the text alone answers)."""
     if not isinstance(doc, dict):
         doc = {"result": doc}
-    known = full_ids(doc)
-    said = _said(doc, tool, known, STRING_LIMIT)
-    assert isinstance(said, dict)
-    left = _cut(said, limit - SLACK)
-    if left:
-        said["left_out"] = left
-    if _size(said) <= limit:
-        return said
-    said = _said(doc, tool, known, STRING_LIMIT // 5)
-    left = _cut(said, limit - SLACK)
-    if left:
-        said["left_out"] = left
-    return said if _size(said) <= limit else None
+    known = full_ids(doc, MAX_ITEMS)
+    for longest in (STRING_LIMIT, STRING_LIMIT // 5):
+        left: dict[str, int] = {}
+        said = _said(doc, _Saying(tool, known, longest, left), "")
+        assert isinstance(said, dict)
+        for path, count in _cut(said, limit - SLACK).items():
+            left[path] = left.get(path, 0) + count
+        if left:
+            said["left_out"] = left
+        if _size(said) <= limit:
+            return said
+    return None
 
 
 def shape_error(envelope: dict[str, Any], tool: ToolDef | None) -> dict[str, Any]:
@@ -72,7 +74,22 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
-def _said(value: Any, tool: ToolDef | None, known: tuple[str, ...], longest: int) -> Any:
+class _Saying:
+    """What saying a document needs: the tool, the whole IDs it holds, the longest string
+    kept, and the lists cut so far (by path)."""
+
+    __slots__ = ("known", "left", "longest", "tool")
+
+    def __init__(
+        self, tool: ToolDef | None, known: tuple[str, ...], longest: int, left: dict[str, int]
+    ) -> None:
+        self.tool = tool
+        self.known = known
+        self.longest = longest
+        self.left = left
+
+
+def _said(value: Any, saying: _Saying, path: str) -> Any:
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():
@@ -82,16 +99,20 @@ def _said(value: Any, tool: ToolDef | None, known: tuple[str, ...], longest: int
                 out.update(_content(value, item))
                 continue
             if key in SPOKEN and isinstance(item, str):
-                out[key] = _tail(speak(item, tool, known), longest)
+                out[key] = _tail(speak(item, saying.tool, saying.known), saying.longest)
             elif key in PRINTED and isinstance(item, str):
-                out[key] = _tail(item, longest)
+                out[key] = _tail(item, saying.longest)
             else:
-                out[key] = _said(item, tool, known, longest)
+                out[key] = _said(item, saying, f"{path}.{key}" if path else key)
         return out
     if isinstance(value, (list, tuple)):
-        return [_said(v, tool, known, longest) for v in value]
+        if len(value) > MAX_ITEMS:  # more than could ever fit: not said at all
+            saying.left[path] = saying.left.get(path, 0) + len(value) - MAX_ITEMS
+            value = value[:MAX_ITEMS]
+        return [_said(v, saying, path + "[]") for v in value]
     if isinstance(value, str):  # tillage's words (a label it wrote): its IDs written whole
-        return _tail(expand_ids(value, known) if known else value, longest)
+        known = saying.known
+        return _tail(expand_ids(value, known) if known else value, saying.longest)
     return value
 
 
@@ -152,9 +173,3 @@ def _lists(value: Any, path: str) -> list[tuple[str, list[Any]]]:
         for item in value:
             found += _lists(item, path + "[]")
     return found
-
-
-def said_ids(text: str, doc: Any) -> str:
-    """`text` with each short ID that begins one of the IDs `doc` holds written whole."""
-    known = full_ids(doc)
-    return expand_ids(text, known) if known else text

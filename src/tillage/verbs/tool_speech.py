@@ -39,6 +39,7 @@ _TICKED_FLAG = re.compile(r"`(--[a-z][a-z0-9-]*|-[a-zA-Z])((?: [^`]*)?)`")
 _GLOBAL_FLAGS = ("--json", "--debug", "--repo", "--color")
 _DASHES = re.compile(r"`-- ([^`]+)`|(?<![\w-])`--`(?![\w-])")
 _PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*")
+_WHOLE_ID = re.compile(r"[0-9a-f]{64}")
 _HEX_WORD = re.compile(r"(?<![0-9a-f])[0-9a-f]{6,63}(?![0-9a-f])")
 
 
@@ -422,20 +423,18 @@ def expand_ids(text: str, known: tuple[str, ...]) -> str:
     return _HEX_WORD.sub(whole, text)
 
 
-def full_ids(value: Any) -> tuple[str, ...]:
-    """The whole IDs (64 hex characters) a document holds anywhere."""
+def full_ids(value: Any, items: int | None = None) -> tuple[str, ...]:
+    """The whole IDs (64 hex characters) a document holds as strings of their own; with
+    `items`, in the first `items` of each list only (what can be said of a long one)."""
     found: set[str] = set()
-
-    def walk(v: Any) -> None:
+    stack = [value]
+    while stack:
+        v = stack.pop()
         if isinstance(v, str):
-            if len(v) == 64 and all(c in "0123456789abcdef" for c in v):
+            if len(v) == 64 and _WHOLE_ID.fullmatch(v):
                 found.add(v)
         elif isinstance(v, dict):
-            for item in v.values():
-                walk(item)
+            stack.extend(v.values())
         elif isinstance(v, (list, tuple)):
-            for item in v:
-                walk(item)
-
-    walk(value)
+            stack.extend(v if items is None else v[:items])
     return tuple(sorted(found))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from tillage.core.units import count, size
-from tillage.verbs.tool_shape import TEXT_LIMIT
+from tillage.verbs.tool_shape import MAX_ITEMS, TEXT_LIMIT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def render(
         doc = to_wire(result)
     own = getattr(result, "model_text", None)
     if callable(own):  # a verb's own words, written beside its people's: said as tools
-        return cap(speak(str(own()), tool, full_ids(doc)))
+        return cap(speak(str(own()), tool, full_ids(doc, MAX_ITEMS)))
     renderer = _RENDERERS.get(tool.verb.contract.name)
     if renderer is not None:
         return cap(renderer(doc, request))
@@ -93,7 +93,7 @@ def render(
         said = shape(doc, tool)  # a caller that has not shaped it yet
     if said is None:  # too big even cut: the document's top fields, said as the text says
         said = {k: v for k, v in doc.items() if not isinstance(v, (list, dict))}
-    return cap(expand_ids(_generic(tool.name, said), full_ids(doc)))
+    return cap(expand_ids(_generic(tool.name, said), full_ids(doc, MAX_ITEMS)))
 
 
 def _generic(name: str, doc: Any) -> str:
