@@ -19,7 +19,7 @@ import pytest
 
 import tillage.agent
 from tests.conftest import Till
-from tillage.verbs.tool_shape import TEXT_LIMIT
+from tillage.verbs.tool_text import TEXT_LIMIT
 from tillage.verbs.tools import ToolResult
 
 # What the cut may add beyond the cap (the note of what was left out).
@@ -380,3 +380,46 @@ def test_an_error_names_the_call_that_gets_past_it(
     said = bad.structured["error"]  # type: ignore[index]
     assert "`after`" in said["message"] and "--after" not in said["message"]
     assert "--after" in bad.document["error"]["message"], "the harness keeps the envelope"
+
+
+@pytest.mark.anyio
+@pytest.mark.process  # a real `till mcp` process, as Claude Code launches it
+async def test_what_a_real_mcp_client_is_handed_is_capped_and_speaks_tools(
+    till: Till, attached: Path
+) -> None:
+    import sys
+
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    first = till.json("timeline")["snapshots"][0]["id"]
+    (attached / "big.txt").write_text("a line of a file of 200 KB\n" * 8000)
+    (attached / ".env").write_text("KEY=two\n")
+    for i in range(40):
+        till.json("snap", "-m", f"a label long enough to weigh something, number {i}")
+    newest = till.json("timeline", "-n", "1")["snapshots"][0]["id"]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "tillage", "--repo", str(attached), "mcp"],
+        env=till.env(),
+        cwd=str(attached),
+    )
+    async with Client(params) as client:
+        cat = await client.call_tool("workspace_cat", {"id": newest, "path": "big.txt"})
+        events = await client.call_tool("workspace_events", {"limit": 500})
+        preview = await client.call_tool(
+            "workspace_restore", {"snapshot": first, "paths": [".env"]}
+        )
+    for result in (cat, events, preview):
+        assert not result.is_error
+        handed = result.structured_content  # what Claude Code gives the model
+        assert handed is not None
+        assert _size(handed) <= TEXT_LIMIT + SLACK, _size(handed)
+    assert "content_base64" not in json.dumps(cat.structured_content)
+    assert cat.structured_content["content"].startswith("a line of a file")  # type: ignore[index]
+    assert events.structured_content["left_out"]["events"] > 0  # type: ignore[index]
+    said = preview.structured_content["next"]  # type: ignore[index]
+    assert "--yes" not in said and "till " not in said
+    assert _calls(said) == [
+        ("workspace_restore", {"snapshot": first, "confirm": True, "paths": [".env"]})
+    ]
