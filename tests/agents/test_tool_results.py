@@ -9,7 +9,9 @@ model meets, through `tillage.agent` (the same Toolbelt the MCP server calls).
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,7 +127,14 @@ def answered(scene: Scene) -> Scene:
     s.ok("workspace_cat", {"id": _newest(s), "path": "big.txt"})
     s.ok("workspace_cat", {"id": _newest(s), "path": "big.bin"})
     s.ok("workspace_radar", {})
+    pipes = s.folder / "pipes"
+    pipes.mkdir()
+    for i in range(150):  # paths a snapshot cannot capture exactly: status lists each
+        os.mkfifo(pipes / f"named_pipe_number_{i:03}")
+    s.ok("workspace_snap", {"label": "with pipes"})
     s.ok("workspace_status", {"fidelity": True})
+    shutil.rmtree(pipes)
+    s.ok("workspace_snap", {"label": "pipes gone"})
     s.ok("workspace_show", {"id": first})
     s.ok("workspace_forks", {})
     s.ok("workspace_claims", {})
@@ -217,6 +226,7 @@ def test_every_result_a_model_reads_stays_within_the_cap_text_and_structured(
         "workspace_sessions",
         "workspace_restore",
         "workspace_merge",
+        "workspace_status",
     }
     assert expected <= cut, expected - cut
 
