@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import statistics
@@ -176,10 +177,12 @@ async def mcp_snapshots(client: Client) -> tuple[float, list[str]]:
     started = time.perf_counter()
     result = await client.call_tool("workspace_snapshots", {"limit": LIMIT})
     seconds = time.perf_counter() - started
-    doc = result.structured_content
-    if result.is_error or not isinstance(doc, dict):
+    text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+    if result.is_error or not isinstance(result.structured_content, dict):
         raise BenchError(f"workspace_snapshots failed: {result.content!r}")
-    return seconds, [s["id"] for s in doc["snapshots"]]
+    # The IDs a model reads: the text lists all 20, each whole (the structured result is cut
+    # to the same 4,000 bytes, and 20 whole snapshot objects do not fit).
+    return seconds, re.findall(r"^- ([0-9a-f]{64}) ", text, re.MULTILINE)
 
 
 async def mcp_snap(client: Client) -> tuple[float, str]:

@@ -15,7 +15,8 @@ from tillage import api
 from tillage.errors import TillageError
 from tillage.hosts.mcp.server import build_server
 from tillage.verbs.invoke import Settings
-from tillage.verbs.tool_defs import ToolDef, tool_defs
+from tillage.verbs.tool_defs import ToolDef, tool_def, tool_defs
+from tillage.verbs.tool_speech import speak
 
 pytestmark = pytest.mark.anyio
 
@@ -97,7 +98,13 @@ async def test_every_tool_answers_not_attached_alike_on_every_door(
 
                 for error in (cli_error, mcp_error, seam_error, api_error):
                     assert {k: error[k] for k in expected} == expected, (d.name, error)
-                    assert error == cli_error, (d.name, error, cli_error)
+                # The harness gets the envelope every door has; the model reads the same
+                # error with its next step said for it (a person attaches the folder).
+                assert seam_error == api_error == cli_error, (d.name, seam_error, cli_error)
+                assert seam_result.structured == mcp_result.structured_content
+                assert mcp_error["message"] == cli_error["message"]
+                assert mcp_error["next"] == speak(cli_error["next"]), mcp_error
+                assert "have a person run `till watch`" in mcp_error["next"]
     finally:
         belt.close()
 
@@ -120,7 +127,9 @@ async def test_an_unknown_snapshot_is_the_same_error_on_every_door(
                 cli = till("--json", *words).error
                 mcp = (await client.call_tool(name, args)).structured_content["error"]  # type: ignore[index]
                 lib = seam[name].call(args).document["error"]
-                assert cli == mcp == lib, (name, cli, mcp, lib)
+                assert cli == lib, (name, cli, lib)
+                assert {**mcp, "next": cli["next"]} == cli, (name, cli, mcp)
+                assert mcp["next"] == speak(cli["next"], tool_def(name)), mcp
                 assert cli["code"] == -32061
     finally:
         belt.close()

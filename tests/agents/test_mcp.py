@@ -3,6 +3,7 @@ as a harness launches it."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -71,7 +72,7 @@ async def test_a_real_subprocess_serves_the_tools_a_harness_expects(
         assert not listed.is_error
         snaps = listed.structured_content["snapshots"]  # type: ignore[index]
         assert len(snaps) == 1 and len(snaps[0]["id"]) == 64
-        assert snaps[0]["short"] in text(listed)
+        assert snaps[0]["id"] in text(listed) and "short" not in snaps[0]
 
 
 async def test_a_restore_previews_until_confirmed_and_says_how_to_undo(
@@ -228,7 +229,9 @@ async def test_tool_output_for_a_model_is_capped_and_says_what_it_left_out(
         said = text(diff)
         assert len(said.encode()) <= 4200
         assert "more not shown" in said
-        assert len(diff.structured_content["changes"]) == 400  # type: ignore[index]
+        shown = diff.structured_content  # what Claude Code hands the model: cut alike
+        assert len(json.dumps(shown).encode()) <= 4200
+        assert len(shown["changes"]) + shown["left_out"]["changes"] == 400  # type: ignore[index]
 
 
 async def test_a_long_command_in_a_fork_holds_up_no_other_call(till: Till, attached: Path) -> None:

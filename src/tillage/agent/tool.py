@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 class Tool:
     """One tool for a model: name, description, JSON schema, and `call(args) -> ToolResult`
-    (`text` for the model, capped; `is_error`; `document`, the machine answer)."""
+    (`text` for the model, capped; `is_error`; `document`, the machine answer, whole;
+    `structured`, that answer as a model reads it, capped like the text)."""
 
     def __init__(self, definition: ToolDef, belt: Toolbelt) -> None:
         self._definition = definition

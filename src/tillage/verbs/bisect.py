@@ -14,7 +14,16 @@ from tillage.features.bisect.errors import (
 )
 from tillage.platform.errors import DiskFullError
 from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.contract import (
+    Audience,
+    Contract,
+    Effect,
+    Scope,
+    ToolLimit,
+    ToolSpec,
+    Verb,
+    param,
+)
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import SnapshotInfo, snapshot_info
 
@@ -176,6 +185,41 @@ VERBS: tuple[Verb[Any, Any], ...] = (
                 BusyError,
                 IntegrityError,
                 DiskFullError,
+            ),
+            tool=ToolSpec(
+                limits=(ToolLimit("limit", None, None, minimum=2),),
+                doc="Find the first snapshot where a check fails: binary search along the "
+                "timeline from `good` (default: the oldest) to `bad` (default: the folder now, "
+                "sealed first), each probe run in a disposable copy of its snapshot, never in "
+                "the workspace. The check's exit status says: 0 good, 125 skip, 1 to 127 bad, "
+                "above 127 aborts (as for git bisect run). The probe sees "
+                "TILLAGE_BISECT_SNAPSHOT. `first_bad` is set only when found; otherwise (only "
+                "skipped snapshots left, or `limit` reached) it is not set and `range` {good, "
+                "bad, remaining} says where the first bad one lies.",
+                docs=(
+                    (
+                        "command",
+                        "the check: a command line run through /bin/sh -c in each "
+                        "probed snapshot's copy; exit 0 good, 125 skip (untestable), 1 to 127 bad, "
+                        "above 127 aborts",
+                    ),
+                    (
+                        "good",
+                        "a snapshot where the check passes (its whole ID; default: the "
+                        "oldest of the timeline)",
+                    ),
+                    (
+                        "bad",
+                        "a snapshot where it fails (its whole ID; default: the folder as it "
+                        "is now, sealed first)",
+                    ),
+                    (
+                        "limit",
+                        "run the check at most this many times (both ends included); "
+                        "stopped before the end, the range narrowed so far is answered (`range`, "
+                        "`candidates`), marked limit_reached",
+                    ),
+                ),
             ),
             doc="Find the first snapshot where a check fails: binary search along the "
             "timeline from --good (default: the oldest) to --bad (default: the folder now, "

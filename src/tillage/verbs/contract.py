@@ -75,6 +75,14 @@ class ParamSpec:
     aliases: tuple[str, ...] = ()
     # The words after `--`: a command the verb runs (`till run NAME -- CMD ...`).
     remainder: bool = False
+    # A flag whose value is a command line the verb runs (`merge --check CMD`); a remainder is
+    # one too. A tool taking one is open-world (it can do anything a shell can).
+    command: bool = False
+
+    @property
+    def runs(self) -> bool:
+        """Tells whether this param is a command line the verb runs."""
+        return self.remainder or self.command
 
 
 def param(
@@ -87,6 +95,7 @@ def param(
     metavar: str | None = None,
     aliases: tuple[str, ...] = (),
     remainder: bool = False,
+    command: bool = False,
 ) -> Any:
     """Declares one request field with its documentation and its command-line spelling."""
     spec = ParamSpec(
@@ -97,6 +106,7 @@ def param(
         metavar=metavar,
         aliases=aliases,
         remainder=remainder,
+        command=command,
     )
     if isinstance(default, (list, dict, set)):
         raise TypeError("request defaults must be immutable")
@@ -197,15 +207,18 @@ def params_of(request: type) -> list[Param]:
 
 
 class ToolLimit:
-    """A bound a tool puts on an integer param: the schema, the description and the call
-    share these numbers, so a model is told exactly what the code enforces.
+    """The bounds of an integer param as a tool states and checks them: the schema, the
+    description and the call share these numbers, so a model is told exactly what the code
+    enforces (`maximum` None: the code sets none; `default` None: the param's own).
 
     A plain class, not a dataclass: it is defined at every `till` start-up, and a dataclass
     costs a millisecond to define."""
 
     __slots__ = ("default", "field", "maximum", "minimum")
 
-    def __init__(self, field: str, default: int, maximum: int, minimum: int = 1) -> None:
+    def __init__(
+        self, field: str, default: int | None, maximum: int | None, minimum: int = 1
+    ) -> None:
         self.field = field
         self.default = default
         self.maximum = maximum
@@ -222,10 +235,26 @@ class ToolSpec:
     not offered; `fixed` fields are not offered either and always take the value given (a
     stream's `once`: one tool call cannot follow forever); `guide` is what a model should know
     beyond the contract's doc; `offered=False` keeps an agent-audience verb off the tool list
-    (say why in `guide`). A plain class for the same reason as ToolLimit.
+    (say why in `guide`). `doc` replaces the contract's doc and `docs` (field, text) a param's
+    where those speak the command line's words (`--paths`, `till rewind`): a model is told
+    of tool arguments and tools only. `required` fields are required of a tool call though
+    optional on the command line (a `fixed` field makes them needed: a stream read once needs
+    the point to read after). A plain class for the same reason as ToolLimit.
     """
 
-    __slots__ = ("fixed", "guide", "hidden", "idempotent", "limits", "name", "offered", "rename")
+    __slots__ = (
+        "doc",
+        "docs",
+        "fixed",
+        "guide",
+        "hidden",
+        "idempotent",
+        "limits",
+        "name",
+        "offered",
+        "rename",
+        "required",
+    )
 
     def __init__(
         self,
@@ -238,8 +267,14 @@ class ToolSpec:
         idempotent: bool | None = None,
         offered: bool = True,
         fixed: tuple[tuple[str, Any], ...] = (),
+        doc: str | None = None,
+        docs: tuple[tuple[str, str], ...] = (),
+        required: tuple[str, ...] = (),
     ) -> None:
         self.name = name
+        self.doc = doc
+        self.docs = docs
+        self.required = required
         self.fixed = fixed
         self.rename = rename
         self.hidden = hidden
@@ -299,6 +334,9 @@ class Contract(Generic[Req, Res]):
     after_reply: Callable[[Any, Req, Res], None] | None = None
     # How a model is offered this verb as a tool (see ToolSpec); None: the derived default.
     tool: ToolSpec | None = None
+    # The command it takes (ParamSpec.runs) runs in the live folder, not in a copy: its tool
+    # is destructive (the command may delete anything there), whatever the verb's effect.
+    live_commands: bool = False
     # The door a command line hands its process to after parsing (`till mcp` serves MCP on
     # stdio): the host's name. The verb's handler describes what that door would serve.
     serves: str | None = None

@@ -19,7 +19,15 @@ from tillage.features.coord.errors import (
     ValueDamagedError,
     ValueTooBigError,
 )
-from tillage.verbs.contract import Effect, StdinValue, ToolSpec, Verb, agent_contract, param
+from tillage.verbs.contract import (
+    Effect,
+    StdinValue,
+    ToolLimit,
+    ToolSpec,
+    Verb,
+    agent_contract,
+    param,
+)
 from tillage.verbs.invoke import Context
 
 TYPE_CHECKING = False
@@ -232,6 +240,11 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             ),
             stdin_value=StdinValue("value", MAX_VALUE, unless=("file",)),
             tool=ToolSpec(
+                doc=f"Write a value (at most 1 MiB) under a key of the family's blackboard, "
+                f"{FAMILY}. The value is `value`'s text or the bytes of the file `file`; the "
+                "write is atomic and sealed with its owner, time, size and digest, and kept in "
+                "the key's history.",
+                docs=(("value", "the value as text"),),
                 guide="Use it to leave a plan, a result or a pointer for the other agents of "
                 "the family (the parent and every fork); give `owner` so readers know it is "
                 "yours. A later write replaces the value; its history keeps who wrote what.",
@@ -250,6 +263,13 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "it: `value` (UTF-8 text) or `value_base64`, with owner, written_at, size and "
             "digest; --history lists the key's writes. Without --json it prints the value.",
             errors=(InvalidKeyError, KeyNotFoundError, ValueDamagedError),
+            tool=ToolSpec(
+                limits=(ToolLimit("limit", None, None),),
+                doc=f"Read the value under a key of the family's blackboard ({FAMILY}) and "
+                "who wrote it: `value` (UTF-8 text) or `value_base64`, with owner, written_at, "
+                "size and digest; `history: true` lists the key's writes too.",
+                docs=(("limit", "with `history: true`, at most this many writes"),),
+            ),
             raw_output=lambda result: result.raw(),
         ),
         coord_read,

@@ -82,10 +82,16 @@ def render_verb(verb: Verb[Any, Any]) -> list[str]:
 TOOLS_INTRO = """\
 `till mcp` (an MCP server on stdio: `till --repo DIR mcp`) and `tillage.agent.tools(DIR)` offer
 these tools, derived from the agent-audience verbs above. A folder that is not attached is offered
-none of them. Failures are results with `isError` and the same `{"error": {code, name, message,
-next}}` document (MCP `structuredContent`), never protocol errors. A destructive tool previews
-unless it is called with `confirm: true`. The text for the model is capped at about 4,000 bytes
-and says what it left out; `structuredContent` carries the whole result document.
+none of them. Failures are results with `isError` and a `{"error": {code, name, message, next}}`
+document, never protocol errors. A destructive tool previews unless it is called with
+`confirm: true`. What a model reads is capped at about 4,000 bytes and says what it left out:
+the text, and `structuredContent` (some clients hand a model that instead of the text), which is
+the result document cut alike (lists cut from their end with `left_out` counting what went, a
+file as its text, never base64, no `short` IDs, no nulls). Every ID is whole, and every next step
+is said as a tool call (`call workspace_restore with {"snapshot": ID, "confirm": true}`), or as a
+command for a person to run when no tool does it. `tillage.agent` keeps the whole document
+(`ToolResult.document`, `--json`'s) for the harness. A tool that runs a command is
+`openWorldHint`; `workspace_try`, which runs it in the folder itself, is `destructiveHint`.
 """
 
 

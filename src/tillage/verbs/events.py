@@ -53,6 +53,11 @@ class EventsRequest:
     all_workspaces: bool = param(
         "events of every workspace in the store, not only this one", default=False, flag="--all"
     )
+    family: bool = param(
+        "events of this workspace's family too: its forks, their forks, and the workspaces it "
+        "was forked from",
+        default=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -75,13 +80,14 @@ class EventStream:
         self,
         store: Store,
         follower: LogFollower,
-        workspace_id: str | None,
+        workspaces: frozenset[str] | None,
         limit: int | None,
         follow: bool,
     ) -> None:
         self.store = store
         self.follower = follower
-        self.workspace_id = workspace_id
+        # The workspaces whose events are delivered; None: every workspace in the store.
+        self.workspaces = workspaces
         self.limit = limit
         self.follow = follow
         self._roots: dict[str, str | None] = {}
@@ -107,7 +113,7 @@ class EventStream:
                     return
                 event = event_of(self.store, record)
                 if event is None or (
-                    self.workspace_id is not None and event.workspace != self.workspace_id
+                    self.workspaces is not None and event.workspace not in self.workspaces
                 ):
                     continue
                 yield self._info(event)
@@ -172,8 +178,21 @@ def events(ctx: Context, req: EventsRequest) -> EventStream:
     # Seeking reads (and checks) the lines it lands on: damage there is answered now, before
     # any event is printed.
     follower = LogFollower(ws.store.log, after)
-    return EventStream(
-        ws.store, follower, None if req.all_workspaces else ws.id, req.limit, req.follow
+    return EventStream(ws.store, follower, _whose(ws, req), req.limit, req.follow)
+
+
+def _whose(ws: Any, req: EventsRequest) -> frozenset[str] | None:
+    """The workspaces a request reads the events of: this one, its family (forks below it at
+    any depth, the forks it descends from), or every one (None; a person's `--all`: a tool
+    never offers it, so a model sees nothing of workspaces unrelated to its own)."""
+    if req.all_workspaces:
+        return None
+    if not req.family:
+        return frozenset((ws.id,))
+    from tillage.workspace import family
+
+    return frozenset(
+        (ws.id, *family.ancestors(ws.store, ws.id), *family.descendants(ws.store, ws.id))
     )
 
 
@@ -190,8 +209,13 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             cli="events",
             errors=(IntegrityError,),
             tool=ToolSpec(
-                hidden=("follow",),
+                hidden=("follow", "all_workspaces"),
                 limits=(ToolLimit("limit", 50, 500),),
+                doc="What happened to this workspace (seals, restores, pins, forks, merges, "
+                "claims, ...), oldest first: each event's `cursor`, `at`, `kind`, `workspace` "
+                "and `detail`. `family: true` adds the events of its forks (at any depth) and "
+                "of the workspaces it was forked from; no other workspace's are shown.",
+                docs=(("limit", "at most this many events"),),
                 guide="Pass the last `cursor` you saw as `after` to read only what is new.",
             ),
             doc="What happened to the workspace (seals, rewinds, pins, ...), oldest first, one "

@@ -26,6 +26,7 @@ from tillage.verbs.contract import (
     Contract,
     Effect,
     Scope,
+    ToolLimit,
     ToolSpec,
     Verb,
     agent_contract,
@@ -44,6 +45,16 @@ COMMAND_DOC = (
     "TILLAGE_FORK_COUNT (its place in its batch, 1..N) and PORT (the fork's own TCP port, "
     "held by no other live fork of the family: chosen when the fork is made, the first free "
     "one above the caller's $PORT, or above 3000, skipping ports in use on 127.0.0.1)"
+)
+# How many universes one exec makes at most (features.forks.ops checks it; a test holds the two
+# equal): declared here so listing contracts imports no feature code.
+MAX_UNIVERSES = 64
+# COMMAND_DOC for a model: a tool's `command` is one string, run through /bin/sh -c.
+TOOL_COMMAND_DOC = (
+    "the command line to run in the fork, through /bin/sh -c; it gets TILLAGE_FORK (the "
+    "fork's name), TILLAGE_FORK_PATH, TILLAGE_FORK_INDEX and TILLAGE_FORK_COUNT (its place in "
+    "its batch, 1..N) and PORT (the fork's own TCP port, held by no other live fork of the "
+    "family)"
 )
 AT_ERRORS = (BadSnapshotIdError, SnapshotNotFoundError, SnapshotAmbiguousError)
 MAKE_ERRORS = (
@@ -536,6 +547,18 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             ToolSpec(
                 name="workspace_fork",
                 hidden=("destination",),
+                doc="Make a universe: a full-state, attached copy of the live workspace "
+                "(sealed first as its base) or of the snapshot `at`, with its own timeline, "
+                "next to the workspace. It holds a TCP port of its own in its family (`port`), "
+                "kept for its life.",
+                docs=(
+                    (
+                        "command",
+                        "optionally a command line to run in the new fork (through "
+                        "/bin/sh -c), as workspace_run does",
+                    ),
+                    ("at", "fork this stored snapshot (its whole ID) instead of the live folder"),
+                ),
                 guide="Use it to try something risky without touching the real folder: "
                 "`command` runs in the copy through /bin/sh -c, and its exit code and the end "
                 "of its output come back. A non-zero exit is the command's answer, not a "
@@ -578,7 +601,14 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             needs_confirmation=_remove_needs_yes,
             preview=_remove_preview,
             confirmed=_remove_confirmed,
-            tool=ToolSpec(name="workspace_fork_remove", hidden=("destination",)),
+            tool=ToolSpec(
+                name="workspace_fork_remove",
+                hidden=("destination",),
+                doc="Retire a universe: seal its last state (restorable by ID from here), then "
+                "delete its folder (`keep_files: true` leaves it), and release the claims "
+                "taken in it (`claims_released`, each a `released` event). A folder that is "
+                "not the recorded fork is never removed.",
+            ),
             doc="Retire a universe: seal its last state (restorable by ID from here), then "
             "delete its folder (--keep-files leaves it), and release the claims taken in it "
             "(`claims_released`, each a `released` event). Needs --yes; a folder that is not "
@@ -598,6 +628,21 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "command, seals the fork as it was and names it in the `interrupted` error's "
             "details.fork (name, path, base, head, port).",
             (*MAKE_ERRORS, ForkFolderMissingError, NotTheForkError),
+            ToolSpec(
+                doc="Run a command in universe `name` (made first when it does not exist), "
+                "then seal it. Its exit status and the end of its output come back; a "
+                "non-zero status is the command's answer, not a failure of the tool. Stopped "
+                "before it ends, it stops the command, seals the fork as it was and names it "
+                "in the `interrupted` error's details.fork (name, path, base, head, port).",
+                docs=(
+                    ("command", TOOL_COMMAND_DOC),
+                    (
+                        "at",
+                        "make the fork of this stored snapshot (its whole ID; the fork must "
+                        "not exist yet)",
+                    ),
+                ),
+            ),
         ),
         run,
     ),
@@ -614,6 +659,23 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "seals each universe made so far as it was and names them in the `interrupted` "
             "error's details.universes (name, path, base, head, port, exit_code).",
             MAKE_ERRORS,
+            ToolSpec(
+                limits=(ToolLimit("n", 1, MAX_UNIVERSES),),
+                doc="Run a command in `n` new universes at once (`fork`-1 .. `fork`-N from one "
+                "base), each sealed after; each one's exit status and the end of its output "
+                "come back. `plan: true` says what it would copy and creates nothing. Stopped "
+                "before they end, it stops every command, seals each universe made so far as "
+                "it was and names them in the `interrupted` error's details.universes (name, "
+                "path, base, head, port, exit_code).",
+                docs=(
+                    ("command", TOOL_COMMAND_DOC),
+                    (
+                        "at",
+                        "make the universes of this stored snapshot (its whole ID) instead "
+                        "of the live folder",
+                    ),
+                ),
+            ),
         ),
         exec_,
     ),

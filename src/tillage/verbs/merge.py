@@ -57,6 +57,7 @@ class MergeRequest:
         "through /bin/sh -c in a scratch copy, never in the workspace",
         default=None,
         metavar="CMD",
+        command=True,
     )
     dry_run: bool = param(
         "plan and report from the live folders; seal, write and check nothing (its "
@@ -352,6 +353,45 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             tool=ToolSpec(
                 name="workspace_merge",
                 rename=(("fork", "name"), ("preview", "dry_run")),
+                doc="Merge a fork (or a stored snapshot) back into the workspace, three-way: "
+                "the fork's base is the ancestor, the workspace is sealed first (`pre_merge`, "
+                "the undo), the fork's head is sealed now. Text changed on both sides in "
+                "different places merges line by line; any conflict, or a `check` that fails "
+                "in a scratch copy of the result, lands nothing. A landed merge is undone by "
+                "calling workspace_restore with its `undo` and `confirm: true`.",
+                docs=(
+                    ("name", "the fork to merge back (workspace_forks lists them)"),
+                    ("snapshot", "merge this stored snapshot (its whole ID) instead of a fork"),
+                    (
+                        "base",
+                        "with `snapshot`: the common ancestor (found from both timelines "
+                        "when not given)",
+                    ),
+                    (
+                        "dry_run",
+                        "plan and report from the live folders; seal, write and check "
+                        "nothing (its `preview_digest` is what `expect` takes)",
+                    ),
+                    (
+                        "expect",
+                        "land only the plan a preview showed with this "
+                        "`preview_digest`; a plan that changed since is refused "
+                        "(merge.stale_preview) and nothing lands",
+                    ),
+                    (
+                        "take",
+                        "settle conflicts by taking a side: `ours` (the workspace) or "
+                        "`theirs`, then the paths whose version (and everything below them) is "
+                        'that side\'s, e.g. ["theirs", "app.db", "ours", "src/"]',
+                    ),
+                    (
+                        "into_fork",
+                        "merge the workspace into the fork instead, landing nothing "
+                        "here: what merges cleanly is written there, text conflicts with "
+                        "git-style markers, and what is left is listed; merging the fork again "
+                        "lands it once every conflict is settled",
+                    ),
+                ),
                 guide="Give `check` (a command that must pass on the merged result, e.g. the "
                 "tests) so nothing lands unless it passes; `preview: true` only reports, and "
                 "its `preview_digest` given as `expect` lands exactly what it showed. "

@@ -14,7 +14,16 @@ from tillage.features.radar.claim_errors import (
     ClaimNotOwnerError,
 )
 from tillage.platform.errors import DiskFullError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.contract import (
+    Audience,
+    Contract,
+    Effect,
+    Scope,
+    ToolLimit,
+    ToolSpec,
+    Verb,
+    param,
+)
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import SnapshotInfo, snapshot_info
 
@@ -22,8 +31,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# Declared here (the feature module says the same) so listing contracts imports no feature code.
+# Declared here (the feature module says the same, and a test holds them equal) so listing
+# contracts imports no feature code.
 DEFAULT_TTL_SECONDS = 3600
+MAX_TTL_SECONDS = 30 * 24 * 3600
 
 
 # -- radar -------------------------------------------------------------------------------------
@@ -304,6 +315,17 @@ VERBS = (
             "`claim`: `unclaimed` (none), `covered` (all held by one owner and taken in a "
             "colliding place: the others walked into that owner's work), or `contested` (two "
             "or more owners, or a claim taken in a place that is not colliding).",
+            tool=ToolSpec(
+                doc="Paths changed in two or more places among this workspace and its live "
+                "forks (each fork since its base, the workspace since each fork's base), from "
+                "sealed states only: seal first to see live edits. A folder removed or made a "
+                "file in one place collides with anything touched beneath it in another, as "
+                "does a file where another place has a folder. Each collision that opened, "
+                "changed or resolved since the last look is appended as a `conflict` event. "
+                "Inside a fork, `family: true` compares the whole family from its root. Each "
+                "conflict lists the live claims covering its path (`claimed_by`) and `claim`: "
+                "`unclaimed`, `covered` (one owner, taken in a colliding place) or `contested`."
+            ),
         ),
         radar,
     ),
@@ -327,6 +349,16 @@ VERBS = (
             "covers src's entries only, `src/**` every depth. Claim IDs are 16 hex characters. "
             "A claim names the folder (`workspace`) and the workspace ID (`workspace_id`) that "
             "took it.",
+            tool=ToolSpec(
+                limits=(ToolLimit("ttl_seconds", DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS),),
+                doc="Take an advisory lease on a path glob, shared by the workspace and all "
+                "its forks, for `ttl_seconds`. A live claim of another owner that overlaps it "
+                "(some path both cover) is a conflict naming the holder; the same owner may "
+                "overlap its own claims, and claiming the same pattern again renews it (same "
+                "ID). A plain name covers that file or folder and all below it; `src/*` covers "
+                "src's entries only, `src/**` every depth. Claim IDs are 16 hex characters.",
+                docs=(("ttl_seconds", "how long the claim lives, in seconds (it vanishes after)"),),
+            ),
         ),
         claim,
     ),
@@ -378,6 +410,19 @@ VERBS = (
             result=TryResult,
             cli="try",
             errors=(BusyError, DiskFullError, IntegrityError),
+            live_commands=True,
+            tool=ToolSpec(
+                doc="Run a command in the workspace itself (not a copy: it can change or "
+                "delete any file there), sealing the folder before (trigger try_before) and "
+                "after (try_after, even when it fails). Its exit status and the end of its "
+                "output come back. `undo` is the snapshot that puts the folder back as it was "
+                "before: call workspace_restore with it and `confirm: true` (`undo_command` "
+                "says that call). Stopped before it ends, it stops the command, seals what it "
+                "did and answers `interrupted` with `details` {before, after, undo, "
+                "undo_command}. To try something risky without touching the folder, use "
+                "workspace_fork or workspace_run instead.",
+                docs=(("command", "the command line to run in the workspace, through /bin/sh -c"),),
+            ),
             doc="Seal (trigger try_before), run the command in the workspace, seal again "
             "(try_after, even when it fails) and exit with its status. `undo` is the snapshot "
             "to rewind to for putting the folder back as it was before (`before`'s ID, as a "

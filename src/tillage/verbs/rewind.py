@@ -153,7 +153,11 @@ VERBS = (
             tool=ToolSpec(
                 name="workspace_restore",
                 rename=(("snapshot", "id"),),
-                guide="This moves the files on disk (it is not a rewind of the conversation). "
+                doc="Put the folder's files back as they were in a snapshot, byte-exact. The "
+                "present state is sealed first and returned as `undo`: restoring `undo` undoes "
+                "the restore.",
+                docs=(("id", "the snapshot to restore: its whole ID"),),
+                guide="This puts files on disk back; it does not touch the conversation. "
                 "`paths` (relative to the workspace) restores only those files or folders.",
             ),
             doc="Put the folder (or --paths) back as it was in a snapshot, byte-exact. The "

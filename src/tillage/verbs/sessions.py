@@ -20,7 +20,7 @@ from tillage.features.sessions.errors import (
 )
 from tillage.platform.errors import DiskFullError
 from tillage.store.errors import SnapshotNotFoundError
-from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
+from tillage.verbs.contract import Audience, Contract, Effect, Scope, ToolSpec, Verb, param
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import ChangeInfo, change_infos
 
@@ -545,7 +545,13 @@ COMMIT_OBJECT = (
 )
 
 
-def _commit_verb(name: str, cli: str, handler: Any, doc: str) -> Verb[Any, Any]:
+# COMMIT_OBJECT as a model reads it (no `short`: a tool hands back whole IDs only).
+TOOL_COMMIT_OBJECT = COMMIT_OBJECT.replace("{id, short, ", "{id, ")
+
+
+def _commit_verb(
+    name: str, cli: str, handler: Any, doc: str, tool_doc: str | None = None
+) -> Verb[Any, Any]:
     return Verb(
         Contract(
             name=name,
@@ -558,6 +564,7 @@ def _commit_verb(name: str, cli: str, handler: Any, doc: str) -> Verb[Any, Any]:
             cli=cli,
             errors=SEAL_ERRORS,
             doc=doc + " " + COMMIT_OBJECT,
+            tool=ToolSpec(doc=(tool_doc or doc) + " " + TOOL_COMMIT_OBJECT),
         ),
         handler,
     )
@@ -580,6 +587,10 @@ VERBS: tuple[Verb[Any, Any], ...] = (
         "(call it after a step of work, with -m saying what the step was). When nothing "
         "changed it answers the last commit (`added` false) and seals nothing. A session with "
         "no commits is started by it.",
+        "Record what changed in the folder since the session's last commit, as a new commit "
+        "(call it after a step of work, with `description` saying what the step was). When "
+        "nothing changed it answers the last commit (`added` false) and seals nothing. A "
+        "session with no commits is started by it.",
     ),
     _commit_verb(
         "session.end",
@@ -587,6 +598,8 @@ VERBS: tuple[Verb[Any, Any], ...] = (
         session_end,
         "Record like `session record` and mark the session ended (`till sessions` shows it); "
         "a later record continues it.",
+        "Record like workspace_session_record and mark the session ended (workspace_sessions "
+        "shows it); a later record continues it.",
     ),
     Verb(
         Contract(
@@ -602,6 +615,11 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             doc="A session's commits, oldest first (an unknown session answers an empty list). "
             "Each commit's `snapshot` can be read with `till cat`; `till session diff COMMIT` "
             "lists what it changed.",
+            tool=ToolSpec(
+                doc="A session's commits, oldest first (an unknown session answers an empty "
+                "list). Each commit's `snapshot` can be read with workspace_cat; "
+                "workspace_session_diff with the commit's `id` lists what it changed."
+            ),
         ),
         session_log,
     ),
@@ -635,6 +653,19 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "deleted, type_changed, mode_changed), `old_size` and `new_size`, from its parent "
             "commit (a baseline changed nothing), or with --to from COMMIT to COMMIT2. A commit "
             "is named by its ID or a unique prefix of at least 6.",
+            tool=ToolSpec(
+                doc="What a session commit changed: each path with `kind` (added, modified, "
+                "deleted, type_changed, mode_changed), `old_size` and `new_size`, from its "
+                "parent commit (a baseline changed nothing), or with `to` from `commit` to "
+                "`to`. A commit is named by its whole ID.",
+                docs=(
+                    (
+                        "to",
+                        "another commit to compare `commit` to (default: compare the "
+                        "commit's parent to it)",
+                    ),
+                ),
+            ),
         ),
         session_diff,
     ),
@@ -665,6 +696,12 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "and the rewind seals it once more as `undo`, so a revert can be undone with "
             "`till rewind UNDO --yes`. `restored` is the snapshot put back; a dry run lists "
             "`changes` and changes nothing.",
+            tool=ToolSpec(
+                doc="Put the whole folder back, byte-exact, as it was at a session commit. The "
+                "present is recorded first as a backup commit in that commit's session "
+                "(`commit`) and sealed as `undo`: calling workspace_restore with `undo` and "
+                "`confirm: true` undoes the revert. `restored` is the snapshot put back."
+            ),
         ),
         session_revert,
     ),
@@ -705,6 +742,11 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             doc="A session's changelog: every commit oldest first, with its description, time "
             "and the files it changed (`changes`, as `till diff` lists them); an unknown "
             "session has no commits.",
+            tool=ToolSpec(
+                doc="A session's changelog: every commit oldest first, with its description, "
+                "time and the files it changed (`changes`, as workspace_diff lists them); an "
+                "unknown session has no commits."
+            ),
         ),
         session_changelog,
     ),

@@ -3,8 +3,10 @@
 
 A tool is an agent-audience verb of workspace scope, spelled for a model: its name, a
 description that says when to call it and what the numbers are, a JSON schema derived from the
-request dataclass, and annotations derived from the verb's effect. A destructive verb's tool
-previews unless it is called with `confirm: true`. Calling them is tools.py's.
+request dataclass, and annotations derived from the contract: its effect, and the commands it
+runs (any command is open-world; one run in the live folder can delete anything there, so it is
+destructive). A destructive verb's tool previews unless it is called with `confirm: true`.
+Calling them is tools.py's.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class ToolDef:
     confirms: bool
     # Request fields the tool always sets, never offered (ToolSpec.fixed).
     fixed: tuple[tuple[str, Any], ...] = ()
+    # Runs a command it is given (a shell can reach anything): MCP's openWorldHint.
+    open_world: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the tool's arguments (no other property is accepted)."""
@@ -81,12 +85,12 @@ class ToolDef:
         return schema
 
     def annotations(self) -> dict[str, bool]:
-        """MCP's tool annotations, from the verb's effect."""
+        """MCP's tool annotations, from the contract (its effect and the commands it runs)."""
         return {
             "readOnlyHint": self.read_only,
             "destructiveHint": self.destructive,
             "idempotentHint": self.idempotent,
-            "openWorldHint": False,
+            "openWorldHint": self.open_world,
         }
 
 
@@ -104,8 +108,10 @@ def _arg_schema(arg: ToolArg) -> dict[str, Any]:
     schema["description"] = arg.doc
     if arg.limit is not None:
         schema["minimum"] = arg.limit.minimum
-        schema["maximum"] = arg.limit.maximum
-        schema["default"] = arg.limit.default
+        if arg.limit.maximum is not None:
+            schema["maximum"] = arg.limit.maximum
+        if arg.default is not None:
+            schema["default"] = arg.default
     elif not arg.required and arg.default not in (None, ()):
         schema["default"] = arg.default
     return schema
@@ -119,6 +125,7 @@ def _derive(verb: Verb[Any, Any]) -> ToolDef | None:
     spec = contract.tool or ToolSpec()
     renamed = {field: arg for arg, field in spec.rename}
     limits = {limit.field: limit for limit in spec.limits}
+    docs = dict(spec.docs)
     confirms = contract.needs_confirmation is not None
     hidden = set(spec.hidden) | {f for f, _ in spec.fixed}
     hidden |= set(CONFIRM_FIELDS) if confirms else set()
@@ -132,26 +139,42 @@ def _derive(verb: Verb[Any, Any]) -> ToolDef | None:
                 name=renamed.get(prm.name, prm.name),
                 field=prm.name,
                 type=prm.type,
-                required=not prm.optional,
-                doc=prm.doc,
-                default=limit.default if limit is not None else prm.default,
+                required=not prm.optional or prm.name in spec.required,
+                doc=docs.get(prm.name, prm.doc),
+                default=prm.default if limit is None or limit.default is None else limit.default,
                 limit=limit,
                 command=prm.spec.remainder,
             )
         )
     effect = contract.effect
+    open_world = any(p.spec.runs for p in contract.params())
     idempotent = spec.idempotent if spec.idempotent is not None else effect is Effect.READ
     return ToolDef(
         name=name,
         verb=verb,
-        description=_description(contract.doc, spec, tuple(args), confirms),
+        description=_description(spec.doc or contract.doc, spec, tuple(args), confirms),
         args=tuple(args),
-        read_only=effect is Effect.READ,
-        destructive=effect is Effect.DESTRUCTIVE,
-        idempotent=idempotent,
+        read_only=effect is Effect.READ and not open_world,
+        destructive=effect is Effect.DESTRUCTIVE or (open_world and contract.live_commands),
+        idempotent=idempotent and not open_world,
         confirms=confirms,
         fixed=spec.fixed,
+        open_world=open_world,
     )
+
+
+def _bounds(arg: ToolArg) -> str:
+    """`n`: default 1, from 1 to 64. (the numbers the schema states and the call checks)."""
+    limit = arg.limit
+    assert limit is not None
+    words = [] if arg.default is None else [f"default {arg.default}"]
+    if limit.maximum is None:
+        words.append(f"at least {limit.minimum}")
+    elif limit.minimum == 1:
+        words.append(f"at most {limit.maximum}")
+    else:
+        words.append(f"from {limit.minimum} to {limit.maximum}")
+    return f"`{arg.name}`: {', '.join(words)}."
 
 
 def _description(doc: str, spec: ToolSpec, args: tuple[ToolArg, ...], confirms: bool) -> str:
@@ -160,7 +183,7 @@ def _description(doc: str, spec: ToolSpec, args: tuple[ToolArg, ...], confirms: 
         parts.append(spec.guide.strip())
     for arg in args:
         if arg.limit is not None:
-            parts.append(f"`{arg.name}`: default {arg.limit.default}, at most {arg.limit.maximum}.")
+            parts.append(_bounds(arg))
     if confirms:
         parts.append(
             "Without `confirm: true` this only previews what would change and changes nothing; "

@@ -1,9 +1,10 @@
 """Results said for a model: short prose with the IDs to pass back, capped in size.
 
 A model reads every byte of a tool result and pays for it, so what goes back is what it needs to
-act next: what happened, what changed, the exact call that applies or undoes it. Lists stop at
-TEXT_LIMIT bytes and say how much they left out; the full document travels beside the text for
-the harness (ToolResult.document). Pure: values in, text out.
+act next: what happened, what changed, the exact call that applies or undoes it, with whole IDs
+(a short one could later name another snapshot). Lists stop at TEXT_LIMIT bytes and say how
+much they left out; the structured result obeys the same cap (tool_shape.py), and the full
+document travels beside both for the harness (ToolResult.document). Pure: values in, text out.
 """
 
 from __future__ import annotations
@@ -11,39 +12,23 @@ from __future__ import annotations
 import json
 
 from tillage.core.units import count, size
+from tillage.verbs.tool_shape import MAX_ITEMS, TEXT_LIMIT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from tillage.errors import TillageError
     from tillage.verbs.tool_defs import ToolDef
 
-# About this many bytes of text go back to a model per call.
-TEXT_LIMIT = 4000
 
-
-def error_text(err: TillageError) -> str:
-    """An error as a model reads it: what went wrong, its name and code, what to do next."""
-    text = f"Error {err.name} ({err.code}): {err.message}"
-    if err.next:
-        text += f"\nNext: {name_tools(err.next)}"
+def error_text(envelope: dict[str, Any]) -> str:
+    """An error as a model reads it (its envelope as tool_shape.shape_error says it): what
+    went wrong, its name and code, what to do next."""
+    text = f"Error {envelope['name']} ({envelope['code']}): {envelope['message']}"
+    if envelope.get("next"):
+        text += f"\nNext: {envelope['next']}"
     return cap(text)
-
-
-def name_tools(text: str) -> str:
-    """Names the tool beside each `till COMMAND ...` a next step mentions: a model that has
-    the tools may have no shell."""
-    import re
-
-    from tillage.verbs.tool_defs import tool_for_command
-
-    def named(match: re.Match[str]) -> str:
-        tool = tool_for_command(match.group(2))
-        return match.group(0) if tool is None else f"{match.group(0)} (tool {tool})"
-
-    return re.sub(r"`till (--json )?([a-z][a-z-]*)[^`]*`", named, text)
 
 
 def cap(text: str, limit: int = TEXT_LIMIT) -> str:
@@ -62,15 +47,7 @@ def cap(text: str, limit: int = TEXT_LIMIT) -> str:
 def fit(head: str, lines: Sequence[str], noun: str, tail: str = "", limit: int = TEXT_LIMIT) -> str:
     """`head`, as many of `lines` as fit in `limit` bytes with `tail`, and a note of how many
     `noun`s (and bytes) were left out."""
-    budget = limit - len(head.encode()) - len(tail.encode()) - 80
-    shown: list[str] = []
-    used = 0
-    for line in lines:
-        cost = len(line.encode()) + 1
-        if used + cost > budget:
-            break
-        shown.append(line)
-        used += cost
+    shown = lines[: fitting(head, lines, len(tail.encode()), limit)]
     parts = [head, *shown]
     left = len(lines) - len(shown)
     if left:
@@ -81,29 +58,51 @@ def fit(head: str, lines: Sequence[str], noun: str, tail: str = "", limit: int =
     return "\n".join(parts)
 
 
-def render(tool: ToolDef, result: Any, request: Any = None, doc: Any = None) -> str:
+def fitting(head: str, lines: Sequence[str], tail_bytes: int, limit: int = TEXT_LIMIT) -> int:
+    """How many of `lines` `fit` shows below `head` above a tail of `tail_bytes`."""
+    budget = limit - len(head.encode()) - tail_bytes - 80
+    used = 0
+    for shown, line in enumerate(lines):
+        used += len(line.encode()) + 1
+        if used > budget:
+            return shown
+    return len(lines)
+
+
+def render(
+    tool: ToolDef, result: Any, request: Any = None, doc: Any = None, said: Any = None
+) -> str:
     """The text a model gets back for `result` of `tool` (asked with `request`); `doc` is
-    the result's wire document when the caller has it already."""
+    the result's wire document when the caller has it already, `said` its structured form
+    (tool_shape.shape), which a result with no words of its own is answered with."""
+    from tillage.verbs.tool_speech import expand_ids, full_ids, speak
+
     if doc is None:
         from tillage.verbs.wire import to_wire
 
         doc = to_wire(result)
     own = getattr(result, "model_text", None)
-    if callable(own):
-        return cap(str(own()))
+    if callable(own):  # a verb's own words, written beside its people's: said as tools
+        return cap(speak(str(own()), tool, full_ids(doc, MAX_ITEMS)))
     renderer = _RENDERERS.get(tool.verb.contract.name)
     if renderer is not None:
         return cap(renderer(doc, request))
-    return _generic(tool.name, doc)
+    if said is None:
+        from tillage.verbs.tool_shape import shape
+
+        said = shape(doc, tool)  # a caller that has not shaped it yet
+    if said is None:  # too big even cut: the document's top fields, said as the text says
+        said = {k: v for k, v in doc.items() if not isinstance(v, (list, dict))}
+    return cap(expand_ids(_generic(tool.name, said), full_ids(doc, MAX_ITEMS)))
 
 
 def _generic(name: str, doc: Any) -> str:
     text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
-    return cap(f"{name} answered (JSON):\n{text}")
+    return f"{name} answered (JSON):\n{text}"
 
 
 def snapshot_line(s: dict[str, Any]) -> str:
-    """One snapshot on one line: short ID, when, why, label, size, and its marks."""
+    """One snapshot on one line: its whole ID, when, why, label, size, and its marks."""
     label = f' "{s["label"]}"' if s.get("label") else ""
     marks = "".join(
         [
@@ -113,7 +112,7 @@ def snapshot_line(s: dict[str, Any]) -> str:
     )
     who = f" agent={s['agent']}" if s.get("agent") else ""
     return (
-        f"- {s['short']}  {s['sealed_at']}  {s['trigger']}{label}"
+        f"- {s['id']}  {s['sealed_at']}  {s['trigger']}{label}"
         f"  ({count(s['files'], 'file')}, {size(s['bytes'])}){who}{marks}"
     )
 
@@ -140,8 +139,8 @@ def _snapshots(doc: dict[str, Any], _request: Any) -> str:
         "can be restored to, byte for byte:"
     )
     tail = (
-        "Pass a snapshot's ID (or its first 12 characters) to workspace_restore, which "
-        "previews before it changes anything."
+        "Pass a snapshot's ID to workspace_restore (as `snapshot`), which previews before it "
+        "changes anything."
     )
     return fit(head, [snapshot_line(s) for s in snaps], "snapshot", tail)
 
@@ -188,14 +187,14 @@ def _fork(doc: dict[str, Any], _request: Any) -> str:
     f = doc["fork"]
     made = "Made" if f.get("created") else "Used"
     text = (
-        f"{made} fork {f['name']!r} at {f['path']} from snapshot {f['base'][:12]}"
+        f"{made} fork {f['name']!r} at {f['path']} from snapshot {f['base']}"
         + (f" ({count(f['files'], 'file')}, {size(f['bytes'])})" if f.get("files") else "")
         + ". The workspace itself was not touched."
     )
     if f.get("exit_code") is not None:
         text += f"\nThe command ran in the fork and exited with status {f['exit_code']}."
         if f.get("head"):
-            text += f" The fork's state after it was sealed as {f['head'][:12]}."
+            text += f" The fork's state after it was sealed as {f['head']}."
         output = (f.get("output") or "").strip()
         if output:
             text += "\nIts output (the end):\n" + _tail(output, 2000)
@@ -214,7 +213,7 @@ def _tail(text: str, limit: int) -> str:
 
 
 def _merge(doc: dict[str, Any], _request: Any) -> str:
-    what = f"fork {doc['fork']!r}" if doc.get("fork") else f"snapshot {doc['theirs'][:12]}"
+    what = f"fork {doc['fork']!r}" if doc.get("fork") else f"snapshot {doc['theirs']}"
     lines = [change_line(c) for c in doc.get("changed") or []]
     conflicts = doc.get("conflicts") or []
     if doc.get("into_fork"):
@@ -333,15 +332,24 @@ def _events(doc: dict[str, Any], _request: Any) -> str:
         return "No events."
     lines = [
         f"- cursor {e['cursor']}  {e['at']}  {e['kind']}  "
-        + json.dumps(e["detail"], ensure_ascii=False, separators=(",", ":"))
+        + json.dumps(_without_short(e["detail"]), ensure_ascii=False, separators=(",", ":"))
         for e in events
     ]
-    return fit(
-        f"{count(len(events), 'event')}, oldest first:",
-        lines,
-        "event",
-        f"Pass after {events[-1]['cursor']} next time to read only newer events.",
-    )
+    head = f"{count(len(events), 'event')}, oldest first:"
+    # The cursor to pass on is the last one shown: those cut are read by the next call.
+    shown = max(1, fitting(head, lines, 120))
+    last = events[shown - 1]["cursor"]
+    rest = "the rest" if shown < len(events) else "only newer events"
+    return fit(head, lines, "event", f"Pass after: {last} next time to read {rest}.")
+
+
+def _without_short(value: Any) -> Any:
+    """`value` without its `short` IDs: a model is handed whole ones only."""
+    if isinstance(value, dict):
+        return {k: _without_short(v) for k, v in value.items() if k != "short"}
+    if isinstance(value, list):
+        return [_without_short(v) for v in value]
+    return value
 
 
 def _try(doc: dict[str, Any], _request: Any) -> str:
@@ -349,7 +357,7 @@ def _try(doc: dict[str, Any], _request: Any) -> str:
     output = (doc.get("output") or "").strip()
     return (
         f"Ran the command in the workspace itself: exit status {doc['exit_code']}. The folder "
-        f"was sealed before ({before['id']}) and after ({after['short']})."
+        f"was sealed before ({before['id']}) and after ({after['id']})."
         + (f"\nIts output (the end):\n{_tail(output, 2500)}" if output else "")
         + f"\nTo undo the attempt, call workspace_restore with snapshot {before['id']!r} and "
         "confirm: true."

@@ -32,12 +32,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What a tool call says: `text` for the model (capped), `is_error`, and the machine
-    document (`--json`'s: the result, or `{"error": envelope}`) for the harness."""
+    """What a tool call says: `text` for the model (capped), `is_error`, the machine document
+    (`--json`'s: the result, or `{"error": envelope}`) for the harness, whole, and
+    `structured`, that document as a model reads it (MCP `structuredContent`: cut to the
+    text's cap, in its words: tool_shape.py; None when even cut it would not fit)."""
 
     text: str
     is_error: bool
     document: dict[str, Any]
+    structured: dict[str, Any] | None = None
 
 
 def decode_args(tool: ToolDef, args: Mapping[str, Any]) -> tuple[Any, bool]:
@@ -63,7 +66,7 @@ def decode_args(tool: ToolDef, args: Mapping[str, Any]) -> tuple[Any, bool]:
         if arg.name not in args or args[arg.name] is None:
             if arg.required:
                 raise InvalidArgumentError(f"{tool.name}: missing argument {arg.name!r}")
-            if arg.limit is not None:
+            if arg.limit is not None and arg.limit.default is not None:
                 values[arg.field] = arg.limit.default
             continue
         values[arg.field] = _value(tool.name, arg, args[arg.name])
@@ -100,10 +103,19 @@ def _value(tool: str, arg: ToolArg, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidArgumentError(f"{tool}: {arg.name} must be an integer")
         limit = arg.limit
-        if limit is not None and not limit.minimum <= value <= limit.maximum:
+        if limit is None:
+            return value
+        if limit.maximum is None and value < limit.minimum:
+            raise InvalidArgumentError(
+                f"{tool}: {arg.name} must be at least {limit.minimum}, not {value}",
+                next_step=f"give {arg.name} {limit.minimum} or more, or leave it out",
+            )
+        if limit.maximum is not None and not limit.minimum <= value <= limit.maximum:
             raise InvalidArgumentError(
                 f"{tool}: {arg.name} must be from {limit.minimum} to {limit.maximum}, not {value}",
-                next_step=f"ask for at most {limit.maximum} at a time",
+                next_step=f"ask for at most {limit.maximum} at a time"
+                if value > limit.maximum
+                else f"give {arg.name} {limit.minimum} or more",
             )
         return value
     if not isinstance(value, str):
@@ -155,8 +167,7 @@ class Toolbelt:
 
     def call(self, name: str, args: Mapping[str, Any] | None) -> ToolResult:
         """Calls the tool `name`; every failure is an error result, never an exception."""
-        from tillage.verbs.tool_text import error_text
-
+        tool = None
         try:
             tool = tool_def(name)
             if tool is None:
@@ -169,14 +180,13 @@ class Toolbelt:
                 )
             return self._call(tool, dict(args or {}))
         except TillageError as err:
-            return ToolResult(error_text(err), True, {"error": err.envelope()})
+            return _failed(tool, err)
         except Exception as exc:  # the wire gets no traceback, ever
             if self.settings.debug:
                 import traceback
 
                 traceback.print_exc()
-            internal = InternalError(f"internal error ({type(exc).__name__})")
-            return ToolResult(error_text(internal), True, {"error": internal.envelope()})
+            return _failed(tool, InternalError(f"internal error ({type(exc).__name__})"))
 
     def run(self, verb_name: str, **params: Any) -> Any:
         """Runs the verb called `verb_name` with the open store and returns its result; raises
@@ -235,12 +245,26 @@ def public_error(exc: BaseException) -> TillageError:
 
 
 def _answer(tool: ToolDef, result: Any, request: Any) -> ToolResult:
-    """The result as a tool answers it: its document, once, and the text said from it."""
+    """The result as a tool answers it: its document, once, and the text and structured
+    result said from it."""
+    from tillage.verbs.tool_shape import shape
     from tillage.verbs.tool_text import render
     from tillage.verbs.wire import to_wire
 
     document = to_wire(result)
-    return ToolResult(render(tool, result, request, document), False, document)
+    said = shape(document, tool)
+    return ToolResult(render(tool, result, request, document, said), False, document, said)
+
+
+def _failed(tool: ToolDef | None, err: TillageError) -> ToolResult:
+    """An error as a tool answers it: the envelope every door has for the harness; for the
+    model, its message and next step in the tools' words."""
+    from tillage.verbs.tool_shape import shape_error
+    from tillage.verbs.tool_text import error_text
+
+    envelope = err.envelope()
+    said = shape_error(envelope, tool)
+    return ToolResult(error_text(said["error"]), True, {"error": envelope}, said)
 
 
 # A file's content goes into a tool's document up to this many bytes (the text shows less).

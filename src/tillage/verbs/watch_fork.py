@@ -160,6 +160,16 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             tool=ToolSpec(
                 name="workspace_fork_snapshots",
                 fixed=(("once", True),),
+                required=("after",),
+                doc="The snapshots universe `name` sealed after the snapshot `after` "
+                "(exclusive), oldest first: each snapshot object and `fork`.",
+                docs=(
+                    (
+                        "after",
+                        "only snapshots sealed after this one (exclusive): the whole ID "
+                        "of one of the fork's snapshots or of its base",
+                    ),
+                ),
                 guide="What a fork sealed after a snapshot: pass `after` (the fork's base or "
                 "head from workspace_forks, then the last `id` you got) to see only what is new.",
             ),

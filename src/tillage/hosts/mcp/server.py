@@ -62,12 +62,7 @@ def build_server(settings: Settings) -> tuple[Server[Any], Toolbelt]:
                     name=d.name,
                     description=d.description,
                     input_schema=d.input_schema(),
-                    annotations=types.ToolAnnotations(
-                        read_only_hint=d.read_only,
-                        destructive_hint=d.destructive,
-                        idempotent_hint=d.idempotent,
-                        open_world_hint=False,
-                    ),
+                    annotations=types.ToolAnnotations.model_validate(d.annotations()),
                 )
                 for d in offered
             ]
@@ -80,7 +75,7 @@ def build_server(settings: Settings) -> tuple[Server[Any], Toolbelt]:
         result = await anyio.to_thread.run_sync(run, limiter=workers)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=result.text)],
-            structured_content=result.document,
+            structured_content=result.structured,
             is_error=result.is_error,
         )
 
