@@ -308,6 +308,22 @@ def test_a_lost_log_says_so_and_the_folder_takes_its_timeline_back_from_the_pack
     assert _verify(till)["ok"] is True
 
 
+def test_a_gc_before_the_folder_takes_its_lost_timeline_back_sweeps_none_of_it(
+    till: Till, folder: Path, sealed: list[str]
+) -> None:
+    # The packs are all that is left of a lost log's timeline: a gc run before `till watch`
+    # (or `verify --repair`) takes it back must keep every byte, or the timeline the error
+    # promises is gone by the time the person follows it.
+    (till.home / "log" / "publication.log").write_bytes(b"")
+    assert till("--json", "status").error["name"] == "workspace.not_attached"
+    till.json("gc", "--yes")
+    watched = till.json("watch", "--no-daemon")
+    assert watched["resumed"] is True and "2 snapshots" in watched["note"]
+    assert till.json("rewind", sealed[0], "--yes")["applied"] is True
+    assert (folder / "app.py").read_text() == "print('v1')\n"
+    assert _verify(till)["ok"] is True
+
+
 @pytest.mark.parametrize("suffix", ["", "-wal", "-shm"])
 def test_a_folder_in_the_place_of_an_index_file_is_set_aside_and_the_index_rebuilt(
     till: Till, folder: Path, sealed: list[str], suffix: str

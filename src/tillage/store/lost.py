@@ -22,17 +22,22 @@ def lost_snapshots(
 ) -> list[tuple[int, str, SnapshotRecord]]:
     """(sealed_at_ns, ID, record) of every snapshot of one of `workspaces` (None: of any)
     whose record is in a pack that reads but in no log line, oldest first; one a gc removed
-    is not among them (its record waits in a pack for the sweep)."""
+    or a purge dropped is not among them (its record waits in a pack for the sweep)."""
     rows = store.conn.execute(
         "SELECT id FROM objects WHERE kind = ? AND lower(hex(id)) NOT IN "
         "(SELECT id FROM snapshots) AND lower(hex(id)) NOT IN (SELECT snapshot FROM dropped)",
         (Kind.SNAPSHOT,),
     ).fetchall()
+    # A purged timeline (`forget --purge`) is dropped on purpose: its records wait for the
+    # sweep like a gc's removed ones, and are never published again (nor its sync timeline).
+    purged = {r[0] for r in store.conn.execute("SELECT id FROM workspaces WHERE forgotten = 2")}
     found = []
     for (object_id,) in rows:
         try:
             record = codec.decode_snapshot(store.read(bytes(object_id)))
         except IntegrityError:
+            continue
+        if record.workspace.removesuffix(".sync") in purged:
             continue
         if workspaces is None or record.workspace in workspaces:
             found.append((record.sealed_at_ns, bytes(object_id).hex(), record))

@@ -21,6 +21,7 @@ from tillage.core.models import ContentKind, EntryFlag, EntryKind, is_hole
 from tillage.core.retention import DEFAULT, Retention, survivors, tightened
 from tillage.platform import clock, failpoints
 from tillage.platform.locks import SHARED_WAIT
+from tillage.store.lost import lost_snapshots
 from tillage.store.sweep import REWRITE_THRESHOLD, plan, store_bytes, sweep
 
 TYPE_CHECKING = False
@@ -338,6 +339,12 @@ def decide(store: Store, now_ns: int, policy: Retention, *, step: int = 0) -> _P
             marker.keep_all(tree)
         else:
             thinning.append((snapshot, tree, dropped, before))
+    # A snapshot a pack holds but the log lost (store/lost.py) is taken back by `till watch` in
+    # its folder or by `verify --repair`: until then a gc keeps every byte of it, or the
+    # timeline those commands promise would be swept before they run.
+    for _at, snapshot, record in lost_snapshots(store, None):
+        marker.live.add(bytes.fromhex(snapshot))
+        marker.keep_all(bytes.fromhex(record.tree))
     # The whole ones first: a subtree one of them holds is all live, so a thinned walk that
     # meets it need not read it again (most of an old snapshot is what the head still holds).
     candidates: list[tuple[str, frozenset[str], set[tuple[str, bytes]]]] = []
