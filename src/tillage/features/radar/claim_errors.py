@@ -26,7 +26,8 @@ class ClaimHeldError(ConflictError):
     name = "claim.held"
     module = "claims"
     next_step = (
-        "wait for the holder to `till release` it or for it to expire, or claim another path"
+        "wait for the holder to release it (with `till release`) or for it to expire, or claim "
+        "another path"
     )
 
 
@@ -35,7 +36,7 @@ class ClaimNotOwnerError(ConflictError):
 
     name = "claim.not_owner"
     module = "claims"
-    next_step = "release it with the owner that took it (`till claims` lists owners)"
+    next_step = "run `till claims` to see the owners, then release it as the owner that took it"
 
 
 class ClaimNotFoundError(NotFoundError):
