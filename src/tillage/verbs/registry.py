@@ -39,6 +39,7 @@ VERB_MODULES = (
     "tillage.verbs.remote",
     "tillage.verbs.estimate",
     "tillage.verbs.remote_serve",
+    "tillage.verbs.completion",
 )
 
 
@@ -105,6 +106,7 @@ COMMANDS = {
     "work": "tillage.verbs.sync",
     "estimate": "tillage.verbs.estimate",
     "remote-serve": "tillage.verbs.remote_serve",
+    "completion": "tillage.verbs.completion",
 }
 
 

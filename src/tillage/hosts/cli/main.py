@@ -19,13 +19,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tillage.hosts.cli.parser import ArgparseError, ParserExitError, build_parser
 from tillage.hosts.cli.payload import ask_secret, read_payload, read_value
 from tillage.hosts.cli.where import absolute, command_of, expand_user, store_home, user_home
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any, BinaryIO, NoReturn
+    from typing import Any, BinaryIO
 
 
 EXIT_OK = 0
@@ -115,157 +116,6 @@ class _Call:
         self.json_mode = json_mode
         self.out = _Text(io.stdout, "surrogateescape")
         self.err = _Text(io.stderr, "backslashreplace", eager=True)
-
-
-class _ArgparseError(Exception):
-    """argparse's complaint, raised instead of exiting so the host controls the envelope."""
-
-
-class _ParserExitError(Exception):
-    """argparse's exit (after `--help`), raised instead of exiting the process."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
-
-
-class Parser(argparse.ArgumentParser):
-    """An argument parser that prints to the call's streams and never exits the process."""
-
-    def __init__(self, *args: Any, out: Any = None, width: int = 100, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", _formatter(width))
-        super().__init__(*args, **kwargs)
-        self.out = out
-
-    def error(self, message: str) -> NoReturn:
-        raise _ArgparseError(f"{self.prog}: {message}")
-
-    def print_help(self, file: Any = None) -> None:
-        super().print_help(file if file is not None else self.out)
-
-    def print_usage(self, file: Any = None) -> None:
-        super().print_usage(file if file is not None else self.out)
-
-    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
-        raise _ParserExitError(status)
-
-
-def _formatter(width: int) -> Any:
-    """A help formatter of a fixed width (from the caller's COLUMNS, else 100), so building a
-    parser never asks a terminal."""
-
-    def make(prog: str) -> argparse.HelpFormatter:
-        return argparse.HelpFormatter(prog, width=width)
-
-    return make
-
-
-def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
-    default: Any = argparse.SUPPRESS if suppress else None
-    parser.add_argument("--repo", metavar="PATH", default=default, help="the workspace folder")
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        default=argparse.SUPPRESS if suppress else False,
-        help="print exactly one JSON document on stdout",
-    )
-    parser.add_argument(
-        "--debug",
-        action="store_true",
-        default=argparse.SUPPRESS if suppress else False,
-        help="show tracebacks of internal errors",
-    )
-    parser.add_argument(
-        "--color",
-        choices=("auto", "always", "never"),
-        default=argparse.SUPPRESS if suppress else "auto",
-        help="colour human output: auto (a terminal without NO_COLOR), always or never",
-    )
-
-
-def build_parser(only: Any = None, *, out: Any = None, width: int = 100) -> Parser:
-    """Builds the argument parser from the verb registry (just `only`'s subcommand if given);
-    `--help` prints to `out`, `width` columns wide."""
-    from tillage.verbs.registry import all_verbs
-
-    formatter = _formatter(width)
-    root = Parser(
-        prog="till",
-        description="Seal, rewind and fork whole workspaces.",
-        out=out,
-        formatter_class=formatter,
-    )
-    _global_flags(root, suppress=False)
-    sub = root.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    verbs = [only] if only is not None else list(all_verbs())
-    groups: dict[str, Any] = {}
-    for verb in verbs:
-        c = verb.contract
-        head, _, tail = c.cli.partition(" ")
-        if tail:  # a two-word command (`session start`): a subcommand of its group's parser
-            if head not in groups:
-                groups[head] = _group(sub, head, verbs, out, formatter)
-            where = groups[head]
-        else:
-            where, tail = sub, c.cli
-        p = where.add_parser(
-            tail, help=c.doc, description=c.doc, out=out, formatter_class=formatter
-        )
-        _global_flags(p, suppress=True)
-        for prm in c.params():
-            _add_param(p, prm)
-        if any(prm.spec.remainder for prm in c.params()):
-            # The command after `--` is split off before parsing (_split_command); the usage
-            # line still shows where it goes.
-            p.usage = p.format_usage().removeprefix("usage: ").rstrip() + " -- CMD ..."
-    return root
-
-
-def _group(sub: Any, head: str, verbs: list[Any], out: Any, formatter: Any) -> Any:
-    """The parser of a group of two-word commands (`till session start`): its subcommands,
-    each a verb; `till session` alone or with an unknown word is a usage error."""
-    tails = [
-        v.contract.cli.partition(" ")[2] for v in verbs if v.contract.cli.startswith(head + " ")
-    ]
-    text = f"{head} commands: {', '.join(tails)} (`till {head} SUBCOMMAND --help`)"
-    parser = sub.add_parser(head, help=text, description=text, out=out, formatter_class=formatter)
-    _global_flags(parser, suppress=True)
-    return parser.add_subparsers(
-        dest="subcommand", metavar="SUBCOMMAND", parser_class=Parser, required=True
-    )
-
-
-def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
-    spec = prm.spec
-    kwargs: dict[str, Any] = {"help": prm.doc, "dest": prm.name}
-    is_list = prm.type.startswith("list[")
-    if prm.type == "bool":
-        kwargs["action"] = "store_true"
-    elif is_list:
-        kwargs["nargs"] = "+"
-        kwargs["action"] = "extend"  # `--paths a --paths b` means both
-    elif "int" in prm.type.split(" | "):
-        kwargs["type"] = int
-    elif "float" in prm.type.split(" | "):
-        kwargs["type"] = float
-    if spec.metavar:
-        kwargs["metavar"] = spec.metavar
-    if spec.remainder:
-        return  # the words after `--`, split off before parsing (_split_command)
-    if spec.positional:
-        del kwargs["dest"]
-        if prm.optional:
-            kwargs["nargs"] = "?"
-            kwargs["default"] = prm.default
-        p.add_argument(prm.name, **kwargs)
-        return
-    names = [spec.flag or "--" + prm.name.replace("_", "-"), *spec.aliases]
-    if spec.short:
-        names.insert(0, spec.short)
-    kwargs["default"] = prm.default
-    if not prm.optional:
-        kwargs["required"] = True
-    p.add_argument(*names, **kwargs)
 
 
 def own_words(argv: list[str]) -> list[str]:
@@ -539,15 +389,20 @@ def _run(argv: list[str], call: _Call) -> int:
 
     groups = {c.partition(" ")[0] for c in COMMANDS if " " in c}
     word = command_of(argv, groups)
+    if word is None and "--version" in own_words(argv):  # `till --version` is `till version`
+        argv = [w for w in argv if w != "--version"] + ["version"]
+        word = "version"
     only = verb_for_command(word) if word is not None else None
+    if word is not None and only is None and word not in groups:
+        return _usage(_unknown_command(word, COMMANDS), call, None)
     columns = call.io.env.get("COLUMNS", "")
     argv, command = _split_command(only, argv)
     try:
         parser = build_parser(only, out=call.out, width=int(columns) if columns.isdigit() else 100)
         ns = parser.parse_args(argv)
-    except _ArgparseError as exc:
+    except ArgparseError as exc:
         return _usage(str(exc), call, only)
-    except _ParserExitError as exc:
+    except ParserExitError as exc:
         return exc.status
     if not ns.command:
         if call.json_mode:
@@ -612,7 +467,8 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
     request = decode_request(verb.contract, values)
     json_mode = call.json_mode
     confirm = _prompter(verb.contract.name, call, ns.color) if interactive else None
-    progress = _progress_printer() if (not json_mode and io.stderr_tty) else None
+    quiet = bool(ns.quiet) and not json_mode  # -q: the document is the contract under --json
+    progress = _progress_printer() if (not json_mode and io.stderr_tty and not quiet) else None
     try:
         result = invoke(verb, settings, request, confirm=confirm, on_progress=progress)
     finally:
@@ -625,7 +481,7 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
             raise UnavailableError(f"`till {verb.contract.cli}` serves only in its own process")
         return _serve(verb.contract.serves, settings, result)
     if callable(getattr(result, "stream", None)):
-        if getattr(result, "note", None):  # where the stream starts, before its first line
+        if getattr(result, "note", None) and not quiet:  # where the stream starts
             call.err.write(f"till: {result.note}\n")
         return _emit_lines(verb.contract.name, result.stream(), call, ns.color)
     if json_mode and _streams(result):
@@ -647,7 +503,7 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
     wire = to_wire(result)
     if json_mode:
         _emit_json(wire, call)
-    else:
+    elif not quiet:
         from tillage.hosts.cli.colour import Style, wanted
         from tillage.hosts.cli.human import render
 
@@ -772,6 +628,21 @@ def _progress_printer() -> Any:
 
     stream: Any = getattr(_RUNNING, "err", None) or sys.stderr  # outside run: this process's
     return ProgressPrinter(stream)
+
+
+def _unknown_command(word: str, commands: Any) -> str:
+    """The usage line for a command no verb answers, with the one it most likely meant."""
+    from tillage.hosts.cli.help import did_you_mean
+
+    head, _, tail = word.partition(" ")
+    if tail:  # `till session strat`: one of that group's words
+        tails = [c.partition(" ")[2] for c in commands if c.startswith(head + " ")]
+        close = did_you_mean(tail, tails)
+        guess = f"{head} {close}" if close else None
+    else:
+        guess = did_you_mean(word, commands)
+    hint = f"; did you mean `till {guess}`?" if guess else "; `till --help` lists them"
+    return f"till: no command {word!r}{hint}"
 
 
 def _usage(message: str, call: _Call, verb: Any) -> int:
