@@ -9,4 +9,4 @@ from tillage.errors import NotFoundError
 class PathNotInSnapshotError(NotFoundError):
     name = "rewind.path_not_in_snapshot"
     module = "rewind"
-    next_step = "list the snapshot's files with `till diff ID`, or check the path's spelling"
+    next_step = "list the snapshot's files with `till ls SNAPSHOT`, or check the path's spelling"

@@ -256,18 +256,15 @@ def _invoke(
         if confirm is None:
             raise ConfirmationRequiredError(
                 f"{contract.cli} changes files and needs --yes; nothing was changed",
-                # A store-wide verb (gc) has no target to name; one with no preview (a sync
-                # takeover) has none to offer.
-                next_step=None
-                if hasattr(request, "id") or hasattr(request, "name")
-                else "preview with --dry-run, then repeat with --yes"
-                if hasattr(request, "dry_run")
-                else "repeat the same command with --yes",
+                next_step=_confirm_step(contract, request, previewed=False),
             )
         preview = contract.preview(request) if contract.preview else None
         shown = verb.handler(ctx, preview) if preview is not None else None
         if not confirm(shown):
-            raise ConfirmationRequiredError(f"{contract.cli} was not confirmed; nothing changed")
+            raise ConfirmationRequiredError(
+                f"{contract.cli} was not confirmed; nothing changed",
+                next_step=_confirm_step(contract, request, previewed=shown is not None),
+            )
         request = contract.confirmed(request) if contract.confirmed else request
     result = verb.handler(ctx, request)
     if ctx.workspace is not None and contract.effect is not Effect.READ:
@@ -276,6 +273,19 @@ def _invoke(
         event = _event(contract.event, request, result)
         after_write(ctx.workspace.store, ctx.workspace.id, event=event)
     return result
+
+
+def _confirm_step(contract: Any, request: Any, *, previewed: bool) -> str:
+    """The next step of a request that needs --yes: the very command with --yes (the target
+    as given, a name or a 12-character ID), after its --dry-run when it has one and none was
+    just shown."""
+    from tillage.verbs.command_line import command_line
+
+    run = f"`{command_line(contract, request, yes=True)}`"
+    if previewed or not hasattr(request, "dry_run"):
+        return f"to go ahead, run {run}"
+    preview = f"`{command_line(contract, request, dry_run=True)}`"
+    return f"preview with {preview}, then run {run}"
 
 
 def _event(kind: str | None, request: Any, result: Any) -> tuple[str, Any] | None:

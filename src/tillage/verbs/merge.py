@@ -250,7 +250,6 @@ def merge(ctx: Context, req: MergeRequest) -> MergeResult:
     from tillage.features.merge import merge as mg
 
     mg.check_request(req.name, req.snapshot, req.base)
-    launch = ctx.settings.launch
     takes = parse_takes(req.take)
     if req.into_fork:
         from tillage.features.merge.into_fork import merge_into_fork
@@ -266,6 +265,24 @@ def merge(ctx: Context, req: MergeRequest) -> MergeResult:
             ),
             req,
         )
+    try:
+        return result_of(_merge(ctx, req, takes), req)
+    except StalePreviewError as exc:
+        retry = again(replace(req, expect=None)) + " --dry-run"
+        exc.next = f"preview it again with `{retry}` and apply its new digest"
+        raise
+    except MergeUnsettledError as exc:
+        exc.next = (
+            "remove the conflict markers in the fork's files, settle the rest with "
+            f"--take ours PATH or --take theirs PATH, then run `{again(req)}` again"
+        )
+        raise
+
+
+def _merge(ctx: Context, req: MergeRequest, takes: Any) -> Any:
+    from tillage.features.merge import merge as mg
+
+    launch = ctx.settings.launch
     if req.name is not None:
         outcome = mg.merge_fork(
             ctx.workspace,
@@ -290,7 +307,7 @@ def merge(ctx: Context, req: MergeRequest) -> MergeResult:
             launch=launch,
             on_progress=ctx.on_progress,
         )
-    return result_of(outcome, req)
+    return outcome
 
 
 def _is_digest(value: str) -> bool:

@@ -63,6 +63,34 @@ def rewind(ctx: Context, req: RewindRequest) -> RewindResult:
     ws = ctx.workspace
     scopes = rw.normalize_scopes(req.paths)
     target = resolve(ws, req.id)
+    with _naming(target.id):
+        return _rewind(ctx, req, target, scopes)
+
+
+def _naming(snapshot: str) -> Any:
+    """A --paths entry the target lacks is answered with the command that lists its files."""
+    import contextlib
+
+    from tillage.core.errors import PathNotInSnapshotError
+
+    @contextlib.contextmanager
+    def naming() -> Any:
+        try:
+            yield
+        except PathNotInSnapshotError as exc:
+            exc.next = (
+                f"list the snapshot's files with `till ls {snapshot[:12]}`, or check the path's "
+                "spelling"
+            )
+            raise
+
+    return naming()
+
+
+def _rewind(ctx: Context, req: RewindRequest, target: Any, scopes: Any) -> RewindResult:
+    from tillage.workspace import rewind as rw
+
+    ws = ctx.workspace
     if req.dry_run:
         outcome = rw.preview(ws, target, scopes)
     else:

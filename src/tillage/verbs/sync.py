@@ -12,7 +12,13 @@ from dataclasses import dataclass, field, replace
 
 from tillage.crypto import BadKeyError
 from tillage.crypto.errors import KeyFileMissingError, KeyFileTakenError, KeyFileUnsafeError
-from tillage.errors import BusyError, ConflictError, IntegrityError, InvalidArgumentError
+from tillage.errors import (
+    BusyError,
+    ConflictError,
+    IntegrityError,
+    InvalidArgumentError,
+    UsageError,
+)
 from tillage.features.sync.errors import (
     LeaseDamagedError,
     LeaseExpiredError,
@@ -101,6 +107,9 @@ class RemoteAddResult:
     key: str | None = field(default=None, metadata={"omit_none": True})
     # Where the key generated now was written (0600): --key-file, or the store's keys/ folder.
     key_file: str | None = field(default=None, metadata={"omit_none": True})
+    # The folder a clone elsewhere would be made in (never the remote's own folder, which
+    # `till clone URL` alone makes when run beside it).
+    clone_dest: str | None = field(default=None, metadata={"omit_none": True})
 
 
 def _check_remote_name(req: RemoteAddRequest) -> None:
@@ -170,7 +179,15 @@ def _add_remote(ctx: Context, req: RemoteAddRequest, chosen: RemoteKey) -> Remot
         clone_url=url,
         key=key.hex() if generated and req.key_file is None else None,
         key_file=str(chosen.written) if chosen.written is not None else None,
+        clone_dest=_clone_dest(ws.root.name, url),
     )
+
+
+def _clone_dest(name: str, url: str) -> str:
+    """The workspace's own folder name, for a clone on another machine; with `-clone` added
+    when it is the remote's last path segment (a clone run beside the remote would aim at it)."""
+    last = url.rstrip("/").rsplit("/", 1)[-1]
+    return f"{name}-clone" if name == last else name
 
 
 @dataclass(frozen=True)
@@ -271,8 +288,11 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
     if req.follow:
         return _follow(ctx, req)
     if req.push == req.pull:
-        raise InvalidArgumentError(
-            "give exactly one of --push and --pull", next_step="till sync --push (or --pull)"
+        # A missing (or doubled) mode is a usage error: exit 2, as argparse's own (CONTRACT).
+        raise UsageError(
+            "give exactly one of --push, --pull and --follow",
+            next_step="`till sync --push` sends this folder's timeline; `till sync --pull` "
+            "brings the remote's",
         )
     _check_ref(req.ref)
     ws = ctx.workspace
@@ -632,6 +652,7 @@ VERBS: tuple[Verb[Any, Any], ...] = (
                 UnknownRemoteError,
                 BusyError,
                 InvalidArgumentError,
+                UsageError,
             ),
             needs_confirmation=_takeover_needs_yes,
             confirmed=_takeover_confirmed,

@@ -240,7 +240,7 @@ class CatResult:
 class PathNotInSnapshotError(NotFoundError):
     name = "snapshot.path_not_found"
     module = "store"
-    next_step = "list the snapshot's files with `till diff ID` or check the path's spelling"
+    next_step = "list the snapshot's files with `till ls SNAPSHOT`, or check the path's spelling"
 
 
 class NotAFileError(InvalidArgumentError):
@@ -263,7 +263,11 @@ def cat(ctx: Context, req: CatRequest) -> CatResult:
     row = resolve(ws, req.id)
     entry = flatten(ws.store, bytes.fromhex(row.tree), (path,)).get(path)
     if entry is None:
-        raise PathNotInSnapshotError(f"{echo(path)} is not in snapshot {row.id[:12]}")
+        raise PathNotInSnapshotError(
+            f"{echo(path)} is not in snapshot {row.id[:12]}",
+            next_step=f"list the snapshot's files with `till ls {row.id[:12]}`, or check the "
+            "path's spelling",
+        )
     if entry.kind is EntryKind.SYMLINK:
         target = fs_decode(entry.content)
         raise NotAFileError(

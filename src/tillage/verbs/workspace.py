@@ -383,9 +383,24 @@ def forget(ctx: Context, req: ForgetRequest) -> ForgetResult:
     import shutil
 
     from tillage.core.paths import CONTROL_DIR
+    from tillage.errors import NotAttachedError
+    from tillage.verbs.invoke import finish_forks
     from tillage.watch import daemon
+    from tillage.workspace.recovery import open_workspace
 
-    ws = ctx.workspace
+    settings = ctx.settings
+    try:
+        finish_clones(settings.home)
+        ws = open_workspace(settings.home, settings.folder, settings.user_home)
+    except NotAttachedError:
+        # A folder a plain `till forget` detached still has its timeline in the store: the
+        # purge its note offers drops that one (scope `folder` for this reason).
+        kept = _purge_kept(settings) if req.purge else None
+        if kept is None:
+            raise
+        return kept
+    finish_forks(ws.store)
+    ctx.workspace = ws
     daemon.stop(ws.store.home, ws.id)  # a forgotten folder is watched no more
     count = ws.store.snapshot_count(ws.id)
     ws.store.publish("forget", {"workspace": ws.id, "purge": req.purge})
@@ -403,6 +418,25 @@ def forget(ctx: Context, req: ForgetRequest) -> ForgetResult:
             "`till watch` here picks it up again (`till forget --purge --yes` drops it)"
         )
     return ForgetResult(workspace=str(ws.root), purged=req.purge, snapshots=count, note=note)
+
+
+def _purge_kept(settings: Any) -> ForgetResult | None:
+    """Drops the timeline a plain `till forget` kept for this folder; None when there is none
+    (the folder never was attached, or its timeline is already purged)."""
+    from tillage.features.sync.remotes import forget_remotes
+    from tillage.store.store import Store
+
+    if not Store.exists(settings.home) or not settings.folder.is_dir():
+        return None
+    with Store.open(settings.home) as store:
+        row = store.forgotten_workspace_by_root(str(settings.folder.resolve()))
+        if row is None:
+            return None
+        count = store.snapshot_count(row.id)
+        store.publish("forget", {"workspace": row.id, "purge": True})
+        forget_remotes(store, row.id)
+    note = f"dropped the timeline `till forget` kept for this folder ({count} snapshots)"
+    return ForgetResult(workspace=str(settings.folder), purged=True, snapshots=count, note=note)
 
 
 def _purge_needs_yes(req: ForgetRequest) -> bool:
@@ -457,7 +491,7 @@ VERBS = (
         Contract(
             name="workspace.forget",
             since=1,
-            scope=Scope.WORKSPACE,
+            scope=Scope.FOLDER,
             audience=Audience.USER,
             effect=Effect.DESTRUCTIVE,
             request=ForgetRequest,

@@ -201,7 +201,11 @@ def require_fork_folder(store: Store, row: ForkRow) -> Path:
     not_the_fork when the folder there is something else."""
     root = Path(row.root)
     if not os.path.lexists(root):
-        raise ForkFolderMissingError(f"the folder of fork {row.name!r} ({root}) is gone")
+        raise ForkFolderMissingError(
+            f"the folder of fork {row.name!r} ({root}) is gone",
+            next_step=f"retire it with `till fork-rm {row.name} --yes` (its last sealed state "
+            "stays restorable)",
+        )
     if not is_fork_folder(store, row):
         raise NotTheForkError(
             f"{root} is not fork {row.name!r} any more: its `.tillage` pointer names another "

@@ -68,7 +68,11 @@ def clone(
             opened = engine.ensure_config(remote, key, create=False)
             current = engine.read_ref(remote, doc_key(opened), ref)
             if current is None:
-                raise RefMissingError(f"nothing was pushed to ref {ref!r} of {url}")
+                raise RefMissingError(
+                    f"nothing was pushed to ref {ref!r} of {url}",
+                    next_step=f"push it first on the machine that has the timeline (`till sync "
+                    f"--push --ref {ref}` there; `till remote refs` there lists what it pushed)",
+                )
             with store.sharing():  # every object is fetched and proven before a folder is made
                 # A store that saw this remote's ref refuses an older one (sync.rollback).
                 seen.trust(store, remote, ref, current, url, accept_rollback=accept_rollback)

@@ -283,7 +283,11 @@ def pull(
             store, remote, key, ref, config.name, accept_rollback=accept_rollback
         )
         if current is None:
-            raise RefMissingError(f"nothing was pushed to ref {ref!r} of {config.name}")
+            raise RefMissingError(
+                f"nothing was pushed to ref {ref!r} of {config.name}",
+                next_step=f"list the refs pushed to it with `till remote refs --remote "
+                f"{config.name}`, or push this one first (`till sync --push --ref {ref}`)",
+            )
         incoming = current.snapshot
         if last is not None and last.snapshot == incoming:
             return PullOutcome("up_to_date", store.head(ws.id), incoming, 0, 0)

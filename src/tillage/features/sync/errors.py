@@ -54,7 +54,7 @@ class RefMissingError(NotFoundError):
 
     name = "sync.ref_missing"
     module = "sync"
-    next_step = "push first (`till sync --push --ref REF`), or list the refs you pushed"
+    next_step = "push to it first (`till sync --push`), or list its refs with `till remote refs`"
 
 
 class UnknownRemoteError(NotFoundError):

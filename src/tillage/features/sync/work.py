@@ -93,7 +93,11 @@ def work(
                 key, accept = doc_key(opened), accept_rollback
                 found = seen.read(store, remote, key, in_ref, config.url, accept_rollback=accept)
                 if found is None:
-                    raise RefMissingError(f"nothing was pushed to ref {in_ref!r} of {config.url}")
+                    raise RefMissingError(
+                        f"nothing was pushed to ref {in_ref!r} of {config.url}",
+                        next_step=f"push it first on a machine that has the timeline (`till "
+                        f"sync --push --ref {in_ref}` there)",
+                    )
                 prior = seen.read(store, remote, key, out_ref, config.url, accept_rollback=accept)
                 engine.download(store, remote, opened, found.snapshot)
             finally:

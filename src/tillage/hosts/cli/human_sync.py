@@ -39,9 +39,11 @@ def _remote_add(page: Page) -> None:
             "",
         )
         url = shlex.quote(str(doc.get("clone_url")))
+        dest = shlex.quote(str(doc.get("clone_dest") or "clone"))
+        page.add("Send this workspace there first: `till sync --push`.")
         page.next(
-            "Copy that file to the other machine (chmod 600 there), then run:",
-            f"till clone {url} --key-file {shlex.quote(str(written))}",
+            "Then copy that file to the other machine (chmod 600 there), and run there:",
+            f"till clone {url} {dest} --key-file {shlex.quote(str(written))}",
         )
     else:
         page.next("Send this workspace there:", "till sync --push")
@@ -75,9 +77,14 @@ def _sync(page: Page) -> None:
             f"Diverged: {where} moved to {incoming} while this folder changed too. "
             "Nothing in the folder was changed; the incoming snapshot is kept here."
         )
-        nxt = doc.get("next")
-        if nxt:
-            page.next("Land it (three-way), then push:", str(nxt))
+        nxt = str(doc.get("next") or "")
+        first, _, other = nxt.partition(" (or ")
+        if other:  # a ref never synced here: take the remote's state, or merge it
+            short = " ".join(w[:12] if len(w) == 64 else w for w in other.rstrip(")").split())
+            page.add(f"To merge it three-way: `{short}`.")
+        if first:
+            intro = "Or take the remote's state (this folder's is sealed first):"
+            page.next(intro if other else "Land it (three-way), then push:", first)
 
 
 def _clone(page: Page) -> None:

@@ -426,7 +426,9 @@ def _run(argv: list[str], call: _Call) -> int:
 
             line = f"till: {err.message}{hint} [{err.name} {err.code}]"
             call.err.write(printable(line) + "\n")  # an echoed name cannot drive the terminal
-        return EXIT_ERROR
+        from tillage.errors import UsageError
+
+        return EXIT_USAGE if isinstance(err, UsageError) and not _harness_fed(verb) else EXIT_ERROR
     if code == EXIT_USAGE and _harness_fed(verb):
         return EXIT_ERROR
     return code
@@ -654,10 +656,22 @@ def _usage(message: str, call: _Call, verb: Any) -> int:
     return EXIT_ERROR if _harness_fed(verb) else EXIT_USAGE
 
 
+def _report() -> str:
+    """How to report an internal error: which tillage it was, and what to send."""
+    import platform
+
+    from tillage.verbs.system import VERSION
+
+    return (
+        f"this is a bug in tillage {VERSION} (Python {platform.python_version()}): rerun the "
+        "command with --debug for the traceback, and report it with `till version`'s output"
+    )
+
+
 def _internal(exc: BaseException, call: _Call, *, debug: bool) -> int:
     from tillage.errors import InternalError
 
-    err = InternalError(f"internal error: {type(exc).__name__}: {exc}")
+    err = InternalError(f"internal error: {type(exc).__name__}: {exc}", next_step=_report())
     if debug:
         import traceback
 

@@ -126,6 +126,9 @@ def command(text: str, style: Style) -> str:
 # -- one page per verb -----------------------------------------------------------------------
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
 class Page:
     """Builds one verb's text and remembers which fields it used (the rest is listed after)."""
 
@@ -148,7 +151,9 @@ class Page:
     def next(self, intro: str, cmd: str) -> None:
         """Ends the page with the command to run next (unless a prompt asks instead)."""
         if self.footer:
-            self.tail = [intro, command(cmd, self.style)]
+            # People read and type 12-character IDs; every command takes them as a prefix.
+            words = [w[:12] if len(w) == 64 and set(w) <= _HEX else w for w in cmd.split(" ")]
+            self.tail = [intro, command(" ".join(words), self.style)]
 
     def fields(self, pairs: list[tuple[str, str]]) -> None:
         """Adds `Label  value` lines with the labels aligned."""
