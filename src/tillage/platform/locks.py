@@ -94,8 +94,16 @@ def maintenance_lock(
     if exclusive and depth:
         raise BusyError("this process is using the store; a gc cannot run inside that call")
     path = directory / "maintenance.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = _lock_fd(path, exclusive=exclusive)
+    if fd is None:
+        # A read-only store that never had a lock file: no process can write it a gc, so a
+        # reading call (a rewind's dry run, a verify) needs none.
+        _held.depth = 1
+        try:
+            yield
+        finally:
+            _held.depth = 0
+        return
     try:
         busy = (
             "other tillage processes are using the store; a gc waits for them"
@@ -117,6 +125,23 @@ def maintenance_lock(
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _lock_fd(path: Path, *, exclusive: bool) -> int | None:
+    """The lock file, opened to lock; on a store this process cannot write, the shared side
+    opens it read-only (flock needs no write access), or None when it is not there."""
+    import errno
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exclusive or exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
 
 
 def holds_shared() -> bool:

@@ -54,7 +54,8 @@ class StoreReadOnlyError(TillageError):
     name = "store.read_only"
     module = "store"
     next_step = (
-        "reading commands (timeline, show, diff, cat, status) still work; to seal or rewind, "
+        "reading commands (timeline, show, diff, cat, status, verify, rewind --dry-run) still "
+        "work; to seal or rewind, "
         "make the store writable or point TILLAGE_HOME at a writable copy"
     )
 

@@ -78,6 +78,9 @@ class ParamSpec:
     # A flag whose value is a command line the verb runs (`merge --check CMD`); a remainder is
     # one too. A tool taking one is open-world (it can do anything a shell can).
     command: bool = False
+    # A flag whose value may also come as the next positional word on the command line
+    # (`till diff A B` is `till diff A --to B`, as git diff takes two).
+    or_positional: bool = False
 
     @property
     def runs(self) -> bool:
@@ -96,6 +99,7 @@ def param(
     aliases: tuple[str, ...] = (),
     remainder: bool = False,
     command: bool = False,
+    or_positional: bool = False,
 ) -> Any:
     """Declares one request field with its documentation and its command-line spelling."""
     spec = ParamSpec(
@@ -107,6 +111,7 @@ def param(
         aliases=aliases,
         remainder=remainder,
         command=command,
+        or_positional=or_positional,
     )
     if isinstance(default, (list, dict, set)):
         raise TypeError("request defaults must be immutable")

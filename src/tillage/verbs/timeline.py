@@ -192,7 +192,10 @@ class DiffRequest:
         positional=True,
     )
     to: str | None = param(
-        "snapshot ID or fork name to compare to (default: the live folder)", default=None
+        "snapshot ID or fork name to compare to (default: the live folder); also the second "
+        "word: `till diff A B`",
+        default=None,
+        or_positional=True,
     )
 
 

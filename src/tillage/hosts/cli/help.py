@@ -207,7 +207,12 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("till sync --follow", "keep pushing as the folder changes"),
     ),
     "clone": (("till clone /mnt/backup/project ~/project --key-file key.txt", "a copy elsewhere"),),
-    "work": (("till work --remote ssh://host/srv/tillage -- make test", "run it elsewhere"),),
+    "work": (
+        (
+            "till work --remote ssh://host/srv/tillage --result-ref tested -- make test",
+            "run a command on the ref main there, and push its result as tested",
+        ),
+    ),
     "version": (("till version", "the version, protocol and format"),),
     "completion": (
         ('eval "$(till completion bash)"', "complete `till` commands in bash"),

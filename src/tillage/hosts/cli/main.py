@@ -19,7 +19,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tillage.hosts.cli.parser import ArgparseError, ParserExitError, build_parser
+from tillage.hosts.cli.parser import (
+    ArgparseError,
+    ParserExitError,
+    build_parser,
+    fold_positionals,
+)
 from tillage.hosts.cli.payload import ask_secret, read_payload, read_value
 from tillage.hosts.cli.where import absolute, command_of, expand_user, store_home, user_home
 
@@ -411,6 +416,10 @@ def _run(argv: list[str], call: _Call) -> int:
         return EXIT_USAGE
     verb = only
     assert verb is not None
+    try:
+        fold_positionals(ns, verb.contract)
+    except ArgparseError as exc:
+        return _usage(str(exc), call, verb)
     for prm in verb.contract.params():
         if prm.spec.remainder:
             setattr(ns, prm.name, command)

@@ -181,6 +181,14 @@ def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
         kwargs["metavar"] = spec.metavar
     if spec.remainder:
         return  # the words after `--`, split off before parsing (_split_command)
+    if spec.or_positional:  # the same value as a positional word after the others
+        p.add_argument(
+            _positional_dest(prm.name),
+            nargs="?",
+            default=None,
+            metavar=prm.name.upper(),
+            help=f"the same as --{prm.name.replace('_', '-')}",
+        )
     if spec.positional:
         del kwargs["dest"]
         if prm.optional:
@@ -197,3 +205,22 @@ def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
     elif prm.default not in (None, False, ()) and "default:" not in prm.doc:
         kwargs["help"] = f"{prm.doc} (default: {prm.default})"
     p.add_argument(*names, **kwargs)
+
+
+def _positional_dest(name: str) -> str:
+    return f"{name}__positional"
+
+
+def fold_positionals(ns: argparse.Namespace, contract: Any) -> None:
+    """Moves a flag's value given as a positional word (ParamSpec.or_positional) to the flag;
+    given both ways, it is a usage error."""
+    for prm in contract.params():
+        if not prm.spec.or_positional:
+            continue
+        word = getattr(ns, _positional_dest(prm.name), None)
+        if word is None:
+            continue
+        flag = "--" + prm.name.replace("_", "-")
+        if getattr(ns, prm.name) != prm.default:
+            raise ArgparseError(f"till {contract.cli}: give {flag} or a second word, not both")
+        setattr(ns, prm.name, word)
