@@ -91,3 +91,37 @@ def test_a_rewind_preview_and_verify_work_on_a_read_only_store(
     rewind = _read_only(till, "--json", "rewind", first[:12], "--yes")
     assert rewind.returncode == 1 and '"store.read_only"' in rewind.stdout
     assert (folder / "b.txt").exists()
+
+
+def test_hydrating_a_table_of_other_columns_names_the_columns_it_needs(
+    till: Till, folder: Path, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "agent.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT)")
+    conn.commit()
+    conn.close()
+    run = till("--json", "project", "hydrate", "--mount", f"notes=sqlite:{db}#notes")
+    assert run.code == 1 and run.error["name"] == "projection.collection_failed"
+    message = run.error["message"]
+    assert "no column key, content, state, updated_ns" in message
+    assert "key TEXT PRIMARY KEY, content BLOB, state TEXT, updated_ns INTEGER" in message
+    fresh = till.json("project", "hydrate", "--mount", f"notes=sqlite:{db}#fresh")
+    assert fresh["files"] == 0 and fresh["mounts"][0]["entries"] == 0  # a new table is made
+
+
+README = Path(__file__).parents[2] / "README.md"
+
+
+def test_the_readme_and_the_help_say_nothing_stale() -> None:
+    from tillage.verbs.registry import all_verbs
+
+    text = README.read_text()
+    docs = " ".join(v.contract.doc for v in all_verbs())
+    for stale in ("until garbage collection exists", "a later issue", "1.5\u00d7 a bare"):
+        assert stale not in text and stale not in docs, stale
+    assert "--remote-till" in text and "one JSON document per line" in text
+    assert "updated_ns INTEGER" in text  # the columns `project hydrate` needs
+    assert "till diff 3f2a9c 80d3bc" in text

@@ -220,10 +220,27 @@ class SqliteCollection:
                         f"CREATE TABLE IF NOT EXISTS {self.table}(key TEXT PRIMARY KEY, "
                         "content BLOB NOT NULL, state TEXT, updated_ns INTEGER)"
                     )
+                    self._check_columns(conn)
                     self._ready = True
                 return list(conn.execute(sql, args))
             finally:
                 conn.close()
+
+    def _check_columns(self, conn: sqlite3.Connection) -> None:
+        """A table that was there already must have the collection's columns: said by name
+        (not as the first query's "no such column")."""
+        have = {row[1] for row in conn.execute(f"PRAGMA table_info({self.table})")}
+        lacking = [c for c in COLUMNS if c not in have]
+        if lacking:
+            raise sqlite3.OperationalError(
+                f"table {self.table} has no column {', '.join(lacking)}: a collection's table "
+                f"has the columns {COLUMN_TEXT} (name a table that does not exist yet and it "
+                "is created so)"
+            )
+
+
+COLUMNS = ("key", "content", "state", "updated_ns")
+COLUMN_TEXT = "key TEXT PRIMARY KEY, content BLOB, state TEXT, updated_ns INTEGER"
 
 
 def _now_ns() -> int:

@@ -724,7 +724,7 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             f"(default {DEFAULT_MAX_AGE_DAYS}) and those beyond the --max-sessions (default "
             f"{DEFAULT_MAX_SESSIONS}) most recently updated. Only their commit records go: the "
             "snapshots they named stay in the timeline, so nothing another session or the "
-            "timeline needs is touched (reclaiming bytes is `gc`'s work, a later issue).",
+            "timeline needs is touched (a later `till gc` reclaims bytes no kept snapshot needs).",
         ),
         session_cleanup,
     ),
