@@ -58,6 +58,7 @@ STORIES = {
     "timeline": {
         "version", "contracts", "agents-md", "estimate", "watch", "status", "snap", "timeline",
         "show", "diff", "cat", "pin", "unpin", "rewind", "verify", "events", "hook", "forget",
+        "completion",
     },
     "universes": {
         "fork", "forks", "radar", "claim", "claims", "release", "merge", "run", "exec",
@@ -92,6 +93,7 @@ def test_the_timeline_verbs(story: Story, folder: Path) -> None:
     assert story("version")["version"]
     assert {c["verb"] for c in story("contracts")["verbs"]} >= {"workspace.rewind"}
     assert "till rewind" in story("agents-md")["markdown"]
+    assert "complete -o default -F _till till" in story("completion", "bash")["script"]
     assert story("estimate")["files"] > 0
     assert story("status")["attached"] is True
     first = story("snap", "-m", "first")["snapshot"]["id"]

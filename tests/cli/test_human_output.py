@@ -86,7 +86,7 @@ def test_the_printed_commands_apply_a_dry_run_and_undo_the_rewind(till: Till, fo
     (folder / "a.txt").write_text("changed")
     dry = run(till, "rewind", first[:8], "--dry-run").stdout
     apply = dry.splitlines()[-1].strip()
-    assert apply == f"till rewind {first} --yes"
+    assert apply == f"till rewind {first[:12]} --yes"  # the 12 characters people read
     assert "rescue" not in dry and "(none)" not in dry
     assert (folder / "a.txt").read_text() == "changed"
 
@@ -94,7 +94,7 @@ def test_the_printed_commands_apply_a_dry_run_and_undo_the_rewind(till: Till, fo
     assert done.code == 0, done.stderr
     assert (folder / "a.txt").read_text() == "a" * 3000
     undo = done.stdout.splitlines()[-1].strip()
-    assert re.fullmatch(r"till rewind [0-9a-f]{64} --yes", undo)
+    assert re.fullmatch(r"till rewind [0-9a-f]{12} --yes", undo)
     assert "rescue" not in done.stdout and "(none)" not in done.stdout
 
     assert run(till, *undo.split()[1:]).code == 0

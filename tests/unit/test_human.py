@@ -198,7 +198,7 @@ def rewind_doc(**fields: Any) -> dict[str, Any]:
 
 def test_a_dry_run_ends_with_the_exact_command_to_apply_it() -> None:
     text = render("workspace.rewind", rewind_doc(), now=NOW)
-    assert text.splitlines()[-1].strip() == f"till rewind {ID_A} --yes"
+    assert text.splitlines()[-1].strip() == f"till rewind {ID_A[:12]} --yes"  # people's IDs
     assert "Nothing was changed" in text
     assert "rescue" not in text and "(none)" not in text and " -\n" not in text
 
@@ -206,7 +206,7 @@ def test_a_dry_run_ends_with_the_exact_command_to_apply_it() -> None:
 def test_an_applied_rewind_ends_with_the_exact_command_to_undo_it() -> None:
     doc = rewind_doc(applied=True, undo=ID_B, next=f"till rewind {ID_B} --yes")
     text = render("workspace.rewind", doc, now=NOW)
-    assert text.splitlines()[-1].strip() == f"till rewind {ID_B} --yes"
+    assert text.splitlines()[-1].strip() == f"till rewind {ID_B[:12]} --yes"
     assert "undo" in text
     assert "rescue" not in text and "(none)" not in text
 
@@ -453,7 +453,7 @@ def test_a_long_rewind_lists_the_first_changes_and_how_to_see_the_rest() -> None
 def test_the_command_to_run_next_stays_last_whatever_fields_a_result_gains() -> None:
     doc = rewind_doc(unlinked=["d/x"], some_new_field=["value"])
     lines = render("workspace.rewind", doc, now=NOW).splitlines()
-    assert lines[-1].strip() == f"till rewind {ID_A} --yes"
+    assert lines[-1].strip() == f"till rewind {ID_A[:12]} --yes"
     assert "  value" in lines or any("value" in line for line in lines[:-2])
     assert any("would come back as separate files" in line for line in lines)
 

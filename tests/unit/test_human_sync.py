@@ -19,12 +19,14 @@ def test_remote_add_names_the_new_key_file_never_the_key() -> None:
         "clone_url": "/r",
         "key": KEY,
         "key_file": "/home/me/.local/share/tillage/keys/origin-1a2b3c4d.key",
+        "clone_dest": "project",
     }
     text = render("remote.add", doc, now=NOW)
     assert KEY not in text and not re.search(r"[0-9a-f]{64}", text)
     assert "/home/me/.local/share/tillage/keys/origin-1a2b3c4d.key" in text and "Keep" in text
+    assert "`till sync --push`" in text  # first: a clone of an empty remote finds nothing
     assert text.rstrip().endswith(
-        "till clone /r --key-file /home/me/.local/share/tillage/keys/origin-1a2b3c4d.key"
+        "till clone /r project --key-file /home/me/.local/share/tillage/keys/origin-1a2b3c4d.key"
     )
     known = render("remote.add", {k: v for k, v in doc.items() if k[:3] != "key"}, now=NOW)
     assert KEY not in known and known.rstrip().endswith("till sync --push")
@@ -43,7 +45,7 @@ def test_a_diverged_pull_says_nothing_changed_and_what_lands_it() -> None:
     }
     text = render("sync.run", doc, now=NOW)
     assert "Nothing in the folder was changed" in text
-    assert text.rstrip().endswith("till merge --snapshot " + "2" * 64)
+    assert text.rstrip().endswith("till merge --snapshot " + "2" * 12)  # people's IDs
     pushed = {
         "ref": "main",
         "remote": "origin",
