@@ -57,7 +57,7 @@ def test_a_landed_merge_says_what_landed_the_check_and_how_to_undo() -> None:
     assert "Merged line by line: a.txt" in text
     # The check's output was passed on live, before the page: it is not printed again.
     assert "The check passed" in text and "output is above" in text and "test 39 ok" not in text
-    assert text.rstrip().endswith(f"till rewind {IDS['ours']} --yes")
+    assert text.rstrip().endswith(f"till rewind {IDS['ours'][:12]} --yes")
     assert "To undo the merge" in text
 
 
@@ -94,6 +94,6 @@ def test_a_dry_run_and_a_snapshot_merge() -> None:
     )
     assert f"Merging snapshot {IDS['theirs'][:12]} would change 2 paths" in text
     assert "Nothing was changed" in text
-    assert text.rstrip().endswith(f"till merge --snapshot {IDS['theirs']}")
+    assert text.rstrip().endswith(f"till merge --snapshot {IDS['theirs'][:12]}")
     nothing = render("merge.apply", _doc(dry_run=True), now=0)
     assert "Nothing to merge" in nothing
