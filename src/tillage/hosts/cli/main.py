@@ -647,11 +647,12 @@ def _unknown_command(word: str, commands: Any) -> str:
 
     head, _, tail = word.partition(" ")
     if tail:  # `till session strat`: one of that group's words
-        tails = [c.partition(" ")[2] for c in commands if c.startswith(head + " ")]
+        tails = sorted(c.partition(" ")[2] for c in commands if c.startswith(head + " "))
         close = did_you_mean(tail, tails)
-        guess = f"{head} {close}" if close else None
-    else:
-        guess = did_you_mean(word, commands)
+        if close:
+            return f"till: no command {word!r}; did you mean `till {head} {close}`?"
+        return f"till: no command {word!r}; `till {head}` takes {', '.join(tails)}"
+    guess = did_you_mean(word, commands)
     hint = f"; did you mean `till {guess}`?" if guess else "; `till --help` lists them"
     return f"till: no command {word!r}{hint}"
 
