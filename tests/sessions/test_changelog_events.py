@@ -68,7 +68,7 @@ def test_the_changelog_of_an_unknown_session_says_how_to_start_it(
 def test_human_pages_of_the_other_verbs_name_the_next_command(till: Till, project: Path) -> None:
     start = till("session", "start", "my session")
     assert "Started session my session" in start.stdout
-    assert "till session record 'my session' -m DESC" in start.stdout
+    assert "till session record 'my session'\n" in start.stdout  # runs as printed
     (project / "n.txt").write_text("n" * 2000)
     step = till("session", "record", "my session", "-m", "note")
     assert "1 file changed, +2.0 KiB" in step.stdout and "till session diff" in step.stdout

@@ -49,7 +49,11 @@ def _gc(page: Page) -> None:
 def _retention(page: Page) -> None:
     policy: dict[str, Any] = page.take("retention") or {}
     changed = page.take("changed")
-    page.add("Retention schedule (applied by `till gc`):" if not changed else "Retention set:")
+    page.add(
+        "Retention schedule (a gc applies it; `till gc --dry-run` shows what it would remove):"
+        if not changed
+        else "Retention set:"
+    )
     page.fields(
         [
             ("Keep all", f"every snapshot of the last {policy.get('keep_all')}"),

@@ -88,7 +88,8 @@ def _commit(page: Page) -> None:
         page.next("See what it changed:", f"till session diff {_short(commit)}")
     else:
         page.next(
-            "After the next step of work, record it:", f"till session record {quoted} -m DESC"
+            "After the next step of work, record it (with -m saying what it was):",
+            f"till session record {quoted}",
         )
 
 
@@ -106,8 +107,8 @@ def _log(page: Page) -> None:
 def _sessions(page: Page) -> None:
     found: list[dict[str, Any]] = page.take("sessions") or []
     if not found:
-        page.add("No sessions. Start one with:")
-        page.add(command("till session start NAME", page.style))
+        page.add("No sessions. Start one (any short name) with:")
+        page.add(command("till session start task-1", page.style))
         return
     rows = [
         [
