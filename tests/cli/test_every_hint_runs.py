@@ -437,3 +437,19 @@ def test_the_internal_error_line_says_how_to_report_it(
     assert "--debug" in line and "till version" in line and "0." in line
     doc = json.loads(till("--json", "version").stdout)
     assert "--debug" in doc["error"]["next"]
+
+
+def test_a_clone_run_beside_a_folder_remote_is_refused_as_the_remote_itself(
+    till: Till, folder: Path, tmp_path: Path
+) -> None:
+    _attach(till, folder)
+    key = till.json("remote", "add", str(tmp_path / "remote"))["key"]
+    till.json("sync", "--push")
+    before = sorted(str(p) for p in (tmp_path / "remote").rglob("*"))
+    run = till("--json", "clone", str(tmp_path / "remote"), "--key", key, cwd=tmp_path)
+    assert sorted(str(p) for p in (tmp_path / "remote").rglob("*")) == before
+    assert run.code == 1 and run.error["name"] == "invalid_argument"
+    assert "the remote's own folder" in run.error["message"]
+    assert "`remote-clone`" in run.error["next"]
+    made = till.json("clone", str(tmp_path / "remote"), "remote-clone", "--key", key, cwd=tmp_path)
+    assert made["workspace"] == str(tmp_path / "remote-clone")

@@ -58,6 +58,7 @@ def clone(
     try:
         config = remotes.RemoteConfig("origin", remote.url, key, remote_till)
         root = destination(folder, dest, remote.url)
+        _not_the_remote(root, remote.url)
         check_attachable(root, user_home, home)  # a refused destination: nothing is made
         store = Store.open(home)
         try:
@@ -124,6 +125,19 @@ def destination(folder: Path, dest: str | None, url: str) -> Path:
             )
         return ancestor.resolve()
     return ancestor.resolve().joinpath(*reversed(missing))
+
+
+def _not_the_remote(root: Path, url: str) -> None:
+    """Refuses a clone into a folder remote itself, or into or around it (`till clone DIR`
+    run beside DIR names DIR by default): said as such, not as a folder that is not empty."""
+    if not url.startswith("/"):
+        return
+    place = Path(os.path.realpath(url))
+    if root == place or place in root.parents or root in place.parents:
+        raise InvalidArgumentError(
+            f"the clone's folder {root} would be the remote's own folder {place} (or hold it)",
+            next_step=f"give the clone a new folder after the URL (e.g. `{place.name}-clone`)",
+        )
 
 
 def _check_new(store: Store, root: Path) -> None:
