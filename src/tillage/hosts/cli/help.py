@@ -276,9 +276,15 @@ def _wrap(text: str, indent: int, width: int) -> list[str]:
     return textwrap.wrap(text, width=max(width - indent, 30)) or [""]
 
 
-def _first_sentence(doc: str) -> str:
+def summary(doc: str, room: int) -> str:
+    """A command's doc as one line of at most `room` characters: its first sentence, cut at a
+    word with "…" when longer (the whole doc is its own --help)."""
     end = doc.find(". ")
-    return doc if end < 0 else doc[: end + 1]
+    first = " ".join((doc if end < 0 else doc[: end + 1]).split())
+    if len(first) <= room:
+        return first
+    cut = first[: room - 1].rsplit(" ", 1)[0].rstrip(",;:(")
+    return cut + "…"
 
 
 def top_help(docs: Mapping[str, str], *, width: int = 100) -> str:
@@ -297,13 +303,11 @@ def top_help(docs: Mapping[str, str], *, width: int = 100) -> str:
     for title, names in group_of(docs):
         lines += ["", f"{title}:"]
         for name in names:
-            body = _wrap(_first_sentence(docs[name]), 24, width)
-            lines.append(f"  {name:<21} {body[0]}")
-            lines += [" " * 24 + more for more in body[1:]]
-    lines += ["", "Examples:"]
+            lines.append(f"  {name:<21} {summary(docs[name], max(width - 24, 30))}")
+    lines += ["", "Examples (`till COMMAND --help` has more):"]
     for command in ("watch", "timeline", "rewind", "fork"):
         line, what = EXAMPLES[command][0 if command != "rewind" else 1]
-        lines.append(f"  {line:<36} {what}")
+        lines += [f"  {line}", f"      {what}"]
     lines += ["", *environment_lines(width)]
     return "\n".join(lines) + "\n"
 
