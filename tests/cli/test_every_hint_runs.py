@@ -285,6 +285,7 @@ TOUR = (
     ("remote", "list"),
     ("merge", "nope"),
     ("fork-rm", "nope", "--yes"),
+    ("fork-rm", "f1", "--yes"),
     ("show", "0"),
     ("sync", "--push"),
     ("session", "revert", "{first}"),

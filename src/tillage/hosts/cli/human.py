@@ -271,12 +271,14 @@ def _rewind(page: Page) -> None:
         page.add(f"Rewound to {ref}: the folder already matched it.")
     _unlinked(page, unlinked, "came")
     if rescued:
+        import shlex
+
         short = str(rescue)[:12] if rescue else "?"
         page.add(
             f"{units.count(len(rescued), 'file')} changed while rewinding, kept in snapshot "
             f"{page.style.paint(short, 'yellow')}:",
             *(f"  {units.printable(p)}" for p in rescued),
-            f"Read one with `till cat {short} PATH`.",
+            f"Read one with `till cat {short} {shlex.quote(str(rescued[0]))}`.",
         )
     undo_cmd = nxt or (f"till rewind {undo} --yes" if undo else None)
     if undo_cmd:

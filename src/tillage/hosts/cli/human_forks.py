@@ -108,7 +108,7 @@ def _fork_rm(page: Page) -> None:
     page.add(f"Its last state is snapshot {short}.")
     if released:
         page.add(f"Released {units.count(len(released), 'claim')} taken in it.")
-    page.next("Read a file of it with:", f"till cat {short} PATH")
+    page.next("To bring it back as it was, run:", f"till fork {name} --at {short}")
 
 
 def _exec(page: Page) -> None:
