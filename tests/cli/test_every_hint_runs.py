@@ -454,3 +454,12 @@ def test_a_clone_run_beside_a_folder_remote_is_refused_as_the_remote_itself(
     assert "`remote-clone`" in run.error["next"]
     made = till.json("clone", str(tmp_path / "remote"), "remote-clone", "--key", key, cwd=tmp_path)
     assert made["workspace"] == str(tmp_path / "remote-clone")
+
+
+def test_an_error_line_for_people_cuts_whole_ids_in_its_commands_only() -> None:
+    from tillage.hosts.cli.main import short_ids
+
+    whole = "a" * 64
+    said = f"snapshot {whole} was kept: undo with `till rewind {whole} --yes`"
+    assert short_ids(said) == f"snapshot {whole} was kept: undo with `till rewind {'a' * 12} --yes`"
+    assert short_ids("no command here") == "no command here"

@@ -160,7 +160,7 @@ def test_an_interrupted_try_seals_what_the_command_did_so_far_and_says_how_to_un
         "undo_command": f"till rewind {before['id']} --yes",
     }
     assert f"till rewind {before['id']} --yes" in error["next"]
-    assert f"till rewind {before['id']} --yes" in err  # the line a person reads
+    assert f"till rewind {before['id'][:12]} --yes" in err  # the line a person reads
     cat = till.json("cat", after["id"], "src/app.py")
     assert cat["size"] == len("half\n")
     till.json("rewind", error["details"]["undo"], "--yes")

@@ -372,7 +372,7 @@ def _interrupted(call: _Call, *, terminated: bool, stopped: BaseException | None
     try:
         if call.json_mode:
             _emit_json({"error": err.envelope()}, call)
-        call.err.write(f"till: {err.message} ({err.next})\n")
+        call.err.write(f"till: {err.message} ({short_ids(err.next)})\n")
         from tillage.hosts.cli.human_forks import kept_lines
 
         for line in kept_lines(details or {}):
@@ -430,7 +430,7 @@ def _run(argv: list[str], call: _Call) -> int:
         if call.json_mode:
             _emit_json({"error": err.envelope()}, call)
         else:
-            hint = f" ({err.next})" if err.next else ""
+            hint = f" ({short_ids(err.next)})" if err.next else ""
             from tillage.hosts.cli.units import printable
 
             line = f"till: {err.message}{hint} [{err.name} {err.code}]"
@@ -664,6 +664,21 @@ def _usage(message: str, call: _Call, verb: Any) -> int:
         _emit_json({"error": UsageError(message).envelope()}, call)
     call.err.write(message + "\n")
     return EXIT_ERROR if _harness_fed(verb) else EXIT_USAGE
+
+
+def short_ids(text: str) -> str:
+    """A next step as people read it: each whole snapshot ID in a command (between backticks)
+    cut to its 12 characters, which every command takes; the JSON envelope keeps them whole."""
+    if "`" not in text:
+        return text
+    parts = text.split("`")
+    for i in range(1, len(parts), 2):  # the odd pieces are inside backticks
+        words = parts[i].split(" ")
+        parts[i] = " ".join(w[:12] if len(w) == 64 and set(w) <= _HEX else w for w in words)
+    return "`".join(parts)
+
+
+_HEX = frozenset("0123456789abcdef")
 
 
 def _report() -> str:
