@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+    from tillage.platform.commands import Cancelled, CancelToken
     from tillage.verbs.invoke import Settings
 
 
@@ -149,8 +150,23 @@ class Toolbelt:
         """The tools offered now: all of them when the folder is attached, none otherwise."""
         return tool_defs() if self.attached() else ()
 
-    def call(self, name: str, args: Mapping[str, Any] | None) -> ToolResult:
-        """Calls the tool `name`; every failure is an error result, never an exception."""
+    def call(
+        self, name: str, args: Mapping[str, Any] | None, cancel: CancelToken | None = None
+    ) -> ToolResult:
+        """Calls the tool `name`; every failure is an error result, never an exception. A
+        `cancel` token stops the commands the call runs (platform/commands.cancellable): the
+        call then answers `interrupted`, with what its verb kept (a fork sealed as it was)."""
+        if cancel is not None:
+            from tillage.platform.commands import Cancelled, cancellable
+
+            try:
+                with cancellable(cancel):
+                    return self._answered(name, args)
+            except Cancelled as stop:
+                return _cancelled(stop)
+        return self._answered(name, args)
+
+    def _answered(self, name: str, args: Mapping[str, Any] | None) -> ToolResult:
         from tillage.verbs.tool_text import error_text
 
         try:
@@ -216,6 +232,20 @@ class Toolbelt:
             request = contract.confirmed(request)
         result = _held(invoke(tool.verb, self.settings, request, store=store))
         return _answer(tool, result, request)
+
+
+def _cancelled(stop: Cancelled) -> ToolResult:
+    """A cancelled call's answer: `interrupted`, with what its verb noted it kept."""
+    from tillage.errors import CommandInterruptedError, interruption_note
+    from tillage.verbs.tool_text import error_text
+
+    details, next_step = interruption_note(stop) or (None, None)
+    err = CommandInterruptedError(
+        f"the call was stopped ({stop.reason}); its command was stopped with it",
+        next_step=next_step,
+        details=details,
+    )
+    return ToolResult(error_text(err), True, {"error": err.envelope()})
 
 
 def _answer(tool: ToolDef, result: Any, request: Any) -> ToolResult:
