@@ -24,7 +24,9 @@ SDK = CLIENT_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.j
 def node_client() -> str:
     node = shutil.which("node")
     if node is None:
-        pytest.skip("node is not installed (apt-get install nodejs): the TypeScript SDK client needs it")
+        pytest.skip(
+            "node is not installed (apt-get install nodejs): the TypeScript SDK client needs it"
+        )
     if not SDK.exists():
         pytest.skip(
             "the TypeScript MCP SDK is not installed: run `npm ci` in tests/agents/ts_client "
@@ -86,5 +88,8 @@ def test_the_typescript_sdk_client_meets_the_server_a_python_client_does(
 
     assert steps["after_forget"] == 0 and steps["after_watch"] == len(tools)
     forgotten = steps["forgotten_call"]["structured"]["error"]
-    assert forgotten["name"] == "workspace.not_attached" and "no longer attached" in forgotten["message"]
+    assert (
+        forgotten["name"] == "workspace.not_attached"
+        and "no longer attached" in forgotten["message"]
+    )
     assert report["changes"] == 2

@@ -29,8 +29,10 @@ LIST_CHANGED = "notifications/tools/list_changed"
 def negotiate(requested: object) -> str:
     """The protocol revision answered to a client that asked for `requested`: that one when we
     speak it, else our newest."""
-    return requested if isinstance(requested, str) and requested in PROTOCOL_VERSIONS else (
-        PROTOCOL_VERSIONS[-1]
+    return (
+        requested
+        if isinstance(requested, str) and requested in PROTOCOL_VERSIONS
+        else (PROTOCOL_VERSIONS[-1])
     )
 
 
@@ -97,7 +99,7 @@ def call_result(result: Any) -> dict[str, Any]:
     }
 
 
-class BadMessage(Exception):
+class BadMessageError(Exception):
     """A line that is not a JSON-RPC message we can answer: its error code and the id to
     answer it under (None when the line gave none)."""
 
@@ -108,20 +110,26 @@ class BadMessage(Exception):
 
 
 def parse(line: bytes) -> dict[str, Any]:
-    """One line as a message (a request, a notification or a response); raises BadMessage."""
+    """One line as a message (a request, a notification or a response); raises BadMessageError."""
     try:
         message = json.loads(line)
     except ValueError:
-        raise BadMessage(PARSE_ERROR, "Parse error: not JSON") from None
+        raise BadMessageError(PARSE_ERROR, "Parse error: not JSON") from None
     if not isinstance(message, dict):
-        raise BadMessage(INVALID_REQUEST, "Invalid Request: one JSON object per line (no batches)")
+        raise BadMessageError(
+            INVALID_REQUEST, "Invalid Request: one JSON object per line (no batches)"
+        )
     if message.get("jsonrpc") != "2.0":
-        raise BadMessage(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', _id(message))
+        raise BadMessageError(
+            INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', _id(message)
+        )
     if "method" in message and not isinstance(message["method"], str):
-        raise BadMessage(INVALID_REQUEST, "Invalid Request: method must be a string", _id(message))
+        raise BadMessageError(
+            INVALID_REQUEST, "Invalid Request: method must be a string", _id(message)
+        )
     params = message.get("params")
     if params is not None and not isinstance(params, dict):
-        raise BadMessage(INVALID_PARAMS, "Invalid params: must be an object", _id(message))
+        raise BadMessageError(INVALID_PARAMS, "Invalid params: must be an object", _id(message))
     return message
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tillage.hosts.mcp import protocol
-from tillage.hosts.mcp.protocol import BadMessage
+from tillage.hosts.mcp.protocol import BadMessageError
 
 if TYPE_CHECKING:
     from tillage.platform.commands import CancelToken
@@ -129,8 +129,12 @@ class Session:
                 settings = self.settings
                 # Commands keep the host's environment (less the secrets: platform/launch);
                 # their output is captured, never copied to stdout, which is the protocol's.
-                quiet = dataclasses.replace(settings.launch, output=None) if settings.launch else None
-                self._belt = Toolbelt(dataclasses.replace(settings, own_process=False, launch=quiet))
+                quiet = (
+                    dataclasses.replace(settings.launch, output=None) if settings.launch else None
+                )
+                self._belt = Toolbelt(
+                    dataclasses.replace(settings, own_process=False, launch=quiet)
+                )
             return self._belt
 
     # -- receiving
@@ -141,7 +145,7 @@ class Session:
             return
         try:
             message = protocol.parse(line)
-        except BadMessage as bad:
+        except BadMessageError as bad:
             self.send(protocol.error_response(bad.request_id, bad.code, str(bad)))
             return
         method = message.get("method")
@@ -154,7 +158,7 @@ class Session:
         request_id = message["id"]
         try:
             self._request(request_id, method, params)
-        except BadMessage as bad:
+        except BadMessageError as bad:
             self.send(protocol.error_response(request_id, bad.code, str(bad)))
 
     def _notified(self, method: str, params: dict[str, Any]) -> None:
@@ -195,12 +199,16 @@ class Session:
             name = params.get("name")
             args = params.get("arguments")
             if not isinstance(name, str):
-                raise BadMessage(protocol.INVALID_PARAMS, "Invalid params: name must be a string")
+                raise BadMessageError(
+                    protocol.INVALID_PARAMS, "Invalid params: name must be a string"
+                )
             if args is not None and not isinstance(args, dict):
-                raise BadMessage(protocol.INVALID_PARAMS, "Invalid params: arguments: an object")
+                raise BadMessageError(
+                    protocol.INVALID_PARAMS, "Invalid params: arguments: an object"
+                )
             self._start_call(request_id, name, args or {})
         else:
-            raise BadMessage(protocol.METHOD_NOT_FOUND, f"Method not found: {method}")
+            raise BadMessageError(protocol.METHOD_NOT_FOUND, f"Method not found: {method}")
 
     # -- tools
 
