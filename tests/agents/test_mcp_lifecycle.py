@@ -5,7 +5,6 @@ sealed, and signals that stop the server with stdin still open."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,50 +17,31 @@ from typing import IO, Any
 import anyio
 import pytest
 
-from tests.agents.mcp_process import mcp_client, text
+from tests.agents.mcp_process import (
+    PATIENCE_S,
+    SLEEPS,
+    marked_processes,
+    mcp_client,
+    no_sleeper_left,
+    text,
+    wait_for,
+)
 from tests.conftest import Till
 
-pytestmark = [pytest.mark.anyio, pytest.mark.process]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.process,
+    pytest.mark.usefixtures(no_sleeper_left.__name__),
+]
 
-# A command with a child and a grandchild, marked so /proc finds them; it writes a file first,
-# so a seal made after it was stopped has something to hold.
-SLEEPS = ("sleep 4711", "sleep 4712")
 LONG = f"echo before > note.txt; {SLEEPS[0]} & {SLEEPS[1]}; wait"
-PATIENCE_S = 20.0  # how long a test waits for something that must happen (never a timing)
 CLIENT = {"name": "a-raw-client", "version": "0"}
-
-
-def marked_processes() -> list[tuple[int, int, str]]:
-    """(pid, parent pid, argv) of every live process running one of SLEEPS."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] == "Z":
-            continue
-        if any(s in argv for s in SLEEPS):
-            found.append((int(entry), int(fields[1]), argv.strip()))
-    return found
 
 
 def started(fork: Path) -> bool:
     """The command has written its note and both its sleeps run."""
     sleeping = [argv for _pid, _ppid, argv in marked_processes() if argv.startswith("sleep")]
     return len(sleeping) == 2 and (fork / "note.txt").exists()
-
-
-def wait_for(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        time.sleep(0.05)
 
 
 def fork_folder(attached: Path, name: str) -> Path:
@@ -73,13 +53,6 @@ def assert_sealed_with_note(till: Till, fork: Path) -> None:
     newest = till.json("timeline", "-n", "1", cwd=fork)["snapshots"][0]
     run = till("cat", newest["id"], "note.txt", cwd=fork)
     assert run.code == 0 and run.stdout == "before\n", (newest, run.stdout, run.stderr)
-
-
-@pytest.fixture(autouse=True)
-def no_sleeper_left() -> Any:
-    yield
-    for pid, _ppid, _argv in marked_processes():  # a failed test leaves none behind
-        os.kill(pid, signal.SIGKILL)
 
 
 # -- the tool list
