@@ -219,13 +219,21 @@ def test_a_signal_while_a_command_runs_stops_its_group_seals_and_answers(
     assert_sealed_with_note(till, fork)
 
 
-def test_stdin_closing_lets_running_calls_finish_and_answer(till: Till, attached: Path) -> None:
+def test_stdin_closing_stops_a_running_command_sealed_and_answers_every_call(
+    till: Till, attached: Path
+) -> None:
+    fork = fork_folder(attached, "slow")
     with server(till, attached) as proc:
-        args = {"name": "q", "command": "sleep 1; echo done"}
+        args = {"name": "slow", "command": LONG}
         send(proc, 2, "tools/call", {"name": "workspace_fork", "arguments": args})
+        wait_for(lambda: started(fork), "the command started")
+        send(proc, 3, "tools/call", {"name": "workspace_snapshots", "arguments": {"limit": 1}})
         assert proc.stdin is not None
-        proc.stdin.close()
-        answer = receive(proc)
+        proc.stdin.close()  # as a harness ends its session (then SIGTERM, then SIGKILL)
+        answers = {a["id"]: a["result"] for a in (receive(proc), receive(proc))}
         assert stopped(proc) == 0
-    assert answer["id"] == 2 and answer["result"]["isError"] is False
-    assert "done" in answer["result"]["structuredContent"]["fork"]["output"]
+    assert not marked_processes(), "no child of the command outlives the session"
+    assert answers[3]["isError"] is False, "a call without a command is answered in full"
+    error = answers[2]["structuredContent"]["error"]
+    assert error["name"] == "interrupted" and error["details"]["fork"]["head"]
+    assert_sealed_with_note(till, fork)

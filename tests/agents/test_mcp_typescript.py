@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.agents.mcp_process import marked_processes, no_sleeper_left, wait_for
+from tests.agents.test_mcp_lifecycle import LONG, assert_sealed_with_note
 from tests.conftest import Till
 from tests.helpers import manifest
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.usefixtures(no_sleeper_left.__name__)]
 
 CLIENT_DIR = Path(__file__).parent / "ts_client"
 SDK = CLIENT_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
@@ -43,7 +45,7 @@ def test_the_typescript_sdk_client_meets_the_server_a_python_client_does(
     (attached / "app.py").write_text("print('changed')\n")
     before = manifest(attached)
     run = subprocess.run(
-        [node, str(CLIENT_DIR / "client.mjs"), sys.executable, str(attached), first],
+        [node, str(CLIENT_DIR / "client.mjs"), sys.executable, str(attached), first, LONG],
         cwd=CLIENT_DIR,
         env=till.env(),
         capture_output=True,
@@ -93,3 +95,7 @@ def test_the_typescript_sdk_client_meets_the_server_a_python_client_does(
         and "no longer attached" in forgotten["message"]
     )
     assert report["changes"] == 2
+
+    # close() with a command running: stopped (no orphan, even under the SDK's SIGKILL), sealed.
+    wait_for(lambda: not marked_processes(), "the slow fork's command stopped")
+    assert_sealed_with_note(till, attached.parent / f"{attached.name}.forks" / "ts-slow")

@@ -190,9 +190,9 @@ VERBS = (
             "registry; a folder that is not attached is offered none of them, and the list "
             "is announced again (`notifications/tools/list_changed`) when `till watch` attaches "
             "it or `till forget` forgets it. A cancelled call (`notifications/cancelled`) stops "
-            "its command's whole process group and still seals what it did; SIGTERM, SIGINT or "
-            "SIGHUP stop the server at once, its running calls cancelled and sealed the same "
-            "way; when stdin closes, the running calls finish and are answered first.",
+            "its command's whole process group and still seals what it did; SIGTERM, SIGINT, "
+            "SIGHUP or the end of stdin stop the server at once, the commands of its running "
+            "calls stopped and sealed the same way and every call answered before it exits.",
         ),
         mcp,
     ),

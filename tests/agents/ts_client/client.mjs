@@ -1,16 +1,17 @@
 // Drives `till mcp` with the official TypeScript MCP SDK client, as a harness written in
 // TypeScript would (tests/agents/test_mcp_typescript.py runs it and judges what it saw).
 //
-//   node client.mjs PYTHON FOLDER FIRST_SNAPSHOT
+//   node client.mjs PYTHON FOLDER FIRST_SNAPSHOT LONG_COMMAND
 //
 // PYTHON runs `-m tillage` (TILLAGE_HOME etc. come from the environment). Prints one JSON
 // document: what each step answered.
 import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
-const [python, folder, first] = process.argv.slice(2);
+const [python, folder, first, LONG] = process.argv.slice(2);
 const report = { steps: {} };
 const till = (...args) =>
   execFileSync(python, ["-m", "tillage", "--repo", folder, "--json", ...args], {
@@ -63,5 +64,18 @@ await announced(2);
 report.steps.after_watch = (await client.listTools()).tools.length;
 report.changes = changes;
 
+// A harness that ends its session while a command runs: close() ends stdin, then SIGTERM, then
+// SIGKILL, 2 s apart. The command must be stopped (no orphan) and its fork sealed.
+const note = `${folder}/../${folder.split("/").pop()}.forks/ts-slow/note.txt`;
+const running = client
+  .callTool({ name: "workspace_fork", arguments: { name: "ts-slow", command: LONG } })
+  .catch((e) => ({ closed: String(e) }));
+const deadline = Date.now() + 20000;
+while (!existsSync(note)) {
+  if (Date.now() > deadline) throw new Error("the slow fork's command never started");
+  await new Promise((r) => setTimeout(r, 50));
+}
+await new Promise((r) => setTimeout(r, 300)); // its sleeps are running by now
 await client.close();
+report.closed_call = await running;
 process.stdout.write(JSON.stringify(report) + "\n");

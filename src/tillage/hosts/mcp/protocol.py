@@ -22,6 +22,7 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+SERVER_STOPPING = -32000  # JSON-RPC's server-error range: asked after a stop began
 
 LIST_CHANGED = "notifications/tools/list_changed"
 

@@ -11,8 +11,9 @@ Toolbelt, which keeps a store open per thread, so a call pays no start-up and a 
 a fork holds up no other call; every failure is a tool result with `isError` and the error's
 code, name and next step. A cancelled call (`notifications/cancelled`) stops its command's
 whole process group, and its verb seals what the command did, as Ctrl-C does on the command
-line. SIGTERM, SIGINT and SIGHUP stop the server at once, even with stdin open: running calls
-are cancelled the same way (their seals made) before it exits.
+line. SIGTERM, SIGINT and SIGHUP stop the server at once, even with stdin open, and so does
+the end of stdin: running commands are cancelled the same way (their seals made) and every
+call answered before it exits.
 
 The protocol is hosts/mcp/protocol.py's, not the SDK's: importing the SDK took longer than the
 whole handshake is allowed to (`initialize` within a second), and serving needs none of it.
@@ -99,9 +100,15 @@ class Session:
     """One client's conversation with the server: what it is sent (`send`, any thread), the
     calls running (their cancel tokens by request id) and the attachment it was last told."""
 
-    def __init__(self, settings: Settings, send: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        send: Callable[[dict[str, Any]], None],
+        on_lost: Callable[[], None] | None = None,
+    ) -> None:
         self.settings = settings
         self._send = send
+        self._on_lost = on_lost  # told when the client can no longer be written to
         self._lock = threading.Lock()
         # Requests being served, by id: a call's cancel token (None for a list).
         self._running: dict[str, CancelToken | None] = {}
@@ -156,6 +163,11 @@ class Session:
             self._notified(method, params)
             return
         request_id = message["id"]
+        with self._lock:
+            stopping = self._stopping
+        if stopping is not None and method in ("tools/call", "tools/list"):
+            self.send(protocol.error_response(request_id, protocol.SERVER_STOPPING, stopping))
+            return
         try:
             self._request(request_id, method, params)
         except BadMessageError as bad:
@@ -241,8 +253,6 @@ class Session:
         key = protocol.request_key(request_id)
         token = CancelToken()
         with self._lock:
-            if self._stopping is not None:
-                token.cancel(self._stopping)
             self._running[key] = token
 
         def job() -> None:
@@ -321,6 +331,8 @@ class Session:
             self._send(message)
         except OSError:  # the client is gone: nothing more can be told
             self.stop("the client closed the connection")
+            if self._on_lost is not None:
+                self._on_lost()
 
     def stop(self, reason: str) -> None:
         """Stops taking calls and cancels the running ones (their commands stopped, their
@@ -391,11 +403,23 @@ def _read_lines(fd: int, session: Session, done: Callable[[str], None]) -> None:
             session.receive(line)
 
 
+def _take_stdio() -> tuple[int, int]:
+    """The protocol's own descriptors for stdin and stdout (not inherited by anything this
+    process starts); fd 0 becomes /dev/null and fd 1 stderr, so a child or a stray print can
+    neither read the client's messages nor write into the stream."""
+    protocol_in, protocol_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    return protocol_in, protocol_out
+
+
 def serve_stdio(settings: Settings) -> int:
-    """Serves MCP on this process's stdin/stdout. When the client closes stdin, the calls
-    still running are finished and answered, then the server exits; a signal (SIGTERM,
-    SIGINT, SIGHUP) stops it at once: the running calls are cancelled (their commands' process
-    groups stopped, their seals made) and answered before it exits."""
+    """Serves MCP on this process's stdin/stdout until the client closes stdin or a signal
+    (SIGTERM, SIGINT, SIGHUP) stops it. Then the running calls' commands are cancelled (their
+    process groups stopped, their seals made), every call is answered, and it exits."""
     if os.isatty(0):
         sys.stderr.write(
             "till mcp speaks MCP (JSON-RPC) on stdin/stdout for an agent harness; it is not "
@@ -405,14 +429,12 @@ def serve_stdio(settings: Settings) -> int:
         )
     wake = threading.Event()
     stopped_by: list[str] = []
-    closed = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
         stopped_by.append(signal.Signals(signum).name)
         wake.set()
 
     def stdin_closed(_reason: str) -> None:
-        closed.set()
         wake.set()
 
     previous = {
@@ -420,29 +442,28 @@ def serve_stdio(settings: Settings) -> int:
         for name in STOP_SIGNALS
         if hasattr(signal, name)
     }
-    session = Session(settings, _Output(sys.stdout.fileno()))
+    protocol_in, protocol_out = _take_stdio()
+    session = Session(settings, _Output(protocol_out), on_lost=lambda: stdin_closed("lost"))
     reader = threading.Thread(
-        target=_read_lines, args=(sys.stdin.fileno(), session, stdin_closed), daemon=True
+        target=_read_lines, args=(protocol_in, session, stdin_closed), daemon=True
     )
     reader.start()
     try:
-        while not stopped_by:
-            if closed.is_set():
-                if session.wait(0.1):
-                    break  # stdin closed and every call answered
-                continue
+        while not wake.is_set():
             wake.wait(1.0)
-            wake.clear()
     except KeyboardInterrupt:  # a SIGINT that arrived before our handler was in place
         stopped_by.append("SIGINT")
-    finished = True
+    # Either way the session is over: a command still running is stopped and sealed (a client
+    # that closed stdin escalates to SIGTERM, then SIGKILL, within seconds); a call without one
+    # finishes and is answered.
     if stopped_by:
         reason = f"the server was stopped ({stopped_by[0]})"
-        session.stop(reason)
-        finished = session.wait(SHUTDOWN_WAIT_S)
-        sys.stderr.write(f"till mcp: {reason}\n")
     else:
-        session.stop("stdin closed")
+        reason = "the client closed stdin: the session ended"
+    session.stop(reason)
+    finished = session.wait(SHUTDOWN_WAIT_S)
+    if stopped_by:
+        sys.stderr.write(f"till mcp: {reason}\n")
     for name, handler in previous.items():
         signal.signal(getattr(signal, name), handler)
     if not finished:  # a call that would not end: leave it (its workspace recovers)
