@@ -513,7 +513,8 @@ def table_rows(runs: list[dict[str, Any]], memory: dict[str, Any]) -> list[dict[
         note: str = "",
     ) -> None:
         ratio = value / baseline_value if baseline_value else None
-        checked = ratio if target_kind == "ratio" else value
+        # A value target is in the unit shown (ms), the value in seconds.
+        checked = ratio if target_kind == "ratio" else value * (1000 if unit == "ms" else 1)
         verdict = (
             ""
             if target is None
