@@ -42,7 +42,9 @@ def text(result: Any) -> str:
 
 
 # Sleeps marked so /proc finds them (a command's children, which must not outlive a cancel).
-SLEEPS = ("sleep 4711", "sleep 4712")
+# Tagged with this process's pid: tests in other workers (pytest -n) have sleeps of their own.
+_TAG = f"{os.getpid() % 100000:05d}"
+SLEEPS = (f"sleep 4711.{_TAG}", f"sleep 4712.{_TAG}")
 PATIENCE_S = 20.0  # how long a test waits for something that must happen (never a timing)
 
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents.mcp_process import marked_processes, no_sleeper_left, wait_for
+from tests.agents.mcp_process import SLEEPS, marked_processes, no_sleeper_left, wait_for
 from tillage.platform.commands import Cancelled, CancelToken, cancellable, run_command
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures(no_sleeper_left.__name__)]
 
 
 def test_a_cancel_stops_the_group_even_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
-    stubborn = "sh -c 'trap \"\" TERM; sleep 4711' & sleep 4712; wait"
+    stubborn = f"sh -c 'trap \"\" TERM; {SLEEPS[0]}' & {SLEEPS[1]}; wait"
     token = CancelToken()
     raised: list[BaseException] = []
 
