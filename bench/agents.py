@@ -17,6 +17,9 @@ measures, alternating which side of each pair goes first (so drift hits both sid
    handshake included); the server's resident memory (VmRSS, VmHWM from /proc) after the calls,
    beside the watcher daemon's.
 4. `python -c pass`, in the same rounds as the CLI calls: the floor of any Python process.
+5. `initialize`: spawn `till mcp` and write one raw `initialize` request; the time until its
+   answer is read (what a harness waits before it may list tools), median of --initialize cold
+   starts, against `python -c pass` (issue 23: at most 1 s on the 2-core machine).
 
 Figures are medians over --repeat runs (of per-run medians); ratios are ratios of medians. The
 Markdown table (stdout) says PASS or MISS per target. See bench/README.md ("The agent door").
@@ -63,6 +66,7 @@ ROUND_TRIP_TARGET = 0.1  # workspace_snapshots round trip / `till --json timelin
 SNAP_WATCHED_TARGET = 0.5  # workspace_snap / `till --json snap`, watcher running
 SNAP_ALONE_TARGET = 1.0  # workspace_snap / `till --json snap`, no watcher: never slower
 COLD_START_TARGET_S = 1.0  # spawn `till mcp` to the first tools/list answer
+INITIALIZE_TARGET_S = 1.0  # spawn `till mcp` to its `initialize` answer (issue 23)
 
 MODES = ("watch", "alone")  # the watcher running, or no watcher
 MODE_LABEL = {"watch": "watcher running", "alone": "no watcher"}
@@ -301,6 +305,82 @@ async def cold_part(bench: Bench, runs: int, flip: bool) -> dict[str, float]:
     return {key: statistics.median(values) for key, values in samples.items()}
 
 
+# -- initialize ---------------------------------------------------------------------------------
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "tillage-bench", "version": "0"},
+    },
+}
+
+
+def initialize_once(bench: Bench) -> float:
+    """Seconds from spawning `till mcp` to reading its `initialize` answer (a raw request, so
+    no client library's own start is counted); the server is closed after, untimed."""
+    import subprocess
+
+    request = json.dumps(INITIALIZE).encode() + b"\n"
+    started = time.perf_counter()
+    with subprocess.Popen(
+        [*Tillage.command, "--repo", str(bench.ws), "mcp"],
+        cwd=bench.ws,
+        env=bench.env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(request)
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+        seconds = time.perf_counter() - started
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    answer = json.loads(line) if line else {}
+    if answer.get("id") != 1 or "result" not in answer:
+        raise BenchError(f"`till mcp` answered initialize with {line[:300]!r}")
+    return seconds
+
+
+def initialize_part(bench: Bench, runs: int) -> dict[str, Any]:
+    """`runs` pairs of (spawn to the `initialize` answer, `python -c pass`), alternating."""
+    samples: dict[str, list[float]] = {"initialize": [], "bare": []}
+    for n in range(runs):
+        for side in ("initialize", "bare") if n % 2 == 0 else ("bare", "initialize"):
+            samples[side].append(initialize_once(bench) if side == "initialize" else bare_python())
+    return {
+        "samples": samples,
+        "initialize": statistics.median(samples["initialize"]),
+        "bare": statistics.median(samples["bare"]),
+    }
+
+
+def initialize_rows(measured: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `initialize` row of the table (table_rows' shape)."""
+    value, bare = measured["initialize"], measured["bare"]
+    worst = max(measured["samples"]["initialize"])
+    return [
+        {
+            "measure": "`till mcp` spawn to its `initialize` answer (ms)",
+            "value": value,
+            "unit": "ms",
+            "baseline": "`python -c pass`",
+            "baseline_value": bare,
+            "ratio": value / bare if bare else None,
+            "target": INITIALIZE_TARGET_S * 1000,
+            "target_kind": "value",
+            "verdict": "PASS" if value <= INITIALIZE_TARGET_S else "MISS",
+            "note": f"median of {len(measured['samples']['initialize'])} cold starts, "
+            f"worst {worst * 1000:.0f} ms",
+        }
+    ]
+
+
 # -- the run ------------------------------------------------------------------------------------
 
 
@@ -380,6 +460,11 @@ def benchmark(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, An
     bench, stats = prepare(args, workdir, log)
     try:
         measured = anyio.run(measure_all, args, bench, log)
+        initialize = initialize_part(bench, args.initialize)
+        log(
+            f"initialize: {initialize['initialize'] * 1000:.0f} ms "
+            f"(python -c pass {initialize['bare'] * 1000:.1f} ms)"
+        )
     finally:
         with contextlib.suppress(BenchError):
             bench.stop_watcher()
@@ -397,7 +482,8 @@ def benchmark(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, An
         "snaps": args.snaps,
         "cold": args.cold,
         **measured,
-        "rows": table_rows(measured["runs"], measured["memory"]),
+        "initialize": initialize,
+        "rows": table_rows(measured["runs"], measured["memory"]) + initialize_rows(initialize),
     }
 
 
@@ -430,7 +516,8 @@ def table_rows(runs: list[dict[str, Any]], memory: dict[str, Any]) -> list[dict[
         note: str = "",
     ) -> None:
         ratio = value / baseline_value if baseline_value else None
-        checked = ratio if target_kind == "ratio" else value
+        # A value target is in the unit shown (ms), the value in seconds.
+        checked = ratio if target_kind == "ratio" else value * (1000 if unit == "ms" else 1)
         verdict = (
             ""
             if target is None
@@ -566,6 +653,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=50, help="round trips a side per repeat")
     parser.add_argument("--snaps", type=int, default=10, help="snaps a side per repeat and mode")
     parser.add_argument("--cold", type=int, default=5, help="cold starts per repeat")
+    parser.add_argument(
+        "--initialize", type=int, default=10, help="cold starts timed to `initialize`"
+    )
     parser.add_argument("--till", help="command that runs till (default: python -m tillage)")
     parser.add_argument("--seed", type=int, default=0, help="workload seed")
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the workload (smoke runs)")
@@ -576,8 +666,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="write the full results as JSON here")
     parser.add_argument("--fail-on-target", action="store_true", help="exit 3 on a MISS")
     args = parser.parse_args(argv)
-    if min(args.repeat, args.calls, args.snaps, args.cold) < 1:
-        parser.error("--repeat, --calls, --snaps and --cold must be >= 1")
+    if min(args.repeat, args.calls, args.snaps, args.cold, args.initialize) < 1:
+        parser.error("--repeat, --calls, --snaps, --cold and --initialize must be >= 1")
     return args
 
 

@@ -36,6 +36,7 @@ def test_the_agents_benchmark_runs_at_a_tiny_scale(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     work = tmp_path / "work"
     small = ["--scale", "0.02", "--repeat", "1", "--calls", "3", "--snaps", "1", "--cold", "1"]
+    small += ["--initialize", "2"]
     where = ["--workdir", str(work), "--out", str(out)]
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench" / "agents.py"), *small, *where],
@@ -58,6 +59,8 @@ def test_the_agents_benchmark_runs_at_a_tiny_scale(tmp_path: Path) -> None:
         assert row["verdict"] in ("PASS", "MISS"), row
     cold = rows["`till mcp` cold start to first `tools/list` (ms)"]
     assert cold["value"] > 0 and cold["verdict"] in ("PASS", "MISS"), cold
+    initialize = rows["`till mcp` spawn to its `initialize` answer (ms)"]
+    assert initialize["value"] > 0 and initialize["verdict"] in ("PASS", "MISS"), initialize
     memory = rows["`till mcp` resident memory after the calls (MiB)"]
     assert memory["value"] > 0 and memory["baseline_value"] > 0, memory  # the watcher's beside
     assert rows["`python -c pass` (ms)"]["value"] > 0

@@ -187,7 +187,12 @@ VERBS = (
             serves="mcp",
             doc="Serve this folder's tools to an agent over MCP on stdio (a harness launches "
             "it: `till --repo DIR mcp`). They are the agent-audience verbs, derived from the "
-            "registry; a folder that is not attached is offered none of them.",
+            "registry; a folder that is not attached is offered none of them, and the list "
+            "is announced again (`notifications/tools/list_changed`) when `till watch` attaches "
+            "it or `till forget` forgets it. A cancelled call (`notifications/cancelled`) stops "
+            "its command's whole process group and still seals what it did; SIGTERM, SIGINT, "
+            "SIGHUP or the end of stdin stop the server at once, the commands of its running "
+            "calls stopped and sealed the same way and every call answered before it exits.",
         ),
         mcp,
     ),

@@ -5,6 +5,7 @@ removed only when it really is that fork)."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import threading
@@ -313,7 +314,12 @@ def _exec_in(
         except BaseException as exc:
             failures.append(exc)
 
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(made))]
+    # Each thread runs in a copy of this context, so a cancellable call's cancel reaches every
+    # universe's command (platform/commands.cancellable).
+    threads = [
+        threading.Thread(target=contextvars.copy_context().run, args=(run, i), daemon=True)
+        for i in range(len(made))
+    ]
     try:
         for t in threads:
             t.start()
