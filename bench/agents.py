@@ -17,6 +17,10 @@ measures, alternating which side of each pair goes first (so drift hits both sid
    handshake included); the server's resident memory (VmRSS, VmHWM from /proc) after the calls,
    beside the watcher daemon's.
 4. `python -c pass`, in the same rounds as the CLI calls: the floor of any Python process.
+5. Hook latency (bench/hook_latency.py): Claude Code's hooks as `till hook install` writes them,
+   run as Claude Code runs them (its JSON payloads on stdin), per event, with the watcher
+   running, without it, and with it stopped by SIGSTOP (--hook-rounds sessions each;
+   --hooks-only measures this part alone).
 
 Figures are medians over --repeat runs (of per-run medians); ratios are ratios of medians. The
 Markdown table (stdout) says PASS or MISS per target. See bench/README.md ("The agent door").
@@ -45,6 +49,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 # Sibling modules: `python bench/agents.py` puts bench/ first on sys.path.
+import hook_latency
 import workload
 from measure import BenchError, Proc, durable_sync, machine_facts, run_measured, tail
 from runners import Tillage
@@ -376,10 +381,17 @@ def benchmark(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, An
     load_before = os.getloadavg()[0]
     bench, stats = prepare(args, workdir, log)
     try:
-        measured = anyio.run(measure_all, args, bench, log)
+        if args.hooks_only:
+            measured: dict[str, Any] = {"runs": [], "memory": {}}
+        else:
+            measured = anyio.run(measure_all, args, bench, log)
+        hooks = hook_latency.measure(bench, args.hook_rounds, log) if args.hook_rounds else None
     finally:
         with contextlib.suppress(BenchError):
             bench.stop_watcher()
+    rows = [] if args.hooks_only else table_rows(measured["runs"], measured["memory"])
+    if hooks is not None:
+        rows += hook_latency.rows(hooks)
     return {
         "command": "python bench/agents.py " + shlex.join(sys.argv[1:]),
         "machine": machine_facts(workdir, load_before),
@@ -394,7 +406,8 @@ def benchmark(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, An
         "snaps": args.snaps,
         "cold": args.cold,
         **measured,
-        "rows": table_rows(measured["runs"], measured["memory"]),
+        "hooks": hooks,
+        "rows": rows,
     }
 
 
@@ -546,6 +559,10 @@ def report(results: dict[str, Any]) -> str:
         f"repeats of {results['calls']} round trips, {results['snaps']} snaps and "
         f"{results['cold']} cold starts a side",
     ]
+    if results.get("hooks"):
+        hooks = results["hooks"]
+        shown = "; ".join(f"{e}: `{c}`" for e, c in hooks["commands"].items())
+        out.append(f"Hooks: {hooks['rounds']} sessions a mode, each run as installed: {shown}")
     if stats["scale"] != 1.0:
         out.append("NOTE: scale != 1.0 — a smoke run, not comparable with the targets.")
     if machine["load_before"] > BUSY_LOAD:
@@ -563,6 +580,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=50, help="round trips a side per repeat")
     parser.add_argument("--snaps", type=int, default=10, help="snaps a side per repeat and mode")
     parser.add_argument("--cold", type=int, default=5, help="cold starts per repeat")
+    parser.add_argument(
+        "--hook-rounds", type=int, default=20, help="hook sessions per mode (0: no hook part)"
+    )
+    parser.add_argument("--hooks-only", action="store_true", help="measure the hooks alone")
     parser.add_argument("--till", help="command that runs till (default: python -m tillage)")
     parser.add_argument("--seed", type=int, default=0, help="workload seed")
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the workload (smoke runs)")
@@ -575,6 +596,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if min(args.repeat, args.calls, args.snaps, args.cold) < 1:
         parser.error("--repeat, --calls, --snaps and --cold must be >= 1")
+    if args.hook_rounds < 0 or (args.hooks_only and args.hook_rounds < 1):
+        parser.error("--hook-rounds must be >= 0 (>= 1 with --hooks-only)")
     return args
 
 
