@@ -245,11 +245,6 @@ def _cli(_server: Server, params: dict[str, Any], rid: Any, confirm: Confirm | N
     import base64
     import importlib
 
-    # The command line's own entry point (hosts.cli.main.run_served), imported when first
-    # asked for: a daemon serving only seals never loads the CLI.
-    run_served = getattr(importlib.import_module("tillage.hosts.cli.main"), "run_served", None)
-    if run_served is None:
-        raise _RpcFailureError(METHOD_NOT_FOUND, "method not found: tillage.cli")
     argv = params.get("argv")
     cwd = params.get("cwd")
     env = params.get("env") or {}
@@ -259,8 +254,15 @@ def _cli(_server: Server, params: dict[str, Any], rid: Any, confirm: Confirm | N
     if not isinstance(cwd, str) or not isinstance(env, dict):
         raise _RpcFailureError(INVALID_PARAMS, "cwd must be a string and env an object")
     stdin = base64.b64decode(stdin_b64) if isinstance(stdin_b64, str) else None
+    # Before anything slow (the first call imports the command line): the caller is waiting
+    # for this notice, briefly.
     if params.get("handshake") is True and (confirm is None or not confirm(rid)):
         raise _AbandonedError
+    # The command line's own entry point (hosts.cli.main.run_served), imported when first
+    # asked for: a daemon serving only seals never loads the CLI.
+    run_served = getattr(importlib.import_module("tillage.hosts.cli.main"), "run_served", None)
+    if run_served is None:
+        raise _RpcFailureError(METHOD_NOT_FOUND, "method not found: tillage.cli")
     code, out, err = run_served(argv, cwd, {str(k): str(v) for k, v in env.items()}, stdin)
     return {
         "exit": code,
