@@ -402,6 +402,7 @@ def benchmark(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, An
             "scale": args.scale,
         },
         "repeat": args.repeat,
+        "hooks_only": args.hooks_only,
         "calls": args.calls,
         "snaps": args.snaps,
         "cold": args.cold,
@@ -549,15 +550,19 @@ def _num(value: float, unit: str) -> str:
 def report(results: dict[str, Any]) -> str:
     """The human report: facts, then the Markdown table."""
     machine, stats = results["machine"], results["workload"]
+    measured = (
+        "the hooks only"
+        if results.get("hooks_only")
+        else f"medians of {results['repeat']} repeats of {results['calls']} round trips, "
+        f"{results['snaps']} snaps and {results['cold']} cold starts a side"
+    )
     out = [
         f"Command: `{results['command']}`",
         f"Machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['memory']}, "
         f"{machine['python']}, {machine['platform']}, scratch dir on {machine['workdir_fs']}, "
         f"load {machine['load_before']:.2f} at start",
         f"Workload: {stats['files']} files, {stats['bytes'] / MIB:.1f} MiB "
-        f"(seed {stats['seed']}, scale {stats['scale']}); medians of {results['repeat']} "
-        f"repeats of {results['calls']} round trips, {results['snaps']} snaps and "
-        f"{results['cold']} cold starts a side",
+        f"(seed {stats['seed']}, scale {stats['scale']}); {measured}",
     ]
     if results.get("hooks"):
         hooks = results["hooks"]
