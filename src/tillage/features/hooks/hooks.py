@@ -112,11 +112,9 @@ def session_turn(ws: Workspace, session: str | None, event: str) -> str | None:
     without a session, or before the session's first pre-turn."""
     if not session:
         return None
-    turns = sum(
-        1
-        for row in ws.store.snapshots(ws.id, trigger="hook", session=session)
-        if (row.label or "").startswith("hook pre-turn")
-    )
+    # Counted in the index (a long session has thousands of hook snapshots: reading them all
+    # at every hook cost ~10 ms a thousand).
+    turns = ws.store.count_labelled(ws.id, "hook", session, "hook pre-turn")
     if event == "pre-turn":
         turns += 1
     return str(turns) if turns else None
