@@ -289,3 +289,18 @@ def test_generic_uninstall_removes_only_its_scripts(till: Till, attached: Path) 
     gone = ("post-tool", "turn-end", "session-end")
     assert done["removed"] == [str(folder / e) for e in gone]
     assert sorted(p.name for p in folder.iterdir()) == ["my-own", "pre-turn"]
+
+
+@needs_script
+def test_a_settings_file_that_cannot_be_read_leaves_both_as_they_were(
+    till: Till, attached: Path
+) -> None:
+    claude = attached / ".claude"
+    claude.mkdir()
+    broken = b'{"hooks": {"Stop": [ // half-written\n'
+    (claude / "settings.local.json").write_bytes(broken)
+    run = hook(till, "install", "--no-watcher", env=ON_PATH)
+    assert run.code == 1 and run.error["name"] == "hook.invalid_settings"
+    assert str(claude / "settings.local.json") in run.error["message"]
+    assert sorted(p.name for p in claude.iterdir()) == ["settings.local.json"]
+    assert (claude / "settings.local.json").read_bytes() == broken

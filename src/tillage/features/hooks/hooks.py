@@ -213,7 +213,9 @@ def _open_root(ws: Workspace) -> int:
 def install_claude_code(ws: Workspace, till: HookTill) -> tuple[list[str], Path]:
     """Merges tillage's hooks into `<workspace>/.claude/settings.json` (`till.shared`) or
     `settings.local.json` and takes them out of the other, so they run once; returns the paths
-    written (none when all was in place already) and the file that holds the hooks."""
+    written (none when all was in place already) and the file that holds the hooks. Both
+    files are read and changed in memory first: one that cannot be read leaves both as they
+    were."""
     commands = {name: hook_command(till.words, event) for name, event in CLAUDE_EVENTS.items()}
     name, other = (
         (CLAUDE_SETTINGS, CLAUDE_LOCAL_SETTINGS)
@@ -223,10 +225,12 @@ def install_claude_code(ws: Workspace, till: HookTill) -> tuple[list[str], Path]
     folder = ws.root / CLAUDE_DIR
     dir_fd = _open_in_root(ws, CLAUDE_DIR, control=False)
     try:
-        written = _rewrite_settings(dir_fd, folder, other, unmerge_claude_settings, create=False)
         merge = lambda doc: merge_claude_settings(doc, commands)  # noqa: E731
-        written += _rewrite_settings(dir_fd, folder, name, merge, create=True)
-        return written, folder / name
+        planned = [
+            _planned(dir_fd, folder, name, merge, create=True),
+            _planned(dir_fd, folder, other, unmerge_claude_settings, create=False),
+        ]
+        return _write_planned(dir_fd, folder, planned), folder / name
     finally:
         os.close(dir_fd)
 
@@ -239,26 +243,26 @@ def uninstall_claude_code(ws: Workspace) -> list[str]:
         return []
     dir_fd = _open_in_root(ws, CLAUDE_DIR, control=False)  # refuses a symlink, a non-folder
     try:
-        written = []
-        for name in (CLAUDE_SETTINGS, CLAUDE_LOCAL_SETTINGS):
-            written += _rewrite_settings(
-                dir_fd, folder, name, unmerge_claude_settings, create=False
-            )
-        return written
+        planned = [
+            _planned(dir_fd, folder, name, unmerge_claude_settings, create=False)
+            for name in (CLAUDE_SETTINGS, CLAUDE_LOCAL_SETTINGS)
+        ]
+        return _write_planned(dir_fd, folder, planned)
     finally:
         os.close(dir_fd)
 
 
-def _rewrite_settings(
+def _planned(
     dir_fd: int, folder: Path, name: str, change: Callable[[Any], Any], *, create: bool
-) -> list[str]:
-    """Applies `change` (a document in, a document out) to the settings file `name` in the
-    folder `dir_fd`; writes nothing when the document comes back equal, or when the file does
-    not exist and `create` is false. Returns the path written, if any."""
+) -> tuple[str, bytes] | None:
+    """The settings file `name` (in the folder `dir_fd`) with `change` applied (a document
+    in, a document out), as (name, bytes to write); None when it comes back equal, or when
+    the file does not exist and `create` is false. Refuses a file that is not a JSON object
+    of Claude Code's shape (hook.invalid_settings)."""
     path = folder / name
     old = _read_at(dir_fd, name, folder)
     if old is None and not create:
-        return []
+        return None
     doc = _parse_settings(old, path) if old is not None else {}
     try:
         changed = change(doc)
@@ -267,11 +271,20 @@ def _rewrite_settings(
             f"{path}: {exc}; it was left untouched", details={"path": str(path)}
         ) from None
     if old is not None and changed == doc:
-        return []
+        return None
     indent = json_indent(old.decode("utf-8")) if old is not None else "  "
     text = json.dumps(changed, indent=indent, ensure_ascii=False) + "\n"
-    atomic_write_at(dir_fd, name, text.encode("utf-8"))
-    return [str(path)]
+    return name, text.encode("utf-8")
+
+
+def _write_planned(dir_fd: int, folder: Path, planned: list[tuple[str, bytes] | None]) -> list[str]:
+    """Writes each planned file atomically, in order; returns their paths."""
+    written = []
+    for plan in planned:
+        if plan is not None:
+            atomic_write_at(dir_fd, plan[0], plan[1])
+            written.append(str(folder / plan[0]))
+    return written
 
 
 def _parse_settings(data: bytes, path: Path) -> dict[str, object]:
