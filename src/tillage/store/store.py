@@ -453,16 +453,6 @@ class Store:
         ).fetchone()
         return int(row[0])
 
-    def count_labelled(self, workspace_id: str, trigger: str, session: str, prefix: str) -> int:
-        """How many of a workspace's snapshots of `trigger` and `session` have a label that
-        starts with `prefix` (a hook numbering its session's turns: counted, no row read)."""
-        row = self.conn.execute(
-            "SELECT COUNT(*) FROM snapshots WHERE workspace=? AND trigger=? AND session=?"
-            " AND substr(label, 1, ?) = ?",
-            (workspace_id, trigger, session, len(prefix), prefix),
-        ).fetchone()
-        return int(row[0])
-
     def head(self, workspace_id: str) -> SnapshotRow | None:
         rows = self.snapshots(workspace_id, limit=1)
         return rows[0] if rows else None

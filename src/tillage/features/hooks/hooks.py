@@ -112,9 +112,15 @@ def session_turn(ws: Workspace, session: str | None, event: str) -> str | None:
     without a session, or before the session's first pre-turn."""
     if not session:
         return None
-    # Counted in the index (a long session has thousands of hook snapshots: reading them all
-    # at every hook cost ~10 ms a thousand).
-    turns = ws.store.count_labelled(ws.id, "hook", session, "hook pre-turn")
+    # Counted in the index, no row read: a long session has thousands of hook snapshots, and
+    # reading them all (Store.snapshots) at every hook cost ~10 ms a thousand.
+    prefix = "hook pre-turn"
+    row = ws.store.conn.execute(
+        "SELECT COUNT(*) FROM snapshots WHERE workspace=? AND trigger='hook' AND session=?"
+        " AND substr(label, 1, ?) = ?",
+        (ws.id, session, len(prefix), prefix),
+    ).fetchone()
+    turns = int(row[0])
     if event == "pre-turn":
         turns += 1
     return str(turns) if turns else None
