@@ -36,7 +36,7 @@ def test_the_agents_benchmark_runs_at_a_tiny_scale(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     work = tmp_path / "work"
     small = ["--scale", "0.02", "--repeat", "1", "--calls", "3", "--snaps", "1", "--cold", "1"]
-    where = ["--workdir", str(work), "--out", str(out)]
+    where = ["--workdir", str(work), "--out", str(out), "--hook-rounds", "1"]
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench" / "agents.py"), *small, *where],
         cwd=REPO,
