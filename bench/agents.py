@@ -20,6 +20,10 @@ measures, alternating which side of each pair goes first (so drift hits both sid
 5. `initialize`: spawn `till mcp` and write one raw `initialize` request; the time until its
    answer is read (what a harness waits before it may list tools), median of --initialize cold
    starts, against `python -c pass` (issue 23: at most 1 s on the 2-core machine).
+6. Hook latency (bench/hook_latency.py): Claude Code's hooks as `till hook install` writes them,
+   run as Claude Code runs them (its JSON payloads on stdin), per event, with the watcher
+   running, without it, and with it stopped by SIGSTOP (--hook-rounds sessions each;
+   --hooks-only measures this part alone).
 
 Figures are medians over --repeat runs (of per-run medians); ratios are ratios of medians. The
 Markdown table (stdout) says PASS or MISS per target. See bench/README.md ("The agent door").
@@ -49,6 +53,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 # Sibling modules: `python bench/agents.py` puts bench/ first on sys.path.
+import hook_latency
 import workload
 from measure import BenchError, Proc, durable_sync, machine_facts, run_measured, tail
 from runners import Tillage
@@ -459,15 +464,25 @@ def benchmark(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, An
     load_before = os.getloadavg()[0]
     bench, stats = prepare(args, workdir, log)
     try:
-        measured = anyio.run(measure_all, args, bench, log)
-        initialize = initialize_part(bench, args.initialize)
-        log(
-            f"initialize: {initialize['initialize'] * 1000:.0f} ms "
-            f"(python -c pass {initialize['bare'] * 1000:.1f} ms)"
-        )
+        if args.hooks_only:
+            measured: dict[str, Any] = {"runs": [], "memory": {}}
+            initialize: dict[str, Any] | None = None
+        else:
+            measured = anyio.run(measure_all, args, bench, log)
+            initialize = initialize_part(bench, args.initialize)
+            log(
+                f"initialize: {initialize['initialize'] * 1000:.0f} ms "
+                f"(python -c pass {initialize['bare'] * 1000:.1f} ms)"
+            )
+        hooks = hook_latency.measure(bench, args.hook_rounds, log) if args.hook_rounds else None
     finally:
         with contextlib.suppress(BenchError):
             bench.stop_watcher()
+    rows = [] if args.hooks_only else table_rows(measured["runs"], measured["memory"])
+    if initialize is not None:
+        rows += initialize_rows(initialize)
+    if hooks is not None:
+        rows += hook_latency.rows(hooks)
     return {
         "command": "python bench/agents.py " + shlex.join(sys.argv[1:]),
         "machine": machine_facts(workdir, load_before),
@@ -478,12 +493,14 @@ def benchmark(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, An
             "scale": args.scale,
         },
         "repeat": args.repeat,
+        "hooks_only": args.hooks_only,
         "calls": args.calls,
         "snaps": args.snaps,
         "cold": args.cold,
         **measured,
         "initialize": initialize,
-        "rows": table_rows(measured["runs"], measured["memory"]) + initialize_rows(initialize),
+        "hooks": hooks,
+        "rows": rows,
     }
 
 
@@ -626,16 +643,24 @@ def _num(value: float, unit: str) -> str:
 def report(results: dict[str, Any]) -> str:
     """The human report: facts, then the Markdown table."""
     machine, stats = results["machine"], results["workload"]
+    measured = (
+        "the hooks only"
+        if results.get("hooks_only")
+        else f"medians of {results['repeat']} repeats of {results['calls']} round trips, "
+        f"{results['snaps']} snaps and {results['cold']} cold starts a side"
+    )
     out = [
         f"Command: `{results['command']}`",
         f"Machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['memory']}, "
         f"{machine['python']}, {machine['platform']}, scratch dir on {machine['workdir_fs']}, "
         f"load {machine['load_before']:.2f} at start",
         f"Workload: {stats['files']} files, {stats['bytes'] / MIB:.1f} MiB "
-        f"(seed {stats['seed']}, scale {stats['scale']}); medians of {results['repeat']} "
-        f"repeats of {results['calls']} round trips, {results['snaps']} snaps and "
-        f"{results['cold']} cold starts a side",
+        f"(seed {stats['seed']}, scale {stats['scale']}); {measured}",
     ]
+    if results.get("hooks"):
+        hooks = results["hooks"]
+        shown = "; ".join(f"{e}: `{c}`" for e, c in hooks["commands"].items())
+        out.append(f"Hooks: {hooks['rounds']} sessions a mode, each run as installed: {shown}")
     if stats["scale"] != 1.0:
         out.append("NOTE: scale != 1.0 — a smoke run, not comparable with the targets.")
     if machine["load_before"] > BUSY_LOAD:
@@ -656,6 +681,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--initialize", type=int, default=10, help="cold starts timed to `initialize`"
     )
+    parser.add_argument(
+        "--hook-rounds", type=int, default=20, help="hook sessions per mode (0: no hook part)"
+    )
+    parser.add_argument("--hooks-only", action="store_true", help="measure the hooks alone")
     parser.add_argument("--till", help="command that runs till (default: python -m tillage)")
     parser.add_argument("--seed", type=int, default=0, help="workload seed")
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the workload (smoke runs)")
@@ -668,6 +697,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if min(args.repeat, args.calls, args.snaps, args.cold, args.initialize) < 1:
         parser.error("--repeat, --calls, --snaps, --cold and --initialize must be >= 1")
+    if args.hook_rounds < 0 or (args.hooks_only and args.hook_rounds < 1):
+        parser.error("--hook-rounds must be >= 0 (>= 1 with --hooks-only)")
     return args
 
 

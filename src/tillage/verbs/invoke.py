@@ -255,7 +255,7 @@ def _invoke(
     if contract.needs_confirmation is not None and contract.needs_confirmation(request):
         if confirm is None:
             raise ConfirmationRequiredError(
-                f"{contract.cli} changes files and needs --yes; nothing was changed",
+                f"{contract.cli} {contract.confirms} and needs --yes; nothing was changed",
                 # A store-wide verb (gc) has no target to name; one with no preview (a sync
                 # takeover) has none to offer.
                 next_step=None

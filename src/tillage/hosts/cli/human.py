@@ -90,13 +90,24 @@ def _hook(page: Page) -> None:
     sealed = page.take("sealed")
     snapshot = page.take("snapshot")
     note = page.take("note")
-    page.used.update(("workspace", "agent", "turn", "session", "tool"))
+    removed = page.take("removed") or []
+    page.used.update(("workspace", "agent", "turn", "session", "tool", "settings", "watching"))
     if event == "install":
         if installed:
             page.add(f"Installed tillage's hooks ({units.count(len(installed), 'file')}):")
             page.add(*(f"  {p}" for p in installed))
         else:
             page.add("tillage's hooks were already installed; nothing was written.")
+        if removed:
+            page.add("Took them out of:", *(f"  {p}" for p in removed))
+        if note:
+            page.add(f"Note: {note}.")
+    elif event == "uninstall":
+        if removed:
+            page.add(f"Took tillage's hooks out of {units.count(len(removed), 'file')}:")
+            page.add(*(f"  {p}" for p in removed))
+        else:
+            page.add("No hooks of tillage were installed here; nothing was changed.")
     elif sealed:
         page.add("Sealed " + snapshot_line(snapshot, page.now, page.style))
     elif isinstance(snapshot, dict):
