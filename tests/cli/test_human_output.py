@@ -273,3 +273,26 @@ def test_a_slow_rewind_shows_its_stages_on_a_terminal(till: Till, folder: Path) 
     assert "ETA " in shown
     assert shown.endswith("\n")
     assert (folder / "f000.txt").exists()
+
+
+def test_forks_and_a_session_log_render_in_colour(till: Till, folder: Path) -> None:
+    attach(till, folder)
+    till.json("fork", "one")
+    till.json("session", "start", "s1", "-m", "task")
+    (folder / "b.txt").write_text("changed")
+    till.json("session", "record", "s1", "-m", "step")
+    for args in (("forks",), ("session", "log", "s1")):
+        shown = till("--color", "always", *args)
+        assert shown.code == 0 and shown.stderr == "", (args, shown.stderr)
+        assert ANSI in shown.stdout and "\\x1b" not in shown.stdout
+        plain = till("--color", "never", *args)
+        assert plain.stdout == re.sub(r"\x1b\[[0-9;]*m", "", shown.stdout)
+
+
+def test_events_in_colour_are_painted_not_shown_as_escapes(till: Till, folder: Path) -> None:
+    attach(till, folder)
+    till.json("snap", "-m", "a label\x1b[2J")  # an escape in a label is shown, not obeyed
+    shown = till("--color", "always", "events").stdout
+    assert "\x1b[33m" in shown  # the snapshot's short ID, painted
+    assert "\\x1b[33m" not in shown and "\\x1b[0m" not in shown
+    assert "a label\\x1b[2J" in shown and "\x1b[2J" not in shown
