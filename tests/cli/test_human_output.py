@@ -296,3 +296,26 @@ def test_events_in_colour_are_painted_not_shown_as_escapes(till: Till, folder: P
     assert "\x1b[33m" in shown  # the snapshot's short ID, painted
     assert "\\x1b[33m" not in shown and "\\x1b[0m" not in shown
     assert "a label\\x1b[2J" in shown and "\x1b[2J" not in shown
+
+
+@pytest.mark.process
+def test_a_seal_at_a_terminal_counts_toward_the_last_seals_files_with_an_eta(
+    till: Till, folder: Path
+) -> None:
+    make_files(folder, 40)
+    attach(till, folder)  # 42 files
+    (folder / "f000.txt").write_text("changed")
+    shown = on_a_terminal(till, [sys.executable, "-c", SLOW, "snap"])
+    assert "/42 files" in shown and "ETA " in shown
+    final = shown.rstrip("\r\n").rsplit("\r", 1)[-1]
+    assert final.startswith("sealing  42/42 files  ") and "ETA" not in final
+
+
+@pytest.mark.process
+def test_a_tiny_stage_late_in_a_long_command_draws_nothing(till: Till, folder: Path) -> None:
+    make_files(folder, 40)
+    first = attach(till, folder)
+    (folder / "f000.txt").write_text("changed")
+    shown = on_a_terminal(till, [sys.executable, "-c", SLOW, "rewind", first, "--yes"])
+    assert "staging" not in shown and "applying" not in shown  # one file: half a second each
+    assert "\rsealing  " in shown  # the long walk before the rewind is shown
