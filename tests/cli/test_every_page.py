@@ -237,3 +237,84 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:
     s("forget", "--purge", "--yes", cwd=other)
     os.sync()
     return s
+
+
+# -- shapes the scene does not reach: a failing cycle, a damaged remote ---------------------------
+
+CYCLE = {
+    "cycle": 4,
+    "at": "2026-12-01T04:31:02Z",
+    "remote": "origin",
+    "ref": "main",
+    "pulled": None,
+    "fetched_objects": 0,
+    "pushed": None,
+    "uploaded_objects": 0,
+    "uploaded_bytes": 0,
+    "paused": False,
+    "incoming": None,
+    "next_step": None,
+    "error": None,
+    "merged": None,
+    "conflicts": [],
+    "retry_in": 0.0,
+}
+
+
+def test_a_follower_cycle_that_failed_or_paused_says_what_comes_next() -> None:
+    failed = {
+        **CYCLE,
+        "error": {"code": 1, "name": "x", "message": "the remote is down", "next": "wait"},
+        "retry_in": 8.0,
+    }
+    text = line("sync.run", failed, Style(True))
+    assert "error: the remote is down (wait)" in text and "next cycle in 8 s" in text
+    paused = {
+        **CYCLE,
+        "pulled": "diverged",
+        "paused": True,
+        "incoming": "ab" * 32,
+        "conflicts": ["README.md"],
+        "next_step": "till merge --snapshot abababababab",
+    }
+    text = line("sync.run", paused)
+    assert "paused: 1 conflict" in text and "README.md" in text
+    assert text.endswith("then: till merge --snapshot abababababab")
+    pushed = {**CYCLE, "pulled": "up_to_date", "pushed": "cd" * 32, "uploaded_objects": 3}
+    assert "pushed cdcdcdcdcdcd (3 objects, 0 B)" in line("sync.run", pushed)
+
+
+def test_a_damaged_remote_names_its_problems_and_what_was_left() -> None:
+    problem = {"object": "ef" * 32, "problem": "a pack's trailer does not verify"}
+    check = {
+        "ok": False,
+        "remote": "origin",
+        "packs": 3,
+        "blobs": 40,
+        "refs": 1,
+        "unindexed_packs": 1,
+        "problems": [problem],
+    }
+    text = render("remote.check", check, now=0.0)
+    assert text.startswith("Remote origin has 1 problem (3 packs, 40 blobs, 1 ref checked):")
+    assert "efefefefefef  a pack's trailer does not verify" in text
+    assert text.rstrip().endswith("till remote repair")
+    repair = {
+        "ok": False,
+        "remote": "origin",
+        "problems": [problem],
+        "salvaged_objects": 2,
+        "resent_objects": 0,
+        "reindexed_packs": 1,
+        "removed_packs": 1,
+        "removed_indexes": 0,
+        "unrepaired": [
+            {"object": "ef" * 32, "ref": "main", "pushed_by": "m-1", "this_machine": False}
+        ],
+        "next": "run `till remote repair` on a machine whose store holds these objects",
+    }
+    text = render("remote.repair", repair, now=0.0)
+    assert "2 objects salvaged from damaged packs" in text and "1 damaged pack removed" in text
+    assert "1 object could not be repaired from here:" in text and "pushed by m-1" in text
+    for verb, doc in (("remote.check", check), ("remote.repair", repair)):
+        assert leftover(verb, doc) == {}, verb

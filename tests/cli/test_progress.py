@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -270,5 +269,11 @@ def test_each_bisect_probe_reports_its_folder_then_pauses_for_its_check(
             assert recorded.reports[n + 1] == PAUSE, (p, recorded.reports[n + 1 :][:2])
 
 
-if sys.platform != "linux":  # pragma: no cover
-    pytest.skip("the copy drivers' progress is measured on Linux", allow_module_level=True)
+def test_a_fork_made_to_run_a_command_pauses_before_the_command_prints(
+    till: Till, folder: Path, recorded: Recorder
+) -> None:
+    attached(till, folder)
+    code, _out, err = at_a_terminal(till, "run", "two", "--", "true")
+    assert code == 0, err
+    assert recorded.stages()[-2:] == ["copying", ""]  # the copy, then the pause
+    assert recorded.reports[-1] == PAUSE

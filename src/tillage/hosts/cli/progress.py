@@ -47,7 +47,7 @@ def describe(p: Progress, elapsed: float, *, final: bool = False) -> str:
             data += f"/{units.size(p.bytes_total)}"
         parts.append(data)
     rate = p.bytes_done / elapsed if elapsed > 0 else 0.0
-    if rate > 0:
+    if rate >= 1:  # below a byte a second it tells nothing (a warm seal reads almost nothing)
         parts.append(f"{units.size(rate)}/s")
     eta = None if final else _eta(p, elapsed, rate)
     if eta is not None:
