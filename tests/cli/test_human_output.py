@@ -319,3 +319,14 @@ def test_a_tiny_stage_late_in_a_long_command_draws_nothing(till: Till, folder: P
     shown = on_a_terminal(till, [sys.executable, "-c", SLOW, "rewind", first, "--yes"])
     assert "staging" not in shown and "applying" not in shown  # one file: half a second each
     assert "\rsealing  " in shown  # the long walk before the rewind is shown
+
+
+@pytest.mark.process
+def test_forks_on_a_colour_terminal_is_a_page_not_an_internal_error(
+    till: Till, folder: Path
+) -> None:
+    attach(till, folder)
+    till.json("fork", "one")
+    shown = on_a_terminal(till, [sys.executable, "-m", "tillage", "forks"], stdout=True)
+    assert "internal error" not in shown
+    assert ANSI in shown and "one" in shown and "till merge one" in shown
