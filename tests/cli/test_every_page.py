@@ -152,6 +152,8 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:
     s("rewind", first, "--paths", "README.md", "--yes")
     s("verify")
     s("hook", "turn-end", "--agent", "claude-code", stdin="{}")
+    (folder / "hooked.txt").write_text("a turn's work\n")
+    s("hook", "turn-end", "--agent", "claude-code", "--session", "s9", stdin="{}")
 
     # Universes: two forks that change the same file (a radar conflict, then a merge conflict).
     s("fork", "one")
@@ -217,6 +219,9 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:
     s("sync", "--push")  # nothing new to send
     clone = Path(s("clone", str(remote), str(base / "clone"), "--key", key)["workspace"])
     s("sync", "--pull", cwd=clone)
+    (folder / "pushed-later.txt").write_text("from the first machine\n")
+    s("sync", "--push")
+    s("sync", "--pull", cwd=clone)  # a fast-forward
     s.keep("sync", ("--follow",), _follow_once(till), stream=True)
     s("work", "--remote", str(remote), "--key", key, "--result-ref", "ci", "--", "true")
     s("remote refs")
@@ -237,6 +242,21 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:
     s("forget", "--purge", "--yes", cwd=other)
     os.sync()
     return s
+
+
+def test_a_fast_forwarded_pull_says_how_to_undo_it(scene: Scene) -> None:
+    pulled = [d for _w, v, d, _s in scene.pages if d.get("disposition") == "fast_forwarded"]
+    assert pulled, "the scene has a fast-forwarded pull"
+    text = render("sync.run", pulled[0], now=time.time())
+    assert text.startswith("Fast-forwarded to ")
+    assert text.rstrip().endswith(f"till rewind {pulled[0]['undo'][:12]} --yes")
+
+
+def test_a_hook_in_a_session_names_the_commit_it_recorded(scene: Scene) -> None:
+    hooked = [d for _w, v, d, _s in scene.pages if v == "agent.hook" and d.get("session_commit")]
+    assert hooked, "the scene has a hook in a session"
+    text = render("agent.hook", hooked[0], now=time.time())
+    assert f"Recorded as commit {hooked[0]['session_commit'][:12]} of session s9." in text
 
 
 # -- shapes the scene does not reach: a failing cycle, a damaged remote ---------------------------

@@ -57,6 +57,7 @@ def _timeline(page: Page) -> None:
 
 def _snap(page: Page) -> None:
     page.add("Sealed " + page.snap("snapshot"))
+    _policy(page)
 
 
 def _watch(page: Page) -> None:
@@ -103,6 +104,11 @@ def _hook(page: Page) -> None:
         page.add("Nothing changed since " + page.ref(snapshot) + "; no snapshot added.")
     elif note:  # nothing was sealed and there is no head: the folder is not attached
         page.add(f"Note: {note}")
+    commit = page.take("session_commit")
+    session = page.doc.get("session")
+    if commit and event != "install":
+        where = f" of session {session}" if session else ""
+        page.add(f"Recorded as commit {page.style.paint(str(commit)[:12], 'yellow')}{where}.")
 
 
 def _watcher_line(watching: Any, watcher: Any) -> str:

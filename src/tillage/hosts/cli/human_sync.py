@@ -71,6 +71,17 @@ def _sync(page: Page) -> None:
         verb = "Fast-forwarded to" if state == "fast_forwarded" else "Took"
         fetched = units.size(int(doc.get("fetched_bytes") or 0))
         page.add(f"{verb} {incoming} from {where} ({fetched} fetched).")
+        rescued = doc.get("rescued") or []
+        if rescued:
+            short = _short(doc.get("rescue"))
+            page.add(
+                f"{units.count(len(rescued), 'file')} changed while it landed, kept in snapshot "
+                f"{page.style.paint(short, 'yellow')}:",
+                *(f"  {units.printable(str(p))}" for p in rescued),
+                f"Read one with `till cat {short} PATH`.",
+            )
+        if doc.get("undo"):
+            page.next("To undo it, run:", f"till rewind {_short(doc['undo'])} --yes")
     else:
         page.add(
             f"Diverged: {where} moved to {incoming} while this folder changed too. "
@@ -105,19 +116,26 @@ def _remote_refs(page: Page) -> None:
         page.add(f"{doc.get('remote')} holds no ref yet.")
         page.next("Send this workspace there:", "till sync --push")
         return
+    cells = []
     for row in rows:
         name = units.printable(str(row.get("ref") or "(a ref this machine cannot name)"))
         problem = row.get("problem")
-        if row.get("snapshot"):
-            when = units.when_text(str(row.get("pushed_at") or ""), page.now)
-            line = f"{name}  v{row.get('version')}  {str(row.get('snapshot'))[:12]}  {when}"
-        else:
-            line = name
+        told = ""
         if problem:
             seen = row.get("seen_version")
-            line += f"  {_PROBLEMS.get(str(problem), str(problem))}"
-            line += f" (saw v{seen})" if seen is not None else ""
-        page.add(line)
+            told = _PROBLEMS.get(str(problem), str(problem))
+            told += f" (saw v{seen})" if seen is not None else ""
+        pushed = row.get("snapshot")
+        cells.append(
+            [
+                Cell(name, "bold"),
+                Cell(f"v{row.get('version')}" if pushed else "", "dim", right=True),
+                Cell(_short(pushed) if pushed else "", "yellow"),
+                Cell(units.when_text(str(row.get("pushed_at") or ""), page.now) if pushed else ""),
+                Cell(told, "red"),
+            ]
+        )
+    page.add(*table(cells, page.style))
     broken = [r for r in rows if r.get("problem") in ("damaged", "missing")]
     if broken:
         ref = broken[0].get("ref") or "REF"
