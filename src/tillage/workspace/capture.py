@@ -218,7 +218,7 @@ class Walker:
         self.result = Capture(manifest={} if keep_manifest else None)
         # Files counted, toward the last seal's count (its root folder's), for a person's line.
         last = previous.folders[""][0] if "" in previous.folders else 0
-        self.meter = meter(on_progress, "sealing", last)
+        self.meter = meter(on_progress, "sealing", last, every=16)
         # Absolute folders never captured: the store itself, when someone keeps it inside.
         self.skip_dirs = skip_dirs
         self.links: _Links = {}
@@ -239,7 +239,7 @@ class Walker:
             self._run()
         self.result.notes.sort(key=lambda n: (n.path, n.reason))
         if self.meter is not None:
-            self.meter(self.result.files, self.result.read_bytes)  # the final numbers
+            self.meter.done(self.result.files, self.result.read_bytes)  # the final numbers
         return self.result
 
     def _run(self) -> None:

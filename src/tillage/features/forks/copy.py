@@ -95,7 +95,7 @@ def copy_live(
     `on_progress` hears the files copied, toward what the last seal counted."""
     driver = probe(ws.root, staging.parent)
     known = seeder.folder
-    tally = meter(on_progress, "copying", known[0], known[1]) if known else None
+    tally = meter(on_progress, "copying", known[0], known[1], every=16) if known else None
     on_file: Callable[..., None] = seeder
     if tally is not None:
         lock = _thread.allocate_lock()  # the copy's workers report too
@@ -120,7 +120,7 @@ def copy_live(
         skip_workspaces=True,  # a workspace nested in it is another's (workspace/nested.py)
     )
     if tally is not None:
-        tally(stats.files, stats.bytes)  # the final numbers, exactly the copy's
+        tally.done(stats.files, stats.bytes)  # the final numbers, exactly the copy's
     return stats
 
 
