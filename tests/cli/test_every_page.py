@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -240,6 +241,15 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:
     (other / "x.txt").write_text("x\n")
     s("watch", "--no-daemon", cwd=other)
     s("forget", "--purge", "--yes", cwd=other)
+
+    # A store with a damaged pack: what verify finds, then what a repair does.
+    s("status", cwd=forks["one"])  # a fork's status names its parent
+    pack = max((base / "store" / "packs").glob("*.pack"), key=lambda p: p.stat().st_size)
+    with open(pack, "r+b") as f:
+        f.seek(pack.stat().st_size // 2)
+        f.write(b"\xff" * 64)
+    s("verify", code=1)
+    s("verify", "--repair", code=1)
     os.sync()
     return s
 
@@ -257,6 +267,14 @@ def test_a_hook_in_a_session_names_the_commit_it_recorded(scene: Scene) -> None:
     assert hooked, "the scene has a hook in a session"
     text = render("agent.hook", hooked[0], now=time.time())
     assert f"Recorded as commit {hooked[0]['session_commit'][:12]} of session s9." in text
+
+
+def test_a_forks_status_names_a_parent_that_was_forgotten(scene: Scene) -> None:
+    status = [d for _w, v, d, _s in scene.pages if v == "workspace.status" and d.get("fork")]
+    assert status, "the scene has a fork's status after its parent was forgotten"
+    text = render("workspace.status", status[-1], now=time.time())
+    assert "of None" not in text
+    assert re.search(r"Fork +one of workspace [0-9a-f]{12} \(no longer attached\)", text)
 
 
 # -- shapes the scene does not reach: a failing cycle, a damaged remote ---------------------------

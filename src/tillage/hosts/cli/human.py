@@ -145,7 +145,10 @@ def _status(page: Page) -> None:
     ]
     if isinstance(fork, dict):
         base = str(fork.get("base") or "")[:12]
-        rows.insert(1, ("Fork", f"{fork.get('name')} of {fork.get('parent')}, from {base}"))
+        parent = fork.get("parent") or (
+            f"workspace {str(fork.get('parent_workspace'))[:12]} (no longer attached)"
+        )
+        rows.insert(1, ("Fork", f"{fork.get('name')} of {parent}, from {base}"))
     if isinstance(budget, dict):
         from tillage.hosts.cli.human_lifecycle import budget_line
 
