@@ -55,9 +55,14 @@ def _mcp(page: Page) -> None:
     attached = page.take("attached")
     tools: list[dict[str, Any]] = page.take("tools") or []
     page.take("serving")
+    reason, next_step = page.take("reason"), page.take("next")
     if not attached:
-        page.add(f"{folder} is not attached: `till mcp` offers no tools here.")
-        page.next("Attach it first:", "till watch")
+        why = units.printable(str(reason)) if reason else f"{folder} is not attached"
+        page.add(f"attached: no ({why}): `till mcp` offers no tools here.")
+        if next_step:
+            page.add(f"Next: {units.printable(str(next_step))}")
+        else:
+            page.next("Attach it first:", "till watch")
         return
     page.add(
         f"`till mcp` offers {units.count(len(tools), 'tool')} for {folder} "
