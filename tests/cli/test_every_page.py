@@ -35,6 +35,7 @@ NOT_PAGES = {
     "agents-md": "prints the guide's markdown itself",
     "cat": "prints the file's bytes",
     "coord read": "prints the value's bytes",
+    "completion": "prints the shell's completion script",
     "remote-serve": "serves the remote protocol on stdio",
 }
 # `till mcp` serves on stdio; `till mcp --list` is its page (run in the scene).
