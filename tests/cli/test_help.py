@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -133,13 +134,42 @@ def test_the_bash_completion_completes_commands_groups_and_flags(till: Till) -> 
     assert complete("till rewind 80d3") == []  # an ID: left to the shell
 
 
-def test_zsh_and_fish_completions_name_every_command(till: Till) -> None:
+def test_the_zsh_completion_offers_commands_groups_and_flags(till: Till) -> None:
     zsh = till("completion", "zsh").stdout
-    assert zsh.startswith("#compdef till") and "complete -o default -F _till till" in zsh
+    assert zsh.startswith("#compdef till") and "compdef _till till" in zsh
+    if shutil.which("zsh") is None:
+        pytest.skip("no zsh here to run the script in")
+
+    def offered(*words: str) -> list[str]:
+        # compadd and _files stood in for: what the function offers, before zsh matches it.
+        probe = (
+            f"compdef() {{ :; }}\n{zsh}\n"
+            'compadd() { [[ $1 == -- ]] && shift; print -l -- "$@" }\n'
+            "_files() { print FILES }\n"
+            f"words=({' '.join(shlex.quote(w) for w in words)}); CURRENT={len(words)}; _till\n"
+        )
+        out = subprocess.run(["zsh", "-c", probe], capture_output=True, text=True, check=True)
+        return out.stdout.split()
+
+    assert "status" in offered("till", "stat") and "timeline" in offered("till", "stat")
+    assert offered("till", "session", "st") == sorted(
+        c.partition(" ")[2] for c in _commands() if c.startswith("session ")
+    )
+    assert "--limit" in offered("till", "timeline", "--l")
+    assert offered("till", "rewind", "80d3") == ["FILES"]
+
+
+def test_the_fish_completion_names_every_command(till: Till) -> None:
     fish = till("completion", "fish").stdout
     for command in _commands():
         assert f"-a {command.partition(' ')[0]} " in fish or f"-a '{command}" in fish
     assert "-l limit -s n -r" in fish
+    if shutil.which("fish") is None:
+        return  # the script's text is checked; no fish here to run it in
+    probe = f"{fish}\ncomplete -C 'till stat'; complete -C 'till session st'"
+    out = subprocess.run(["fish", "-c", probe], capture_output=True, text=True, check=True)
+    said = [line.split("\t")[0] for line in out.stdout.splitlines()]
+    assert said == ["status", "start"]
 
 
 def test_completion_of_an_unknown_shell_is_refused(till: Till) -> None:

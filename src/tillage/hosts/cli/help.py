@@ -215,7 +215,8 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "version": (("till version", "the version, protocol and format"),),
     "completion": (
-        ('eval "$(till completion bash)"', "complete `till` commands in bash"),
+        ('eval "$(till completion bash)"', "complete `till` commands in bash (in ~/.bashrc)"),
+        ('eval "$(till completion zsh)"', "in zsh (in ~/.zshrc, after compinit)"),
         ("till completion fish > ~/.config/fish/completions/till.fish", "in fish"),
     ),
     "contracts": (("till contracts --json", "every verb's contract, as JSON"),),
