@@ -543,8 +543,9 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             "Make a universe: a full-state, attached copy of the live workspace (sealed first "
             "as its base) or of snapshot --at, with its own timeline; default destination "
             "<workspace>.forks/NAME. It holds a TCP port of its own in its family (`port`: the "
-            "first free one above the caller's $PORT, or above 3000 when it is unset), kept for its life. With "
-            "`-- CMD` the command runs in it and its status is this command's.",
+            "first free one above the caller's $PORT, or above 3000 when it is unset), kept "
+            "for its life. With `-- CMD` the command runs in it and its status is this "
+            "command's.",
             MAKE_ERRORS,
             ToolSpec(
                 name="workspace_fork",
