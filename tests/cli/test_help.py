@@ -186,6 +186,10 @@ def test_quiet_prints_nothing_on_success_but_content_and_errors(till: Till, fold
     failed = till("-q", "show", "ffffff")
     assert failed.code == 1 and "till:" in failed.stderr
     assert till.json("-q", "status")["attached"] is True  # --json: the document still
+    fork = Path(till.json("fork", "f1")["fork"]["path"])
+    (fork / "a.txt").write_text("fork\n")
+    failed_check = till("-q", "merge", "f1", "--check", "false")
+    assert failed_check.code == 3 and "Nothing landed" in failed_check.stdout  # says why
 
 
 @pytest.mark.process

@@ -512,9 +512,11 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
         io.stdout.flush()
         return EXIT_OK
     wire = to_wire(result)
+    status = getattr(result, "exit_status", None)
+    code = int(status()) if callable(status) else EXIT_OK
     if json_mode:
         _emit_json(wire, call)
-    elif not quiet:
+    elif not quiet or code != EXIT_OK:  # -q: a merge that landed nothing still says why
         from tillage.hosts.cli.colour import Style, wanted
         from tillage.hosts.cli.human import render
 
@@ -523,8 +525,7 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
     if verb.contract.after_reply is not None and io.own_process:
         call.out.flush()
         verb.contract.after_reply(settings, request, result)
-    status = getattr(result, "exit_status", None)
-    return int(status()) if callable(status) else EXIT_OK
+    return code
 
 
 def _serve(door: str, settings: Any, result: Any) -> int:
