@@ -321,7 +321,11 @@ def test_every_command_a_page_or_error_prints_runs(
 ) -> None:
     said = SCENES[name](till, folder, tmp_path)
     runner = getattr(SCENES[name], "other", till)
-    ran = check_hints(runner, said)
+    try:
+        ran = check_hints(runner, said)
+    finally:  # a printed `till watch` started a watcher: it ends with the test
+        for where in {one.cwd for one in said}:
+            runner("watch", "--stop", cwd=where)
     if not name.startswith("page of "):  # a page may rightly end without a next step
         assert ran, f"the scene printed no command to run: {[s.text for s in said]}"
 
