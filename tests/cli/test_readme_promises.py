@@ -120,7 +120,7 @@ def test_the_readme_and_the_help_say_nothing_stale() -> None:
 
     text = README.read_text()
     docs = " ".join(v.contract.doc for v in all_verbs())
-    for stale in ("until garbage collection exists", "a later issue", "1.5\u00d7 a bare"):
+    for stale in ("until garbage collection exists", "a later issue", "answers in about"):
         assert stale not in text and stale not in docs, stale
     assert "--remote-till" in text and "one JSON document per line" in text
     assert "updated_ns INTEGER" in text  # the columns `project hydrate` needs

@@ -192,8 +192,7 @@ class DiffRequest:
         positional=True,
     )
     to: str | None = param(
-        "snapshot ID or fork name to compare to (default: the live folder); also the second "
-        "word: `till diff A B`",
+        "snapshot ID or fork name to compare to (default: the live folder)",
         default=None,
         or_positional=True,
     )

@@ -187,7 +187,7 @@ def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
             nargs="?",
             default=None,
             metavar=prm.name.upper(),
-            help=f"the same as --{prm.name.replace('_', '-')}",
+            help=f"the same as --{prm.name.replace('_', '-')}, as a second word",
         )
     if spec.positional:
         del kwargs["dest"]
