@@ -202,3 +202,20 @@ def test_version_and_did_you_mean_as_a_process(till: Till) -> None:
         cwd=till.cwd,
     )
     assert run.returncode == 2 and "did you mean `till status`?" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [(("timeline", "--limt", "3"), "--limit"), (("--jsn", "status"), "--json")],
+)
+def test_a_mistyped_flag_names_the_one_meant(
+    till: Till, typed: tuple[str, ...], meant: str
+) -> None:
+    run = till(*typed)
+    assert run.code == 2 and f"did you mean {meant}?" in run.stderr
+
+
+def test_a_flag_nothing_resembles_is_refused_as_before(till: Till) -> None:
+    run = till("timeline", "--zzzzzz")
+    assert run.code == 2 and "unrecognized arguments: --zzzzzz" in run.stderr
+    assert "did you mean" not in run.stderr

@@ -350,6 +350,22 @@ def epilog(command: str) -> str | None:
     return "\n".join(lines)
 
 
+def flag_hint(message: str, flags: Iterable[str]) -> str:
+    """argparse's "unrecognized arguments" with the flag most likely meant (`--limt` →
+    `--limit`), when one is close; the message as it was otherwise."""
+    import difflib
+
+    marker = "unrecognized arguments: "
+    if marker not in message:
+        return message
+    unknown = [w for w in message.split(marker, 1)[1].split() if w.startswith("--")]
+    for word in unknown:
+        close = difflib.get_close_matches(word.split("=")[0], sorted(set(flags)), n=1, cutoff=0.7)
+        if close:
+            return f"{message}; did you mean {close[0]}?"
+    return message
+
+
 def did_you_mean(word: str, commands: Iterable[str]) -> str | None:
     """The command `word` most likely meant (`statsu` → `status`), or None when none is close."""
     import difflib

@@ -406,7 +406,7 @@ def _run(argv: list[str], call: _Call) -> int:
         parser = build_parser(only, out=call.out, width=int(columns) if columns.isdigit() else 100)
         ns = parser.parse_args(argv)
     except ArgparseError as exc:
-        return _usage(str(exc), call, only)
+        return _usage(_flag_hint(str(exc), only), call, only)
     except ParserExitError as exc:
         return exc.status
     if not ns.command:
@@ -640,6 +640,15 @@ def _progress_printer() -> Any:
 
     stream: Any = getattr(_RUNNING, "err", None) or sys.stderr  # outside run: this process's
     return ProgressPrinter(stream)
+
+
+def _flag_hint(message: str, verb: Any) -> str:
+    """A mistyped flag's usage line, with the flag of this command it most likely meant."""
+    from tillage.hosts.cli.help import flag_hint
+    from tillage.verbs.completion import GLOBAL_FLAGS, flags_of
+
+    own = [long for long, _s, _v, _d in flags_of(verb.contract)] if verb is not None else []
+    return flag_hint(message, [*own, *GLOBAL_FLAGS, "--version"])
 
 
 def _unknown_command(word: str, commands: Any) -> str:
