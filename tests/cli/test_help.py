@@ -219,3 +219,9 @@ def test_a_flag_nothing_resembles_is_refused_as_before(till: Till) -> None:
     run = till("timeline", "--zzzzzz")
     assert run.code == 2 and "unrecognized arguments: --zzzzzz" in run.stderr
     assert "did you mean" not in run.stderr
+
+
+def test_help_is_a_word_too(till: Till) -> None:
+    assert till("help").stdout == till("--help").stdout
+    assert till("help", "timeline").stdout == till("timeline", "--help").stdout
+    assert "examples:" in till("help", "session", "start").stdout

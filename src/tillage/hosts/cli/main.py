@@ -397,6 +397,10 @@ def _run(argv: list[str], call: _Call) -> int:
     if word is None and "--version" in own_words(argv):  # `till --version` is `till version`
         argv = [w for w in argv if w != "--version"] + ["version"]
         word = "version"
+    if word == "help" and "help" not in COMMANDS:  # `till help [COMMAND]`, as git's
+        at = argv.index("help")
+        argv = [*argv[:at], *argv[at + 1 :], "--help"]
+        word = command_of(argv, groups)
     only = verb_for_command(word) if word is not None else None
     if word is not None and only is None and word not in groups:
         return _usage(_unknown_command(word, COMMANDS), call, None)
