@@ -147,6 +147,24 @@ def scan_live(
     return walker.run()
 
 
+def scan_bounded(
+    ws: Workspace, *, walk_max: int, keep_manifest: bool
+) -> tuple[Capture, bool] | None:
+    """scan_live() when it is cheap, for a question asked often (`till status`): the watcher
+    vouches for what changed since the last seal (only those folders are listed), or the head
+    held at most `walk_max` files (the whole folder is walked). Returns the capture and
+    whether the watcher vouched; None when neither holds, and then nothing was walked."""
+    walker, _changes_seen, _fingerprint = _walker(
+        ws, None, keep_manifest=keep_manifest, on_progress=None
+    )
+    vouched = walker.visit is not None
+    if not vouched:
+        head = ws.store.head(ws.id)
+        if head is None or head.files > walk_max:
+            return None
+    return walker.run(), vouched
+
+
 def seal(
     ws: Workspace,
     options: SealOptions,

@@ -1,0 +1,109 @@
+"""What `till status` says of the folder itself, not only of its head: how many paths differ
+from the head, which snapshot it is at, and whether a rewind put it there.
+
+Status is the most-called command, so the folder is looked at only when that is cheap: with a
+watcher that vouches for what changed since the last seal, only those folders are listed; with
+none, a folder whose head holds at most WALK_MAX files is walked whole (a stat walk: a file is
+read only when its stat facts changed); a larger one is "not checked", and `till diff head`
+is the command that compares it. Paths are counted (as `till diff head` lists them) when the
+head holds at most COUNT_MAX files; beyond, a folder that differs says so uncounted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tillage.store.rows import SnapshotRow
+
+WALK_MAX = 2_000
+COUNT_MAX = 20_000
+
+
+@dataclass(frozen=True)
+class FolderInfo:
+    """The folder as it is now. `checked`: whether it was looked at (`how`: "watcher", only
+    what the watcher saw change, or "walk", all of it; `note` says why not). `differs`: the
+    paths that differ from the head, as `till diff head` lists them (0: the folder is the
+    head; null when not checked or not counted). `at`: the newest snapshot of this timeline
+    the folder equals whole (null when it equals none, or was not checked). `rewound_at`:
+    when the rewind that put the folder at `at` ran (RFC 3339; null when no rewind did, or
+    the folder changed since)."""
+
+    checked: bool
+    how: str | None
+    differs: int | None
+    at: str | None
+    rewound_at: str | None
+    note: str | None
+
+
+def folder_info(ws: Any, head: SnapshotRow | None) -> FolderInfo:
+    """The folder compared with `head`, as cheaply as the module's docstring says."""
+    if head is None:
+        return FolderInfo(False, None, None, None, None, "no snapshot yet")
+    from tillage.workspace.seal import scan_bounded
+
+    counted = head.files <= COUNT_MAX
+    scanned = scan_bounded(ws, walk_max=WALK_MAX, keep_manifest=counted)
+    if scanned is None:
+        why = (
+            f"not checked: no watcher, and the folder held {head.files:,} files at the last "
+            "seal (`till diff head` compares it)"
+        )
+        return FolderInfo(False, None, None, None, None, why)
+    capture, vouched = scanned
+    how = "watcher" if vouched else "walk"
+    root = capture.root.hex()
+    differs: int | None = 0
+    if root != head.tree:
+        differs = None
+        if counted and capture.manifest is not None:
+            from tillage.core.treediff import diff_manifests
+            from tillage.workspace.trees import flatten
+
+            old = flatten(ws.store, bytes.fromhex(head.tree))
+            differs = len(diff_manifests(old, capture.manifest))
+    at, rewound = _at(ws.store, ws.id, root)
+    note: str | None = (
+        None
+        if differs is not None
+        else f"differs from the head (not counted: {head.files:,} files)"
+    )
+    return FolderInfo(True, how, differs, at, rewound, note)
+
+
+def _at(store: Any, workspace: str, tree: str) -> tuple[str | None, str | None]:
+    """The snapshot the folder (its tree `tree`) is at, and when a rewind put it there: a
+    rewind is the newest `pre_rewind` seal when every snapshot published after it holds the
+    folder as it is now (the watcher resealing the rewound state changes nothing), and then
+    the snapshot it is at is the newest before that rewind with this tree (its target)."""
+    from tillage.platform.clock import rfc3339
+
+    conn = store.conn
+    last = conn.execute(
+        "SELECT seq, sealed_at_ns, tree FROM snapshots WHERE workspace=? AND trigger='pre_rewind' "
+        "ORDER BY seq DESC LIMIT 1",
+        (workspace,),
+    ).fetchone()
+    if last is not None and last[2] != tree:
+        since = conn.execute(
+            "SELECT COUNT(*) FROM snapshots WHERE workspace=? AND seq > ? AND tree != ?",
+            (workspace, last[0], tree),
+        ).fetchone()[0]
+        if not since:
+            target = conn.execute(
+                "SELECT id FROM snapshots WHERE workspace=? AND seq < ? AND tree=? "
+                "ORDER BY seq DESC LIMIT 1",
+                (workspace, last[0], tree),
+            ).fetchone()
+            if target is not None:
+                return target[0], rfc3339(last[1])
+    found = conn.execute(
+        "SELECT id FROM snapshots WHERE workspace=? AND tree=? ORDER BY seq DESC LIMIT 1",
+        (workspace, tree),
+    ).fetchone()
+    return (found[0] if found else None), None
