@@ -5,13 +5,15 @@ Status is the most-called command, so the folder is looked at only when that is 
 watcher that vouches for what changed since the last seal, only those folders are listed; with
 none, a folder whose head holds at most WALK_MAX files is walked whole (a stat walk: a file is
 read only when its stat facts changed); a larger one is "not checked", and `till diff head`
-is the command that compares it. Paths are counted (as `till diff head` lists them) when the
-head holds at most COUNT_MAX files; beyond, a folder that differs says so uncounted.
+is the command that compares it. Paths are counted as `till diff head` lists them, reading
+only the folders whose trees differ from the head's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tillage.errors import TillageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,7 +22,6 @@ if TYPE_CHECKING:
     from tillage.store.rows import SnapshotRow
 
 WALK_MAX = 2_000
-COUNT_MAX = 20_000
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,7 @@ def folder_info(ws: Any, head: SnapshotRow | None) -> FolderInfo:
         return FolderInfo(False, None, None, None, None, "no snapshot yet")
     from tillage.workspace.seal import scan_bounded
 
-    counted = head.files <= COUNT_MAX
-    scanned = scan_bounded(ws, walk_max=WALK_MAX, keep_manifest=counted)
+    scanned = scan_bounded(ws, walk_max=WALK_MAX)
     if scanned is None:
         why = (
             f"not checked: no watcher, and the folder held {head.files:,} files at the last "
@@ -56,24 +56,30 @@ def folder_info(ws: Any, head: SnapshotRow | None) -> FolderInfo:
         )
         return FolderInfo(False, None, None, None, None, why)
     capture, vouched = scanned
-    how = "watcher" if vouched else "walk"
     root = capture.root.hex()
-    differs: int | None = 0
-    if root != head.tree:
-        differs = None
-        if counted and capture.manifest is not None:
-            from tillage.core.treediff import diff_manifests
-            from tillage.workspace.trees import flatten
-
-            old = flatten(ws.store, bytes.fromhex(head.tree))
-            differs = len(diff_manifests(old, capture.manifest))
+    differs = 0 if root == head.tree else _count(ws.store, bytes.fromhex(head.tree), capture.root)
     at, rewound = _at(ws.store, ws.id, root)
-    note: str | None = (
-        None
-        if differs is not None
-        else f"differs from the head (not counted: {head.files:,} files)"
-    )
-    return FolderInfo(True, how, differs, at, rewound, note)
+    note = None if differs is not None else "differs from the head (not counted)"
+    return FolderInfo(True, "watcher" if vouched else "walk", differs, at, rewound, note)
+
+
+def _count(store: Any, old: bytes, new: bytes) -> int | None:
+    """How many paths differ from tree `old` to tree `new` (as `till diff` lists them): only
+    the folders whose trees differ are read, from the walk's trees or the store; None when a
+    tree is in neither (a cache that let it go)."""
+    from tillage.core import codec
+    from tillage.core.models import Entry
+    from tillage.core.treediff import diff_entry
+    from tillage.core.treewalk import walk
+    from tillage.workspace.trees import TREES
+
+    def read(tid: bytes) -> tuple[Entry, ...] | list[Entry]:
+        return TREES.get(tid) or codec.decode_tree(store.read(tid))
+
+    try:
+        return sum(diff_entry(path, a, b) is not None for path, (a, b) in walk(read, (old, new)))
+    except (KeyError, TillageError):
+        return None
 
 
 def _at(store: Any, workspace: str, tree: str) -> tuple[str | None, str | None]:

@@ -32,6 +32,7 @@ from tillage.workspace.capture import Capture, Walker
 from tillage.workspace.locks import workspace_lock
 from tillage.workspace.nested import catalog_roots
 from tillage.workspace.policy import POLICY_FILE, Policy
+from tillage.workspace.trees import TREES
 
 
 @dataclass(frozen=True)
@@ -147,22 +148,25 @@ def scan_live(
     return walker.run()
 
 
-def scan_bounded(
-    ws: Workspace, *, walk_max: int, keep_manifest: bool
-) -> tuple[Capture, bool] | None:
+def scan_bounded(ws: Workspace, *, walk_max: int) -> tuple[Capture, bool] | None:
     """scan_live() when it is cheap, for a question asked often (`till status`): the watcher
     vouches for what changed since the last seal (only those folders are listed), or the head
-    held at most `walk_max` files (the whole folder is walked). Returns the capture and
-    whether the watcher vouched; None when neither holds, and then nothing was walked."""
-    walker, _changes_seen, _fingerprint = _walker(
-        ws, None, keep_manifest=keep_manifest, on_progress=None
-    )
+    held at most `walk_max` files (the whole folder is walked). Returns the capture (no
+    manifest: every folder's tree it made is left in TREES, so a walk beside a stored tree
+    reads only the folders that differ) and whether the watcher vouched; None when neither
+    holds, and then nothing was walked."""
+    walker, _changes_seen, _fingerprint = _walker(ws, None, keep_manifest=False, on_progress=None)
     vouched = walker.visit is not None
     if not vouched:
         head = ws.store.head(ws.id)
         if head is None or head.files > walk_max:
             return None
-    return walker.run(), vouched
+    was = TREES.enabled
+    TREES.enabled = True  # the live trees are stored nowhere else
+    try:
+        return walker.run(), vouched
+    finally:
+        TREES.enabled = was
 
 
 def seal(
