@@ -213,6 +213,10 @@ def test_status_does_not_walk_a_large_folder_without_a_watcher(till: Till, folde
     assert doc["checked"] is False and doc["differs"] is None
     assert "till diff head" in doc["note"]
     assert "not checked" in till("status").stdout
+    from tillage.verbs.registry import verb_for_command
+
+    status = verb_for_command("status")
+    assert status is not None and f"{WALK_MAX:,} files" in status.contract.doc
 
 
 # -- timeline says how many more -------------------------------------------------------------

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from tillage.store.rows import SnapshotRow
 
-WALK_MAX = 2_000
+WALK_MAX = 1_000
 
 
 @dataclass(frozen=True)

@@ -455,7 +455,7 @@ VERBS = (
             TimelineRequest,
             TimelineResult,
             Effect.READ,
-            "The workspace's snapshots, newest first.",
+            "The workspace's snapshots, newest first; `more` counts those left beyond the limit.",
             errors=(),
             tool=ToolSpec(
                 name="workspace_snapshots",
@@ -487,7 +487,12 @@ VERBS = (
             DiffRequest,
             DiffResult,
             Effect.READ,
-            "What changed from a snapshot to another snapshot or to the live folder.",
+            "What changed from a snapshot to another snapshot or to the live folder (`@`, either "
+            "side). With --stat, `stat`: `{files: [{path, insertions, deletions, binary, note}], "
+            "files_changed, insertions, deletions}` (git's counts of lines; a binary or too "
+            "large file has null counts and a `note`); with -p also `patches`: `[{path, kind, "
+            "binary, text, note}]`, `text` the file's unified diff in git's format, null for a "
+            "binary file. Both are null when not asked for.",
         ),
         diff,
     ),
