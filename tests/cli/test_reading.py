@@ -100,6 +100,7 @@ def test_ls_is_a_capped_read_only_tool(till: Till, folder: Path) -> None:
     assert schema["maximum"] == 1000
     page = tool.call({"snapshot": "head", "limit": 2})
     assert page.structured["more"] == 3  # type: ignore[index]
+    assert "file f1" in page.text and "after='f1'" in page.text
     assert tool.call({"snapshot": "head", "limit": 1001}).is_error
 
 
@@ -131,6 +132,9 @@ def test_diff_patch_is_a_unified_diff_per_text_file_and_binary_files_say_so(
     page = till("diff", "head", "-p").stdout
     assert "+B" in page and "-b" in page and "Binary files differ: logo.bin" in page
     assert till.json("diff", "head")["patches"] is None  # only when asked
+    tool = {t.name: t for t in tillage.agent.tools(folder, home=till.home)}["workspace_diff"]
+    said = tool.call({"target": "head", "patch": True, "stat": True}).text
+    assert "-b\n+B" in said and "+2 -1 lines" in said and "binary files differ" in said
 
 
 def test_diff_stat_counts_lines_per_file_and_sums_them_as_git_does(
