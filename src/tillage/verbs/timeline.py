@@ -488,10 +488,11 @@ VERBS = (
             DiffResult,
             Effect.READ,
             "What changed from a snapshot to another snapshot or to the live folder (`@`, either "
-            "side). With --stat, `stat`: `{files: [{path, insertions, deletions, binary, note}], "
-            "files_changed, insertions, deletions}` (git's counts of lines; a binary or too "
-            "large file has null counts and a `note`); with -p also `patches`: `[{path, kind, "
-            "binary, text, note}]`, `text` the file's unified diff in git's format, null for a "
+            "side). Asked for `stat`: `stat` is `{files: [{path, insertions, deletions, binary, "
+            "note}], files_changed, insertions, deletions}` (git's counts of lines; a binary or "
+            "too large file has null counts and a `note`); for `patch`, also `patches`: "
+            "`[{path, kind, binary, text, note}]`, `text` the file's unified diff in git's "
+            "format, null for a "
             "binary file. Both are null when not asked for.",
         ),
         diff,

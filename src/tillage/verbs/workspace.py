@@ -459,10 +459,10 @@ VERBS = (
             cli="status",
             doc="Whether this folder is attached, its head snapshot, the store's size, and the "
             "folder itself: `folder: {checked, how, differs, at, rewound_at, note}`, `differs` "
-            "the paths that differ from the head (as `till diff head` lists them), `at` the "
-            "snapshot the folder equals, `rewound_at` when a rewind put it there. Looked at only "
-            "when cheap: with a watcher, what it saw change; without, a folder of at most 1,000 "
-            "files (else `checked` is false).",
+            "the paths that differ from the head (as a diff from `head` lists them), `at` the "
+            "snapshot the folder equals, `rewound_at` when the folder was put back to it. Looked "
+            "at only when cheap: with a watcher, what it saw change; without, a folder of at "
+            "most 1,000 files (else `checked` is false).",
         ),
         status,
     ),
