@@ -207,7 +207,7 @@ def test_status_after_a_rewind_says_where_the_folder_is_and_when_it_was_rewound(
 
 
 def test_status_does_not_walk_a_large_folder_without_a_watcher(till: Till, folder: Path) -> None:
-    from tillage.verbs.folder import WALK_MAX
+    from tillage.verbs.folder import WALK_MAX, WATCHED_MAX
 
     for i in range(WALK_MAX + 1):
         (folder / f"f{i}").write_bytes(b"")
@@ -221,6 +221,7 @@ def test_status_does_not_walk_a_large_folder_without_a_watcher(till: Till, folde
 
     status = verb_for_command("status")
     assert status is not None and f"{WALK_MAX:,} files" in status.contract.doc
+    assert f"{WATCHED_MAX:,} files" in status.contract.doc
 
 
 # -- timeline says how many more -------------------------------------------------------------

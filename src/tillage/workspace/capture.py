@@ -220,6 +220,7 @@ class Walker:
         # Absolute folders never captured: the store itself, when someone keeps it inside.
         self.skip_dirs = skip_dirs
         self.links: _Links = {}
+        self.carry = True  # skipped folders' rows carried into the result: off for status
 
     # -- the walk -------------------------------------------------------------------------
 
@@ -262,7 +263,8 @@ class Walker:
             st.st_ctime_ns,
             *ident,
         )
-        self._carry()
+        if self.carry:
+            self._carry()
 
     def _carry(self) -> None:
         """Adds what the previous index recorded below the folders this walk skipped: one pass
