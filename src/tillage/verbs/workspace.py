@@ -462,7 +462,7 @@ VERBS = (
             "the paths that differ from the head (as a diff from `head` lists them), `at` the "
             "snapshot the folder equals, `rewound_at` when the folder was put back to it. Looked "
             "at only when cheap: with a watcher, what it saw change (in a folder of at most "
-            "25,000 files); without, a folder of at most 1,000 files (else `checked` is false).",
+            "10,000 files); without, a folder of at most 1,000 files (else `checked` is false).",
         ),
         status,
     ),
