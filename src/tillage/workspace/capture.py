@@ -267,13 +267,12 @@ class Walker:
             st.st_ctime_ns,
             *ident,
         )
-        if self.carry:
-            self._carry()
+        self._carry()
 
     def _carry(self) -> None:
         """Adds what the previous index recorded below the folders this walk skipped: one pass
         over its rows, folders and notes, each folder's answer remembered."""
-        if not self.skipped:
+        if not self.skipped or not self.carry:
             return
         below: dict[str, bool] = {"": False}
 
