@@ -27,9 +27,6 @@ LONG_ID = re.compile(r"\b[0-9a-f]{64}\b")  # a snapshot's whole ID: people read 
 # is a broken hint). not_found is code -32061, whatever its dotted name.
 BROKEN = {"usage", "internal", "workspace.not_attached", "confirmation_required"}
 NOT_FOUND = -32061
-# Commands another helper of issue 24 adds (`till ls`, by the `names` work): a hint may name
-# them before they are registered here; each is run once it is.
-AWAITED = {"ls"}
 # Commands printed with a placeholder because the value is nobody's to know but the reader's:
 # each must still parse (as a template); anything else with a placeholder is a broken hint.
 TEMPLATES = {
@@ -84,7 +81,7 @@ def _parses(words: list[str]) -> None:
 
 
 def check_hints(till: Till, said: list[Said]) -> list[str]:
-    """Runs every command `said` holds, in order; returns them (an AWAITED one not run)."""
+    """Runs every command `said` holds, in order; returns them."""
     from tillage.verbs.registry import COMMANDS
 
     ran: list[str] = []
@@ -93,9 +90,6 @@ def check_hints(till: Till, said: list[Said]) -> list[str]:
             words = shlex.split(command)
             where = " ".join(words[1:3])
             known = where if where in COMMANDS else words[1]
-            if known in AWAITED and known not in COMMANDS:
-                ran.append(command)
-                continue
             assert known in COMMANDS, f"`{command}` names no command"
             if command in TEMPLATES:
                 _parses(words)

@@ -107,8 +107,13 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("till diff 80d3bc2a9f01", "what changed from that snapshot to the folder now"),
         ("till diff 80d3bc2a9f01 5e1f00aa3c42", "what changed between two snapshots"),
         ("till diff my-fork", "what a fork changed, compared with the folder"),
+        ("till diff head~1 head --stat", "the last seal's changes, lines added and removed"),
     ),
     "cat": (("till cat 80d3bc2a9f01 src/app.py", "the file as it was in that snapshot"),),
+    "ls": (
+        ("till ls head", "the newest snapshot's files and folders"),
+        ("till ls head~3 src -l", "what src/ held three snapshots back, in detail"),
+    ),
     "pin": (("till pin 80d3bc2a9f01", "keep that snapshot exact through every gc"),),
     "unpin": (("till unpin 80d3bc2a9f01", "let it be thinned again"),),
     "rewind": (
