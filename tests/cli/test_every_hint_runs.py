@@ -461,3 +461,16 @@ def test_an_error_line_for_people_cuts_whole_ids_in_its_commands_only() -> None:
     said = f"snapshot {whole} was kept: undo with `till rewind {whole} --yes`"
     assert short_ids(said) == f"snapshot {whole} was kept: undo with `till rewind {'a' * 12} --yes`"
     assert short_ids("no command here") == "no command here"
+
+
+def test_confirmation_of_a_named_target_previews_it_to_name_the_snapshot(
+    till: Till, folder: Path
+) -> None:
+    first = _attach(till, folder)
+    said = till("--json", "rewind", "head~1").error["next"]
+    assert said == (
+        "preview with `till rewind head~1 --dry-run`: it ends with the exact command that "
+        "applies it"
+    )
+    page = till("rewind", "head~1", "--dry-run").stdout
+    assert page.splitlines()[-1].strip() == f"till rewind {first[:12]} --yes"

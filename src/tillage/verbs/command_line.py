@@ -21,10 +21,18 @@ def short_id(value: str) -> str:
     return value[:12] if len(value) == 64 and set(value) <= _HEX else value
 
 
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_")
+
+
 def _word(value: Any) -> str:
+    """A word as a POSIX shell reads it back: bare when it can be (a name such as `head~1`:
+    a tilde past the first character expands to nothing), else in single quotes."""
     import shlex
 
-    return shlex.quote(short_id(str(value)))
+    word = short_id(str(value))
+    if word and all(c in _SAFE or (c == "~" and i) for i, c in enumerate(word)):
+        return word
+    return shlex.quote(word)
 
 
 def command_line(contract: Contract[Any, Any], request: Any, **changes: Any) -> str:

@@ -283,7 +283,15 @@ def _confirm_step(contract: Any, request: Any, *, previewed: bool) -> str:
     if previewed or not hasattr(request, "dry_run"):
         return f"to go ahead, run {run}"
     preview = f"`{command_line(contract, request, dry_run=True)}`"
+    target = getattr(request, "id", None)
+    if isinstance(target, str) and not _is_hex(target):
+        # A name (head~1) moves with the next seal: the preview names the exact snapshot.
+        return f"preview with {preview}: it ends with the exact command that applies it"
     return f"preview with {preview}, then run {run}"
+
+
+def _is_hex(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdef" for c in text)
 
 
 def _event(kind: str | None, request: Any, result: Any) -> tuple[str, Any] | None:
