@@ -340,6 +340,10 @@ class Contract(Generic[Req, Res]):
     # The door a command line hands its process to after parsing (`till mcp` serves MCP on
     # stdio): the host's name. The verb's handler describes what that door would serve.
     serves: str | None = None
+    # A success of a verb that is not `read` is one operation in the operation log
+    # (verbs/oplog_record.py); False for a verb that records its own (`till undo`) or changes
+    # nothing a person would undo (a server's session, a remote's check).
+    records_operation: bool = True
 
     def tool_name(self) -> str | None:
         """The tool this verb is offered as, or None when it is not one (see ToolSpec)."""

@@ -71,7 +71,27 @@ def resolve_context(verb: Verb[Any, Any], settings: Settings, store: Any = None)
         finish_clones(settings.home, store)  # before the lookup: it may be that folder's
         ctx.workspace = open_workspace(settings.home, settings.folder, settings.user_home, store)
         finish_forks(ctx.workspace.store)
+        finish_undos(ctx)
     return ctx
+
+
+def finish_undos(ctx: Context) -> None:
+    """An undo a crash interrupted is finished by the next command of any kind (as a killed
+    fork is): one listing of the store's intents, the undo verbs loaded only when one of them
+    is an undo's (verbs/oplog.py)."""
+    import os
+
+    store = ctx.workspace.store
+    if store.read_only:
+        return
+    try:
+        names = os.listdir(store.intents_dir)
+    except FileNotFoundError:
+        return
+    if any(n.startswith("undo-") for n in names):
+        from tillage.verbs.oplog import finish_undos as finish
+
+        finish(ctx)
 
 
 def finish_forks(store: Any) -> None:
@@ -269,7 +289,20 @@ def _invoke(
         if not confirm(shown):
             raise ConfirmationRequiredError(f"{contract.cli} was not confirmed; nothing changed")
         request = contract.confirmed(request) if contract.confirmed else request
+    before: str | None = None
+    recording = contract.effect is not Effect.READ and contract.records_operation
+    if recording and ctx.workspace is not None:
+        from tillage.verbs.oplog_record import head_of
+
+        before = head_of(ctx.workspace.store, ctx.workspace.id)
     result = verb.handler(ctx, request)
+    if recording:
+        from tillage.verbs import oplog_record
+
+        if ctx.workspace is not None:
+            oplog_record.record(ctx, contract, request, result, before)
+        elif contract.scope is Scope.NONE:
+            oplog_record.record_storewide(settings, contract, request, result)
     if ctx.workspace is not None and contract.effect is not Effect.READ:
         from tillage.features.after_write import after_write
 

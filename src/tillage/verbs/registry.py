@@ -39,6 +39,7 @@ VERB_MODULES = (
     "tillage.verbs.remote",
     "tillage.verbs.estimate",
     "tillage.verbs.remote_serve",
+    "tillage.verbs.oplog",
 )
 
 
@@ -105,6 +106,8 @@ COMMANDS = {
     "work": "tillage.verbs.sync",
     "estimate": "tillage.verbs.estimate",
     "remote-serve": "tillage.verbs.remote_serve",
+    "op log": "tillage.verbs.oplog",
+    "undo": "tillage.verbs.oplog",
 }
 
 

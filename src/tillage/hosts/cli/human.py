@@ -392,6 +392,7 @@ FEATURE_PAGES = {
     "remote.repair_ref": "tillage.hosts.cli.human_sync",
     "sync.run": "tillage.hosts.cli.human_sync",
     "sync.clone": "tillage.hosts.cli.human_sync",
+    "operation.": "tillage.hosts.cli.human_oplog",
 }
 
 
