@@ -76,3 +76,13 @@ def undone_by(store: Store, op_id: str) -> OperationRow | None:
         if undone_by(store, row.id) is None:
             return row
     return None
+
+
+def detached_workspace(store: Store, root: str) -> str | None:
+    """The newest workspace a forget detached (or purged) at `root`: its operations stay, so
+    its log can still be read there, and a forget undone."""
+    row = store.conn.execute(
+        "SELECT id FROM workspaces WHERE root=? AND forgotten>0 ORDER BY attached_at DESC LIMIT 1",
+        (root,),
+    ).fetchone()
+    return None if row is None else str(row[0])

@@ -107,12 +107,15 @@ def _open(ctx: Context) -> bool:
     except NotAttachedError:
         if not Store.exists(settings.home):
             raise
+        from tillage.store.oplog import detached_workspace
+
         store = Store.open(settings.home)
-        row = store.forgotten_workspace_by_root(str(settings.folder.resolve()))
-        if row is None:
+        root = settings.folder.resolve()
+        found = detached_workspace(store, str(root))
+        if found is None:
             store.close()
             raise
-        ctx.workspace = Workspace(row.id, Path(row.root), store)
+        ctx.workspace = Workspace(found, root, store)
         return False
     finish_forks(ctx.workspace.store)
     finish_undos(ctx)
