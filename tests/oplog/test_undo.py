@@ -76,9 +76,7 @@ def test_a_rewind_undone_puts_the_folder_back_byte_for_byte_and_an_undo_of_that_
     assert manifest(folder) == rewound
 
 
-def test_a_rewind_of_some_paths_undone_touches_only_those_paths(
-    till: Till, folder: Path
-) -> None:
+def test_a_rewind_of_some_paths_undone_touches_only_those_paths(till: Till, folder: Path) -> None:
     (folder / "a.txt").write_text("a1\n")
     (folder / "b.txt").write_text("b1\n")
     target = attached(till, folder)
@@ -238,9 +236,7 @@ def test_a_pull_undone_puts_the_folder_back_as_it_was_before_the_pull(
     assert manifest(copy) == before
 
 
-def test_undo_without_an_id_walks_back_and_skips_what_was_undone(
-    till: Till, folder: Path
-) -> None:
+def test_undo_without_an_id_walks_back_and_skips_what_was_undone(till: Till, folder: Path) -> None:
     (folder / "a.txt").write_text("a\n")
     head = attached(till, folder)
     till.json("pin", head)

@@ -191,9 +191,9 @@ def find(store: Store, workspace_id: str, ref: str | None) -> OperationRow:
     if ref is None:
         for row in oplog.operations(store, workspace_id):
             plan = row.body.get("undo") or {}
-            if row.undoes is None and plan.get("kind") in UNDOABLE:
-                if oplog.undone_by(store, row.id) is None:
-                    return row
+            candidate = row.undoes is None and plan.get("kind") in UNDOABLE
+            if candidate and oplog.undone_by(store, row.id) is None:
+                return row
         raise NothingToUndoError("no operation of this workspace is left to undo")
     text = ref.strip().lower()
     if len(text) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in text):
@@ -205,9 +205,9 @@ def find(store: Store, workspace_id: str, ref: str | None) -> OperationRow:
         raise OperationNotFoundError(f"no operation of this workspace matches {text!r}")
     if len(found) > 1:
         raise OperationAmbiguousError(f"{text!r} matches more than one operation")
-    row = oplog.operation(store, found[0])
-    assert row is not None
-    return row
+    named = oplog.operation(store, found[0])
+    assert named is not None
+    return named
 
 
 def _check(store: Store, row: OperationRow) -> dict[str, Any]:
@@ -313,6 +313,7 @@ def _finish(ctx: Context, doc: dict[str, Any], *, sealed: str | None = None) -> 
     from tillage.verbs.undo_kinds import carry_out
 
     done = carry_out(ctx, doc["plan"], sealed=sealed)
+    assert done.inverse is not None  # carried out, not previewed: it has an inverse
     failpoints.hit("undo.before_record")
     ws = ctx.workspace  # an undone forget attached it again: the same workspace
     ws.store.publish(

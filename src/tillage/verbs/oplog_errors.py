@@ -10,8 +10,8 @@ from tillage.errors import AmbiguousError, NotFoundError, TillageError
 
 __all__ = [
     "AlreadyUndoneError",
-    "NothingToUndoError",
     "NotUndoableError",
+    "NothingToUndoError",
     "OperationAmbiguousError",
     "OperationNotFoundError",
 ]

@@ -113,8 +113,9 @@ def body(
     }
 
 
-def record(ctx: Context, contract: Contract[Any, Any], request: Any, result: Any,
-           before: str | None) -> None:
+def record(
+    ctx: Context, contract: Contract[Any, Any], request: Any, result: Any, before: str | None
+) -> None:
     """Publishes the operation a verb's success is (see the module docstring)."""
     from tillage.store.oplog import KIND
 
@@ -139,7 +140,9 @@ def record(ctx: Context, contract: Contract[Any, Any], request: Any, result: Any
     )
 
 
-def record_storewide(settings: Any, contract: Contract[Any, Any], request: Any, result: Any) -> None:
+def record_storewide(
+    settings: Any, contract: Contract[Any, Any], request: Any, result: Any
+) -> None:
     """Publishes the operation of a verb with no workspace (a gc, a policy change): it is in
     every workspace's log, since it acted on the store they share. Nothing when no store
     exists (a verb that needs none ran without one)."""

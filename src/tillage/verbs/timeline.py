@@ -54,6 +54,7 @@ class SnapResult:
     def undo_plan(self, _req: SnapRequest) -> dict[str, Any] | None:
         """A seal changed no file and no fact but the timeline's: nothing to undo."""
         return {"kind": "none", "why": "a seal only adds to the timeline (gc thins it)"}
+
     policy_problems: tuple[PolicyProblemInfo, ...]
 
 

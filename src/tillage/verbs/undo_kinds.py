@@ -12,6 +12,7 @@ finish an undo a crash interrupted (verbs/undo.py).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,10 +111,9 @@ def _release(ctx: Context, plan: dict[str, Any], dry_run: bool, _sealed: str | N
     from tillage.verbs.radar import ReleaseRequest, release
 
     if not dry_run:
-        try:
+        # Released already (a run this one finishes), or expired meanwhile: done either way.
+        with contextlib.suppress(ClaimNotFoundError):
             release(ctx, ReleaseRequest(claim=plan["claim"], owner=plan["owner"]))
-        except ClaimNotFoundError:
-            pass  # released already (a run this one finishes), or expired meanwhile
     return Done(None if dry_run else {"kind": "claim", "claim": plan["claim"]}, describe(plan))
 
 

@@ -19,8 +19,8 @@ from tillage.errors import NotFoundError
 from tillage.features.forks.errors import DestinationExistsError, ForkExistsError
 from tillage.features.forks.fork import (
     _intent_path,
-    _maker_lock,
     _make_durable,
+    _maker_lock,
     _remove_folder,
     forks_lock,
     staging_path,
