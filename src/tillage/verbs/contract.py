@@ -344,6 +344,10 @@ class Contract(Generic[Req, Res]):
     # (verbs/oplog_record.py); False for a verb that records its own (`till undo`) or changes
     # nothing a person would undo (a server's session, a remote's check).
     records_operation: bool = True
+    # What a crash interrupted of this verb, finished by the next command of any kind (ctx:
+    # the resolved workspace); the invoker calls it when the store's intents hold one of the
+    # verb's (invoke.PENDING_INTENTS). Found through the registry: the invoker imports no verb.
+    finish_pending: Callable[[Any], None] | None = None
 
     def tool_name(self) -> str | None:
         """The tool this verb is offered as, or None when it is not one (see ToolSpec)."""

@@ -75,9 +75,14 @@ def resolve_context(verb: Verb[Any, Any], settings: Settings, store: Any = None)
     return ctx
 
 
+# Verbs whose interrupted work the next command finishes (Contract.finish_pending), by the
+# prefix of their intents' names: loaded through the registry only when one is there.
+PENDING_INTENTS = {"undo-": "undo"}
+
+
 def finish_undos(ctx: Context) -> None:
     """An undo a crash interrupted is finished by the next command of any kind (as a killed
-    fork is): one listing of the store's intents, the undo verbs loaded only when one of them
+    fork is): one listing of the store's intents, the undo verb loaded only when one of them
     is an undo's (verbs/oplog.py)."""
     import os
 
@@ -88,10 +93,13 @@ def finish_undos(ctx: Context) -> None:
         names = os.listdir(store.intents_dir)
     except FileNotFoundError:
         return
-    if any(n.startswith("undo-") for n in names):
-        from tillage.verbs.oplog import finish_undos as finish
+    for prefix, command in PENDING_INTENTS.items():
+        if any(n.startswith(prefix) for n in names):
+            from tillage.verbs.registry import verb_for_command
 
-        finish(ctx)
+            verb = verb_for_command(command)
+            if verb is not None and verb.contract.finish_pending is not None:
+                verb.contract.finish_pending(ctx)
 
 
 def finish_forks(store: Any) -> None:
@@ -300,9 +308,10 @@ def _invoke(
         from tillage.verbs import oplog_record
 
         if ctx.workspace is not None:
-            oplog_record.record(ctx, contract, request, result, before)
+            ws = ctx.workspace
+            oplog_record.record(ws.store, ws.id, settings.agent, contract, request, result, before)
         elif contract.scope is Scope.NONE:
-            oplog_record.record_storewide(settings, contract, request, result)
+            oplog_record.record_storewide(settings.home, settings.agent, contract, request, result)
     if ctx.workspace is not None and contract.effect is not Effect.READ:
         from tillage.features.after_write import after_write
 

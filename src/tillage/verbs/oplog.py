@@ -469,6 +469,7 @@ VERBS = (
             preview=_as_preview,
             confirmed=_as_confirmed,
             records_operation=False,  # it records its own, with the inverse of what it did
+            finish_pending=finish_undos,
             doc="Undo an operation of `till op log`: a rewind, merge, session revert or pull "
             "goes back to the seal it made first, a pin unpins, a claim is released, a forget "
             "attaches again, a fork is removed, a fork-rm restores the fork. An undo is an "

@@ -15,22 +15,14 @@ import json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from tillage.store.store import Store
     from tillage.verbs.contract import Contract
-    from tillage.verbs.invoke import Context
 
 ARG_LIMIT = 200  # characters of one argument kept in the log line; the digest covers all
 SECRET_WORDS = ("key", "secret", "token", "password", "passphrase")
-
-
-def recorded(contract: Contract[Any, Any]) -> bool:
-    """Tells whether a success of this verb is an operation: it changes the folder or the
-    store's facts (its effect is not `read`) and it does not record itself (`till undo`)."""
-    from tillage.verbs.contract import Effect
-
-    return contract.effect is not Effect.READ and contract.records_operation
 
 
 def head_of(store: Store, workspace_id: str) -> str | None:
@@ -114,9 +106,16 @@ def body(
 
 
 def record(
-    ctx: Context, contract: Contract[Any, Any], request: Any, result: Any, before: str | None
+    store: Store,
+    workspace_id: str,
+    agent: str | None,
+    contract: Contract[Any, Any],
+    request: Any,
+    result: Any,
+    before: str | None,
 ) -> None:
-    """Publishes the operation a verb's success is (see the module docstring)."""
+    """Publishes the operation a verb's success in `workspace_id` is (see the module
+    docstring); `before`: the workspace's head before the verb ran."""
     from tillage.store.oplog import KIND
 
     if not dataclasses.is_dataclass(result):
@@ -124,24 +123,23 @@ def record(
     plan = plan_of(request, result)
     if plan is None:
         return
-    ws = ctx.workspace
-    ws.store.publish(
+    store.publish(
         KIND,
         body(
             op_id=new_id(),
-            workspace_id=ws.id,
+            workspace_id=workspace_id,
             contract=contract,
             request=request,
             before=before,
-            after=head_of(ws.store, ws.id),
-            agent=ctx.settings.agent,
+            after=head_of(store, workspace_id),
+            agent=agent,
             plan=plan,
         ),
     )
 
 
 def record_storewide(
-    settings: Any, contract: Contract[Any, Any], request: Any, result: Any
+    home: Path, agent: str | None, contract: Contract[Any, Any], request: Any, result: Any
 ) -> None:
     """Publishes the operation of a verb with no workspace (a gc, a policy change): it is in
     every workspace's log, since it acted on the store they share. Nothing when no store
@@ -149,12 +147,12 @@ def record_storewide(
     from tillage.store.oplog import KIND
     from tillage.store.store import Store
 
-    if not dataclasses.is_dataclass(result) or not Store.exists(settings.home):
+    if not dataclasses.is_dataclass(result) or not Store.exists(home):
         return
     plan = plan_of(request, result)
     if plan is None:
         return
-    with Store.open(settings.home) as store:
+    with Store.open(home) as store:
         if store.read_only:
             return
         store.publish(
@@ -166,7 +164,7 @@ def record_storewide(
                 request=request,
                 before=None,
                 after=None,
-                agent=settings.agent,
+                agent=agent,
                 plan=plan,
             ),
         )
