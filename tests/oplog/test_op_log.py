@@ -71,7 +71,12 @@ def test_a_gc_is_recorded_and_its_undo_is_refused_changing_nothing(
 ) -> None:
     (folder / "a.txt").write_text("a\n")
     attached(till, folder)
-    till.json("gc", "--yes")
+    other = folder.parent / "other"
+    other.mkdir()
+    (other / "data.bin").write_bytes(b"bytes a gc reclaims once purged\n" * 4096)
+    attached(till, other)
+    till.json("forget", "--purge", "--yes", cwd=other)
+    assert till.json("gc", "--yes")["objects_removed"] > 0
     op = newest_op(till)
     assert op["verb"] == "store.gc" and op["undoable"] is False
     state, store_facts, count = manifest(folder), facts(till), len(ops(till))
@@ -187,3 +192,19 @@ def test_the_op_log_page_shows_short_ids_and_what_undoing_each_does(
     assert op["short"] in page.stdout and op["id"] not in page.stdout
     assert f"undo: unpin snapshot {head[:12]}" in page.stdout
     assert f"till undo {op['short']} --dry-run" in page.stdout
+
+
+def test_the_op_log_and_undo_pages_render_in_colour_and_without(till: Till, folder: Path) -> None:
+    (folder / "a.txt").write_text("one\n")
+    first = attached(till, folder)
+    (folder / "a.txt").write_text("two\n")
+    till.json("rewind", first, "--yes")
+    op = newest_op(till)
+    for argv in (("op", "log"), ("undo", op["short"], "--dry-run")):
+        painted = till("--color", "always", *argv)
+        plain = till("--color", "never", *argv)
+        assert painted.code == plain.code == 0, (painted.stderr, plain.stderr)
+        assert "\x1b[" in painted.stdout and "\x1b[" not in plain.stdout
+        assert "\\x1b" not in painted.stdout  # painted once, never escaped after
+        assert op["short"] in plain.stdout
+    assert "a.txt" in till("undo", op["short"], "--dry-run").stdout

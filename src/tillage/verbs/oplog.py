@@ -279,6 +279,7 @@ def _undo_once(ctx: Context, row: OperationRow, plan: dict[str, Any]) -> tuple[s
     own operation is recorded."""
     import json
 
+    from tillage.errors import TillageError
     from tillage.platform import failpoints
     from tillage.platform.fs import atomic_write
     from tillage.platform.locks import file_lock
@@ -300,7 +301,13 @@ def _undo_once(ctx: Context, row: OperationRow, plan: dict[str, Any]) -> tuple[s
     with file_lock(_lock(store, op_id), timeout=0, what="this undo"):
         atomic_write(intent, json.dumps(doc).encode())
         failpoints.hit("undo.after_intent")
-        done = _finish(ctx, doc)
+        try:
+            done = _finish(ctx, doc)
+        except TillageError:
+            # Refused (its target gone, the folder busy): the state stands as it was, and
+            # the next command has nothing to finish. (A landing it began is the journal's.)
+            intent.unlink(missing_ok=True)
+            raise
     return op_id, done
 
 
