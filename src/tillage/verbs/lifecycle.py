@@ -45,7 +45,7 @@ class GcResult:
         """A gc deleted bytes for good: its operation is recorded, and cannot be undone. One
         that found nothing to do changed nothing: no operation."""
         done = (self.snapshots_removed, self.snapshots_thinned, self.objects_removed)
-        if self.dry_run or not any(done) and not self.packs_rewritten:
+        if self.dry_run or (not any(done) and not self.packs_rewritten):
             return None
         return {"kind": "none", "why": "a gc deletes what it removed for good"}
 
