@@ -107,7 +107,7 @@ def test_unknown_malformed_and_ambiguous_operation_ids_are_refused(
     with Store.open(till.home) as store:
         ws = store.workspace_by_root(str(folder.resolve()))
         assert ws is not None
-        for op_id in ("abcd" + "0" * 28, "abcd" + "1" * 28):
+        for op_id in ("abcdef" + "0" * 26, "abcdef" + "1" * 26):
             store.publish(
                 "operation",
                 {"id": op_id, "workspace": ws.id, "verb": "timeline.pin", "undo": None},
@@ -116,7 +116,8 @@ def test_unknown_malformed_and_ambiguous_operation_ids_are_refused(
     for ref, name, code in (
         ("ffffffffff", "operation.not_found", -32061),
         ("xyz", "operation.not_found", -32061),
-        ("abcd", "operation.ambiguous", -32063),
+        ("abcd", "operation.not_found", -32061),  # shorter than 6
+        ("abcdef", "operation.ambiguous", -32063),
     ):
         run = till("--json", "undo", ref, "--yes")
         assert run.code == 1, run.stdout

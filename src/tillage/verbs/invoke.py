@@ -305,19 +305,33 @@ def _invoke(
         before = head_of(ctx.workspace.store, ctx.workspace.id)
     result = verb.handler(ctx, request)
     if recording:
-        from tillage.verbs import oplog_record
-
-        if ctx.workspace is not None:
-            ws = ctx.workspace
-            oplog_record.record(ws.store, ws.id, settings.agent, contract, request, result, before)
-        elif contract.scope is Scope.NONE:
-            oplog_record.record_storewide(settings.home, settings.agent, contract, request, result)
+        _record_operation(ctx, contract, request, result, before)
     if ctx.workspace is not None and contract.effect is not Effect.READ:
         from tillage.features.after_write import after_write
 
         event = _event(contract.event, request, result)
         after_write(ctx.workspace.store, ctx.workspace.id, event=event)
     return result
+
+
+def _record_operation(
+    ctx: Context, contract: Any, request: Any, result: Any, before: str | None
+) -> None:
+    """The verb's operation in the operation log (verbs/oplog_record.py). The verb's change
+    stands whatever happens here: a record the store cannot take (a full disk) is lost, and
+    the verb is not reported as failed for it."""
+    import contextlib
+
+    from tillage.errors import TillageError
+    from tillage.verbs import oplog_record
+
+    settings = ctx.settings
+    with contextlib.suppress(TillageError, OSError):
+        if ctx.workspace is not None:
+            ws = ctx.workspace
+            oplog_record.record(ws.store, ws.id, settings.agent, contract, request, result, before)
+        elif contract.scope is Scope.NONE:
+            oplog_record.record_storewide(settings.home, settings.agent, contract, request, result)
 
 
 def _event(kind: str | None, request: Any, result: Any) -> tuple[str, Any] | None:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 UNDO_VERB = "operation.undo"
 INTENT_PREFIX = "undo-"
-MIN_PREFIX = 4
+MIN_PREFIX = 6  # as for snapshot IDs (CONTRACT)
 
 
 @dataclass(frozen=True)
