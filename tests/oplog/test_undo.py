@@ -4,6 +4,7 @@ operation too, so undoing it does the first again."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,11 @@ def test_a_rewind_undone_puts_the_folder_back_byte_for_byte_and_an_undo_of_that_
 
     done = undo(till, op)
     assert manifest(folder) == before
+    # Followers of `till events` are told the folder was put back.
+    lines = till("--json", "events").stdout.splitlines()
+    told = [e for e in map(json.loads, lines) if e["kind"] == "rewound"][-1]
+    assert told["detail"]["snapshot"] == done["restored"] == op["undo"]["to"]
+    assert told["detail"]["operation"] == done["undo_operation"]
     assert facts(till)["pins"] == before_facts["pins"]
     assert newest_op(till)["undoes"] == op["id"]
 

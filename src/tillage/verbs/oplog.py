@@ -179,8 +179,26 @@ class UndoResult:
     # What the undo does, in words, and the paths it changes (a rewind's; others change none).
     description: str
     changes: tuple[ChangeInfo, ...]
+    # An undo that puts the folder back (a rewind's, a merge's, a pull's...): the snapshot it
+    # goes back to, and the seal of the present it made first; null for the other kinds.
+    restored: str | None
+    sealed_first: str | None
     # The exact command to run next: apply a preview, or undo this undo.
     next: str
+
+    def event_detail(self, _req: UndoRequest) -> dict[str, Any] | None:
+        """The `rewound` event of an undo that put the folder back (`till events`)."""
+        if not self.applied or self.restored is None:
+            return None
+        paths = (self.operation.undo or {}).get("paths")
+        return {
+            "snapshot": self.restored,
+            "short": self.restored[:12],
+            "paths": paths,
+            "undo": self.sealed_first,
+            "changes": len(self.changes),
+            "operation": self.undo_operation,
+        }
 
 
 def find(store: Store, workspace_id: str, ref: str | None) -> OperationRow:
@@ -253,6 +271,8 @@ def undo(ctx: Context, req: UndoRequest) -> UndoResult:
             undo_operation=None,
             description=done.summary,
             changes=done.changes,
+            restored=done.restored,
+            sealed_first=None,
             next=f"till undo {row.id[:12]} --yes",
         )
     op_id, done = _undo_once(ctx, row, plan)
@@ -262,6 +282,8 @@ def undo(ctx: Context, req: UndoRequest) -> UndoResult:
         undo_operation=op_id,
         description=done.summary,
         changes=done.changes,
+        restored=done.restored,
+        sealed_first=done.sealed,
         next=f"till undo {op_id[:12]} --yes",
     )
 
@@ -471,6 +493,7 @@ VERBS = (
                 NotAttachedError,
                 BusyError,
             ),
+            event="rewound",
             validate=_validate,
             needs_confirmation=_needs_yes,
             preview=_as_preview,

@@ -44,6 +44,9 @@ class Done:
     inverse: dict[str, Any] | None
     summary: str
     changes: tuple[ChangeInfo, ...] = field(default=())
+    # A rewinding kind's: the snapshot the folder was put back to, and the seal made first.
+    restored: str | None = None
+    sealed: str | None = None
 
 
 def describe(plan: dict[str, Any], store: Any = None) -> str:
@@ -90,10 +93,10 @@ def _rewind(ctx: Context, plan: dict[str, Any], dry_run: bool, sealed: str | Non
     done = rewind(ctx, RewindRequest(id=plan["to"], paths=paths, dry_run=dry_run, yes=True))
     summary = describe(plan)
     if dry_run:
-        return Done(None, summary, done.changes)
+        return Done(None, summary, done.changes, restored=plan["to"])
     back = sealed or done.undo
     inverse = {"kind": "rewind", "to": back, "paths": plan.get("paths")}
-    return Done(inverse, summary, done.changes)
+    return Done(inverse, summary, done.changes, restored=plan["to"], sealed=back)
 
 
 def _pin(ctx: Context, plan: dict[str, Any], dry_run: bool, _sealed: str | None) -> Done:
