@@ -17,6 +17,13 @@ measures, alternating which side of each pair goes first (so drift hits both sid
    handshake included); the server's resident memory (VmRSS, VmHWM from /proc) after the calls,
    beside the watcher daemon's.
 4. `python -c pass`, in the same rounds as the CLI calls: the floor of any Python process.
+5. `initialize`: spawn `till mcp` and write one raw `initialize` request; the time until its
+   answer is read (what a harness waits before it may list tools), median of --initialize cold
+   starts, against `python -c pass` (issue 23: at most 1 s on the 2-core machine).
+6. Hook latency (bench/hook_latency.py): Claude Code's hooks as `till hook install` writes them,
+   run as Claude Code runs them (its JSON payloads on stdin), per event, with the watcher
+   running, without it, and with it stopped by SIGSTOP (--hook-rounds sessions each;
+   --hooks-only measures this part alone).
 
 Figures are medians over --repeat runs (of per-run medians); ratios are ratios of medians. The
 Markdown table (stdout) says PASS or MISS per target. See bench/README.md ("The agent door").
@@ -46,6 +53,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 # Sibling modules: `python bench/agents.py` puts bench/ first on sys.path.
+import hook_latency
 import workload
 from measure import BenchError, Proc, durable_sync, machine_facts, run_measured, tail
 from runners import Tillage
@@ -63,6 +71,7 @@ ROUND_TRIP_TARGET = 0.1  # workspace_snapshots round trip / `till --json timelin
 SNAP_WATCHED_TARGET = 0.5  # workspace_snap / `till --json snap`, watcher running
 SNAP_ALONE_TARGET = 1.0  # workspace_snap / `till --json snap`, no watcher: never slower
 COLD_START_TARGET_S = 1.0  # spawn `till mcp` to the first tools/list answer
+INITIALIZE_TARGET_S = 1.0  # spawn `till mcp` to its `initialize` answer (issue 23)
 
 MODES = ("watch", "alone")  # the watcher running, or no watcher
 MODE_LABEL = {"watch": "watcher running", "alone": "no watcher"}
@@ -301,6 +310,82 @@ async def cold_part(bench: Bench, runs: int, flip: bool) -> dict[str, float]:
     return {key: statistics.median(values) for key, values in samples.items()}
 
 
+# -- initialize ---------------------------------------------------------------------------------
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "tillage-bench", "version": "0"},
+    },
+}
+
+
+def initialize_once(bench: Bench) -> float:
+    """Seconds from spawning `till mcp` to reading its `initialize` answer (a raw request, so
+    no client library's own start is counted); the server is closed after, untimed."""
+    import subprocess
+
+    request = json.dumps(INITIALIZE).encode() + b"\n"
+    started = time.perf_counter()
+    with subprocess.Popen(
+        [*Tillage.command, "--repo", str(bench.ws), "mcp"],
+        cwd=bench.ws,
+        env=bench.env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(request)
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+        seconds = time.perf_counter() - started
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    answer = json.loads(line) if line else {}
+    if answer.get("id") != 1 or "result" not in answer:
+        raise BenchError(f"`till mcp` answered initialize with {line[:300]!r}")
+    return seconds
+
+
+def initialize_part(bench: Bench, runs: int) -> dict[str, Any]:
+    """`runs` pairs of (spawn to the `initialize` answer, `python -c pass`), alternating."""
+    samples: dict[str, list[float]] = {"initialize": [], "bare": []}
+    for n in range(runs):
+        for side in ("initialize", "bare") if n % 2 == 0 else ("bare", "initialize"):
+            samples[side].append(initialize_once(bench) if side == "initialize" else bare_python())
+    return {
+        "samples": samples,
+        "initialize": statistics.median(samples["initialize"]),
+        "bare": statistics.median(samples["bare"]),
+    }
+
+
+def initialize_rows(measured: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `initialize` row of the table (table_rows' shape)."""
+    value, bare = measured["initialize"], measured["bare"]
+    worst = max(measured["samples"]["initialize"])
+    return [
+        {
+            "measure": "`till mcp` spawn to its `initialize` answer (ms)",
+            "value": value,
+            "unit": "ms",
+            "baseline": "`python -c pass`",
+            "baseline_value": bare,
+            "ratio": value / bare if bare else None,
+            "target": INITIALIZE_TARGET_S * 1000,
+            "target_kind": "value",
+            "verdict": "PASS" if value <= INITIALIZE_TARGET_S else "MISS",
+            "note": f"median of {len(measured['samples']['initialize'])} cold starts, "
+            f"worst {worst * 1000:.0f} ms",
+        }
+    ]
+
+
 # -- the run ------------------------------------------------------------------------------------
 
 
@@ -379,10 +464,25 @@ def benchmark(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, An
     load_before = os.getloadavg()[0]
     bench, stats = prepare(args, workdir, log)
     try:
-        measured = anyio.run(measure_all, args, bench, log)
+        if args.hooks_only:
+            measured: dict[str, Any] = {"runs": [], "memory": {}}
+            initialize: dict[str, Any] | None = None
+        else:
+            measured = anyio.run(measure_all, args, bench, log)
+            initialize = initialize_part(bench, args.initialize)
+            log(
+                f"initialize: {initialize['initialize'] * 1000:.0f} ms "
+                f"(python -c pass {initialize['bare'] * 1000:.1f} ms)"
+            )
+        hooks = hook_latency.measure(bench, args.hook_rounds, log) if args.hook_rounds else None
     finally:
         with contextlib.suppress(BenchError):
             bench.stop_watcher()
+    rows = [] if args.hooks_only else table_rows(measured["runs"], measured["memory"])
+    if initialize is not None:
+        rows += initialize_rows(initialize)
+    if hooks is not None:
+        rows += hook_latency.rows(hooks)
     return {
         "command": "python bench/agents.py " + shlex.join(sys.argv[1:]),
         "machine": machine_facts(workdir, load_before),
@@ -393,11 +493,14 @@ def benchmark(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, An
             "scale": args.scale,
         },
         "repeat": args.repeat,
+        "hooks_only": args.hooks_only,
         "calls": args.calls,
         "snaps": args.snaps,
         "cold": args.cold,
         **measured,
-        "rows": table_rows(measured["runs"], measured["memory"]),
+        "initialize": initialize,
+        "hooks": hooks,
+        "rows": rows,
     }
 
 
@@ -430,7 +533,8 @@ def table_rows(runs: list[dict[str, Any]], memory: dict[str, Any]) -> list[dict[
         note: str = "",
     ) -> None:
         ratio = value / baseline_value if baseline_value else None
-        checked = ratio if target_kind == "ratio" else value
+        # A value target is in the unit shown (ms), the value in seconds.
+        checked = ratio if target_kind == "ratio" else value * (1000 if unit == "ms" else 1)
         verdict = (
             ""
             if target is None
@@ -539,16 +643,24 @@ def _num(value: float, unit: str) -> str:
 def report(results: dict[str, Any]) -> str:
     """The human report: facts, then the Markdown table."""
     machine, stats = results["machine"], results["workload"]
+    measured = (
+        "the hooks only"
+        if results.get("hooks_only")
+        else f"medians of {results['repeat']} repeats of {results['calls']} round trips, "
+        f"{results['snaps']} snaps and {results['cold']} cold starts a side"
+    )
     out = [
         f"Command: `{results['command']}`",
         f"Machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['memory']}, "
         f"{machine['python']}, {machine['platform']}, scratch dir on {machine['workdir_fs']}, "
         f"load {machine['load_before']:.2f} at start",
         f"Workload: {stats['files']} files, {stats['bytes'] / MIB:.1f} MiB "
-        f"(seed {stats['seed']}, scale {stats['scale']}); medians of {results['repeat']} "
-        f"repeats of {results['calls']} round trips, {results['snaps']} snaps and "
-        f"{results['cold']} cold starts a side",
+        f"(seed {stats['seed']}, scale {stats['scale']}); {measured}",
     ]
+    if results.get("hooks"):
+        hooks = results["hooks"]
+        shown = "; ".join(f"{e}: `{c}`" for e, c in hooks["commands"].items())
+        out.append(f"Hooks: {hooks['rounds']} sessions a mode, each run as installed: {shown}")
     if stats["scale"] != 1.0:
         out.append("NOTE: scale != 1.0 — a smoke run, not comparable with the targets.")
     if machine["load_before"] > BUSY_LOAD:
@@ -566,6 +678,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=50, help="round trips a side per repeat")
     parser.add_argument("--snaps", type=int, default=10, help="snaps a side per repeat and mode")
     parser.add_argument("--cold", type=int, default=5, help="cold starts per repeat")
+    parser.add_argument(
+        "--initialize", type=int, default=10, help="cold starts timed to `initialize`"
+    )
+    parser.add_argument(
+        "--hook-rounds", type=int, default=20, help="hook sessions per mode (0: no hook part)"
+    )
+    parser.add_argument("--hooks-only", action="store_true", help="measure the hooks alone")
     parser.add_argument("--till", help="command that runs till (default: python -m tillage)")
     parser.add_argument("--seed", type=int, default=0, help="workload seed")
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the workload (smoke runs)")
@@ -576,8 +695,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="write the full results as JSON here")
     parser.add_argument("--fail-on-target", action="store_true", help="exit 3 on a MISS")
     args = parser.parse_args(argv)
-    if min(args.repeat, args.calls, args.snaps, args.cold) < 1:
-        parser.error("--repeat, --calls, --snaps and --cold must be >= 1")
+    if min(args.repeat, args.calls, args.snaps, args.cold, args.initialize) < 1:
+        parser.error("--repeat, --calls, --snaps, --cold and --initialize must be >= 1")
+    if args.hook_rounds < 0 or (args.hooks_only and args.hook_rounds < 1):
+        parser.error("--hook-rounds must be >= 0 (>= 1 with --hooks-only)")
     return args
 
 

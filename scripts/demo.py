@@ -206,7 +206,7 @@ def agent_over_mcp(root: Path, secret: bytes) -> bool:
             took = (time.perf_counter() - started) * 1000
             point = listed.structured_content["snapshots"][0]  # type: ignore[index]
             print(
-                f"   workspace_snapshots (trigger hook) -> {point['short']} "
+                f"   workspace_snapshots (trigger hook) -> {point['id'][:12]}... "
                 f"{point['label']!r} in {took:.1f} ms"
             )
             args = {"snapshot": point["id"], "paths": [".env"]}

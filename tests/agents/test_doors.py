@@ -7,14 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
 
 import tillage.agent
+from tests.agents.mcp_process import mcp_client
 from tests.conftest import Till
 from tillage import api
 from tillage.errors import TillageError
-from tillage.hosts.mcp.server import build_server
-from tillage.verbs.invoke import Settings
 from tillage.verbs.tool_defs import ToolDef, tool_def, tool_defs
 from tillage.verbs.tool_speech import speak
 
@@ -68,52 +66,45 @@ async def test_every_tool_answers_not_attached_alike_on_every_door(
     seam_tools = {t.name: t for t in tillage.agent.tools(attached, home=till.home)}
     assert set(seam_tools) == {d.name for d in tool_defs()}
     till.json("forget")
-    settings = Settings(home=till.home, folder=attached, user_home=till.user_home)
-    server, belt = build_server(settings)
     expected = {"code": -32060, "name": "workspace.not_attached"}
-    try:
-        async with Client(server) as client:
-            assert (await client.list_tools()).tools == [], "absent, not broken"
-            for d in tool_defs():
-                run = till("--json", *cli_words(d))
-                assert run.code == 1, (d.name, run.stdout, run.stderr)
-                cli_error = run.error
+    async with mcp_client(till, attached) as client:
+        assert (await client.list_tools()).tools == [], "absent, not broken"
+        for d in tool_defs():
+            run = till("--json", *cli_words(d))
+            assert run.code == 1, (d.name, run.stdout, run.stderr)
+            cli_error = run.error
 
-                mcp_result = await client.call_tool(d.name, tool_args(d))
-                assert mcp_result.is_error, d.name
-                mcp_error = mcp_result.structured_content["error"]  # type: ignore[index]
+            mcp_result = await client.call_tool(d.name, tool_args(d))
+            assert mcp_result.is_error, d.name
+            mcp_error = mcp_result.structured_content["error"]  # type: ignore[index]
 
-                seam_result = seam_tools[d.name].call(tool_args(d))
-                assert seam_result.is_error, d.name
-                seam_error = seam_result.document["error"]
+            seam_result = seam_tools[d.name].call(tool_args(d))
+            assert seam_result.is_error, d.name
+            seam_error = seam_result.document["error"]
 
-                with pytest.raises(TillageError) as raised:
-                    api.call(
-                        d.verb.contract.name,
-                        home=till.home,
-                        folder=attached,
-                        **api_params(d),
-                    )
-                api_error = raised.value.envelope()
+            with pytest.raises(TillageError) as raised:
+                api.call(
+                    d.verb.contract.name,
+                    home=till.home,
+                    folder=attached,
+                    **api_params(d),
+                )
+            api_error = raised.value.envelope()
 
-                for error in (cli_error, mcp_error, seam_error, api_error):
-                    assert {k: error[k] for k in expected} == expected, (d.name, error)
-                # The harness gets the envelope every door has; the model reads the same
-                # error with its next step said for it (a person attaches the folder).
-                assert seam_error == api_error == cli_error, (d.name, seam_error, cli_error)
-                assert seam_result.structured == mcp_result.structured_content
-                assert mcp_error["message"] == cli_error["message"]
-                assert mcp_error["next"] == speak(cli_error["next"]), mcp_error
-                assert "have a person run `till watch`" in mcp_error["next"]
-    finally:
-        belt.close()
+            for error in (cli_error, mcp_error, seam_error, api_error):
+                assert {k: error[k] for k in expected} == expected, (d.name, error)
+            # The harness gets the envelope every door has; the model reads the same
+            # error with its next step said for it (a person attaches the folder).
+            assert seam_error == api_error == cli_error, (d.name, seam_error, cli_error)
+            assert seam_result.structured == mcp_result.structured_content
+            assert mcp_error["message"] == cli_error["message"]
+            assert mcp_error["next"] == speak(cli_error["next"]), mcp_error
+            assert "have a person run `till watch`" in mcp_error["next"]
 
 
 async def test_an_unknown_snapshot_is_the_same_error_on_every_door(
     till: Till, attached: Path
 ) -> None:
-    settings = Settings(home=till.home, folder=attached, user_home=till.user_home)
-    server, belt = build_server(settings)
     seam = {t.name: t for t in tillage.agent.tools(attached, home=till.home)}
     cases = [
         ("workspace_restore", {"snapshot": "abcdef"}, ["rewind", "abcdef", "--dry-run"]),
@@ -121,15 +112,12 @@ async def test_an_unknown_snapshot_is_the_same_error_on_every_door(
         ("workspace_diff", {"target": "abcdef"}, ["diff", "abcdef"]),
         ("workspace_pin", {"id": "abcdef"}, ["pin", "abcdef"]),
     ]
-    try:
-        async with Client(server) as client:
-            for name, args, words in cases:
-                cli = till("--json", *words).error
-                mcp = (await client.call_tool(name, args)).structured_content["error"]  # type: ignore[index]
-                lib = seam[name].call(args).document["error"]
-                assert cli == lib, (name, cli, lib)
-                assert {**mcp, "next": cli["next"]} == cli, (name, cli, mcp)
-                assert mcp["next"] == speak(cli["next"], tool_def(name)), mcp
-                assert cli["code"] == -32061
-    finally:
-        belt.close()
+    async with mcp_client(till, attached) as client:
+        for name, args, words in cases:
+            cli = till("--json", *words).error
+            mcp = (await client.call_tool(name, args)).structured_content["error"]  # type: ignore[index]
+            lib = seam[name].call(args).document["error"]
+            assert cli == lib, (name, cli, lib)
+            assert {**mcp, "next": cli["next"]} == cli, (name, cli, mcp)
+            assert mcp["next"] == speak(cli["next"], tool_def(name)), mcp
+            assert cli["code"] == -32061

@@ -1,10 +1,10 @@
-"""`till mcp`: the tools over MCP, in-process and as a real stdio subprocess (the SDK's client),
-as a harness launches it."""
+"""`till mcp`: the tools over MCP, as a real stdio subprocess driven by the official Python SDK's
+client, as a harness launches it. Signals, cancel and list changes: test_mcp_lifecycle.py; the
+TypeScript SDK's client: test_mcp_typescript.py."""
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,41 +12,22 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
+from tests.agents.mcp_process import mcp_client, text
 from tests.conftest import Till
 from tests.helpers import manifest
-from tillage.hosts.mcp.server import build_server
-from tillage.verbs.invoke import Settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]  # a real `till mcp` process
 
 
 @asynccontextmanager
 async def in_process(till: Till, folder: Path) -> AsyncIterator[Client]:
-    settings = Settings(home=till.home, folder=folder, user_home=till.user_home)
-    server, belt = build_server(settings)
-    try:
-        async with Client(server) as client:
-            yield client
-    finally:
-        belt.close()
-
-
-@asynccontextmanager
-async def subprocess_(till: Till, folder: Path) -> AsyncIterator[Client]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "tillage", "--repo", str(folder), "mcp"],
-        env=till.env(),
-        cwd=str(folder),
-    )
-    async with Client(params) as client:
+    """The server as a harness runs it (the server has no in-process form: it is a process)."""
+    async with mcp_client(till, folder) as client:
         yield client
 
 
-def text(result: Any) -> str:
-    return "\n".join(c.text for c in result.content)
+subprocess_ = in_process
 
 
 async def test_a_real_subprocess_serves_the_tools_a_harness_expects(

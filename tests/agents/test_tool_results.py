@@ -237,6 +237,7 @@ def test_a_big_file_is_read_as_text_never_as_base64(answered: Scene) -> None:
     assert text_file.structured is not None
     assert text_file.structured["content"].startswith("line of a big text file\n")
     assert text_file.structured["content_left_out_bytes"] > 200_000
+    assert text_file.structured["truncated"] is True, "a cut content says it is cut"
     assert "left out" in text_file.text
     binary = next(r for a, r in cats if a["path"] == "big.bin")
     assert binary.structured is not None and binary.structured["binary"] is True

@@ -564,6 +564,46 @@ def test_a_hook_through_the_watcher_reads_the_harness_payload_and_never_exits_2(
     assert bad.returncode == 1 and json.loads(bad.stdout)["error"]["name"] == "usage"
 
 
+def _imported(stderr: bytes) -> set[str]:
+    """The modules `python -X importtime` says were imported."""
+    return {
+        line.rsplit(b"|", 1)[1].strip().decode()
+        for line in stderr.splitlines()
+        if line.startswith(b"import time:") and b"|" in line
+    }
+
+
+@needs_watcher
+@needs_hook
+def test_a_hook_through_the_watcher_imports_only_the_doors_few_modules(
+    till: Till, watched: dict[str, Any], folder: Path
+) -> None:
+    """A hook runs after every tool call of an agent: its process imports what the door needs
+    and nothing with a start-up cost of its own (dataclasses and typing cost more than the
+    whole round trip to the watcher)."""
+    payload = {"session_id": "s-1", "hook_event_name": "Stop", "stop_hook_active": False}
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", str(SCRIPT), "hook", "turn-end"],
+        cwd=folder,
+        env=_env(till),
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert run.returncode == 0 and took_socket(run), run.stderr[-2000:]
+    imported = _imported(run.stderr)
+    assert "tillage.hosts.cli.fast" in imported
+    assert not imported & {"dataclasses", "typing", "json", "socket", "inspect", "re"}, imported
+
+
+def test_the_door_keeps_every_secret_variable_from_the_watcher() -> None:
+    from tillage.platform.launch import SECRET_VARIABLES, is_secret
+
+    names = [*SECRET_VARIABLES, "TILLAGE_RECOVERY_KEY_OTHER", "TILLAGE_HOME", "TILLAGE_AGENT"]
+    sent = fast.forwarded_env(dict.fromkeys(names, "x"))
+    assert set(sent) == {n for n in names if not is_secret(n)} == {"TILLAGE_HOME", "TILLAGE_AGENT"}
+
+
 def test_run_served_refuses_a_caller_in_another_time_zone(till: Till) -> None:
     # Local times are process-wide (TZ): the watcher cannot print another zone's, so it
     # answers an error and the console script runs the command itself.

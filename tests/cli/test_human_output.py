@@ -273,3 +273,60 @@ def test_a_slow_rewind_shows_its_stages_on_a_terminal(till: Till, folder: Path) 
     assert "ETA " in shown
     assert shown.endswith("\n")
     assert (folder / "f000.txt").exists()
+
+
+def test_forks_and_a_session_log_render_in_colour(till: Till, folder: Path) -> None:
+    attach(till, folder)
+    till.json("fork", "one")
+    till.json("session", "start", "s1", "-m", "task")
+    (folder / "b.txt").write_text("changed")
+    till.json("session", "record", "s1", "-m", "step")
+    for args in (("forks",), ("session", "log", "s1")):
+        shown = till("--color", "always", *args)
+        assert shown.code == 0 and shown.stderr == "", (args, shown.stderr)
+        assert ANSI in shown.stdout and "\\x1b" not in shown.stdout
+        plain = till("--color", "never", *args)
+        assert plain.stdout == re.sub(r"\x1b\[[0-9;]*m", "", shown.stdout)
+
+
+def test_events_in_colour_are_painted_not_shown_as_escapes(till: Till, folder: Path) -> None:
+    attach(till, folder)
+    till.json("snap", "-m", "a label\x1b[2J")  # an escape in a label is shown, not obeyed
+    shown = till("--color", "always", "events").stdout
+    assert "\x1b[33m" in shown  # the snapshot's short ID, painted
+    assert "\\x1b[33m" not in shown and "\\x1b[0m" not in shown
+    assert "a label\\x1b[2J" in shown and "\x1b[2J" not in shown
+
+
+@pytest.mark.process
+def test_a_seal_at_a_terminal_counts_toward_the_last_seals_files_with_an_eta(
+    till: Till, folder: Path
+) -> None:
+    make_files(folder, 40)
+    attach(till, folder)  # 42 files
+    (folder / "f000.txt").write_text("changed")
+    shown = on_a_terminal(till, [sys.executable, "-c", SLOW, "snap"])
+    assert "/42 files" in shown and "ETA " in shown
+    final = shown.rstrip("\r\n").rsplit("\r", 1)[-1]
+    assert final.startswith("sealing  42/42 files  ") and "ETA" not in final
+
+
+@pytest.mark.process
+def test_a_tiny_stage_late_in_a_long_command_draws_nothing(till: Till, folder: Path) -> None:
+    make_files(folder, 40)
+    first = attach(till, folder)
+    (folder / "f000.txt").write_text("changed")
+    shown = on_a_terminal(till, [sys.executable, "-c", SLOW, "rewind", first, "--yes"])
+    assert "staging" not in shown and "applying" not in shown  # one file: half a second each
+    assert "\rsealing  " in shown  # the long walk before the rewind is shown
+
+
+@pytest.mark.process
+def test_forks_on_a_colour_terminal_is_a_page_not_an_internal_error(
+    till: Till, folder: Path
+) -> None:
+    attach(till, folder)
+    till.json("fork", "one")
+    shown = on_a_terminal(till, [sys.executable, "-m", "tillage", "forks"], stdout=True)
+    assert "internal error" not in shown
+    assert ANSI in shown and "one" in shown and "till merge one" in shown

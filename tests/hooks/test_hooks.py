@@ -9,7 +9,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shlex
 import stat
 import subprocess
 import sys
@@ -50,6 +49,17 @@ def hook(
         timeout=60,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+# A PATH whose `till` is this tillage's (so the hooks go in the project's settings), and the
+# folder Claude Code names in the environment of every hook it runs.
+ON_PATH = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+PROJECT = '"$CLAUDE_PROJECT_DIR"'
+
+
+def install(till: Till, *args: str) -> Run:
+    """`till hook install ARGS` with `till` on PATH, leaving the watcher alone."""
+    return hook(till, "install", "--no-watcher", *args, env=ON_PATH)
 
 
 def ok(run: Run) -> Any:
@@ -315,7 +325,7 @@ def test_install_merges_into_claude_settings_keeping_everything(till: Till, atta
     settings = attached / ".claude" / "settings.json"
     settings.parent.mkdir()
     settings.write_text(json.dumps(USER_SETTINGS, indent=4))
-    doc = ok(hook(till, "install", "--agent", "claude-code"))
+    doc = ok(install(till, "--agent", "claude-code"))
     assert doc["installed"] == [str(settings)]
     merged = json.loads(settings.read_text())
     for key in ("model", "permissions", "env"):
@@ -325,13 +335,14 @@ def test_install_merges_into_claude_settings_keeping_everything(till: Till, atta
     assert post[0] == "prettier --write" and len(post) == 2
     for event, ours in (("UserPromptSubmit", "pre-turn"), ("PostToolUse", "post-tool")):
         command = _commands(merged, event)[-1]
-        assert f"hook {ours}" in command and shlex.quote(str(attached)) in command
+        assert f"hook {ours}" in command and f"--repo {PROJECT}" in command
     assert "hook turn-end" in _commands(merged, "Stop")[0]
+    assert "hook session-end" in _commands(merged, "SessionEnd")[0]
 
     assert '\n    "model": "opus"' in settings.read_text()  # the user's indentation is kept
 
     first = settings.read_bytes()
-    again = ok(hook(till, "install"))
+    again = ok(install(till))
     assert again["installed"] == []
     assert settings.read_bytes() == first
 
@@ -345,25 +356,25 @@ def test_install_replaces_tillage_hooks_written_elsewhere_instead_of_adding_more
     theirs = "/home/someone/.local/bin/till --repo /home/someone/project hook turn-end >/dev/null"
     user = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": theirs}]}]}}
     settings.write_text(json.dumps(user))
-    ok(hook(till, "install"))
+    ok(install(till))
     stop = _commands(json.loads(settings.read_text()), "Stop")
-    assert len(stop) == 1 and shlex.quote(str(attached)) in stop[0]
+    assert stop == [f"till --repo {PROJECT} hook turn-end >/dev/null"]
 
 
 @pytest.mark.process
 def test_install_creates_the_settings_when_there_are_none(till: Till, attached: Path) -> None:
-    doc = ok(hook(till, "install"))
+    doc = ok(install(till))
     settings = attached / ".claude" / "settings.json"
     assert doc["installed"] == [str(settings)]
     merged = json.loads(settings.read_text())
-    assert set(merged["hooks"]) == {"UserPromptSubmit", "PostToolUse", "Stop"}
+    assert set(merged["hooks"]) == {"UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"}
 
 
 @pytest.mark.process
 def test_installed_claude_hooks_work_from_another_folder(
     till: Till, attached: Path, tmp_path: Path
 ) -> None:
-    ok(hook(till, "install"))
+    ok(install(till))
     merged = json.loads((attached / ".claude" / "settings.json").read_text())
     command = _commands(merged, "Stop")[0]
     elsewhere = tmp_path / "elsewhere"
@@ -374,7 +385,7 @@ def test_installed_claude_hooks_work_from_another_folder(
     run = subprocess.run(
         ["/bin/sh", "-c", command],
         cwd=elsewhere,
-        env={"PATH": "/usr/bin:/bin", **{k: v for k, v in till.env().items() if k != "PATH"}},
+        env={**till.env(), **ON_PATH, "CLAUDE_PROJECT_DIR": str(attached)},
         input=json.dumps(stop),
         capture_output=True,
         text=True,
@@ -395,7 +406,7 @@ def test_install_over_settings_that_are_not_json_is_an_error_and_changes_nothing
     settings.parent.mkdir()
     broken = b'{"model": "opus",, // not json\n'
     settings.write_bytes(broken)
-    run = hook(till, "install")
+    run = install(till)
     assert run.code == 1
     assert run.error["name"] == "hook.invalid_settings"
     assert settings.read_bytes() == broken
@@ -409,7 +420,7 @@ def test_install_never_writes_through_a_symlinked_claude_folder(
     other = tmp_path / "other-project-claude"
     other.mkdir()
     (attached / ".claude").symlink_to(other)
-    run = hook(till, "install")
+    run = install(till)
     assert run.code == 1
     assert run.error["name"] == "hook.unsafe_settings_path"
     assert list(other.iterdir()) == []
@@ -422,7 +433,7 @@ def test_install_never_writes_through_a_symlinked_control_folder(
     other = tmp_path / "other-control"
     other.mkdir()
     (attached / ".tillage" / "hooks").symlink_to(other)
-    run = hook(till, "install", "--agent", "generic")
+    run = install(till, "--agent", "generic")
     assert run.code == 1
     assert run.error["name"] == "workspace.unsafe_control_dir"
     assert list(other.iterdir()) == []
@@ -430,7 +441,7 @@ def test_install_never_writes_through_a_symlinked_control_folder(
 
 @pytest.mark.process
 def test_install_needs_an_attached_workspace(till: Till, folder: Path) -> None:
-    run = hook(till, "install")
+    run = install(till)
     assert run.code == 1
     assert run.error["name"] == "workspace.not_attached"
     assert not (folder / ".claude").exists()
@@ -438,7 +449,7 @@ def test_install_needs_an_attached_workspace(till: Till, folder: Path) -> None:
 
 @pytest.mark.process
 def test_install_of_an_unknown_harness_is_refused(till: Till, attached: Path) -> None:
-    run = hook(till, "install", "--agent", "vim")
+    run = install(till, "--agent", "vim")
     assert run.code == 1
     assert run.error["name"] == "invalid_argument"
 
@@ -447,12 +458,13 @@ def test_install_of_an_unknown_harness_is_refused(till: Till, attached: Path) ->
 def test_generic_scripts_run_from_anywhere_with_agent_and_turn_from_the_environment(
     till: Till, attached: Path, tmp_path: Path
 ) -> None:
-    doc = ok(hook(till, "install", "--agent", "generic"))
+    doc = ok(install(till, "--agent", "generic"))
     folder = attached / ".tillage" / "hooks"
-    assert doc["installed"] == [str(folder / e) for e in ("pre-turn", "post-tool", "turn-end")]
-    for name in ("pre-turn", "post-tool", "turn-end"):
+    events = ("pre-turn", "post-tool", "turn-end", "session-end")
+    assert doc["installed"] == [str(folder / e) for e in events]
+    for name in events:
         assert os.stat(folder / name).st_mode & stat.S_IXUSR
-    assert ok(hook(till, "install", "--agent", "generic"))["installed"] == []
+    assert ok(install(till, "--agent", "generic"))["installed"] == []
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -492,7 +504,7 @@ def test_generic_scripts_run_from_anywhere_with_agent_and_turn_from_the_environm
 def test_generic_scripts_exit_0_even_when_till_fails(
     till: Till, attached: Path, tmp_path: Path
 ) -> None:
-    ok(hook(till, "install", "--agent", "generic"))
+    ok(install(till, "--agent", "generic"))
     script = attached / ".tillage" / "hooks" / "pre-turn"
     run = subprocess.run(
         [str(script), "--no-such-flag"],

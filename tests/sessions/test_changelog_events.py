@@ -86,7 +86,8 @@ def _events(till: Till) -> list[dict[str, Any]]:
 
 def test_commits_ends_and_removals_are_session_events(till: Till, project: Path) -> None:
     commits = _session(till, project)
-    till.json("session", "cleanup", "--max-sessions", "0", "--yes")
+    later = {"TILLAGE_NOW": "2200-01-01T00:00:00Z"}  # the session is old by then
+    till.json("session", "cleanup", "--max-age-days", "1", "--yes", env=later)
     found = [e for e in _events(till) if e["kind"] == "session"]
     assert [e["detail"]["action"] for e in found] == ["start", "commit", "commit", "end", "removed"]
     start, step = found[0]["detail"], found[1]["detail"]

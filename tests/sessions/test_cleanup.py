@@ -15,6 +15,7 @@ from tillage.platform import clock
 from tillage.workspace.attach import find_workspace
 
 DAY_NS = 86_400 * 1_000_000_000
+LATER = {"TILLAGE_NOW": "2200-01-01T00:00:00Z"}  # every session of a test is old by then
 
 
 @contextlib.contextmanager
@@ -50,9 +51,50 @@ def _three_sessions(till: Till, project: Path) -> list[dict[str, str]]:
 
 def test_cleanup_needs_yes_and_changes_nothing_without_it(till: Till, project: Path) -> None:
     _three_sessions(till, project)
-    run = till("--json", "session", "cleanup", "--max-sessions", "0")
+    run = till("--json", "session", "cleanup", "--max-sessions", "1")
     assert run.code == 1 and run.error["name"] == "confirmation_required"
     assert len(till.json("sessions")["sessions"]) == 3
+
+
+def test_cleanup_without_yes_says_what_it_would_change_which_is_no_file(
+    till: Till, project: Path
+) -> None:
+    """It removes session records only: its words say so, and not that it "changes files"."""
+    _three_sessions(till, project)
+    files = sorted((p.relative_to(project), p.read_bytes()) for p in project.rglob("*.txt"))
+    run = till("--json", "session", "cleanup", "--max-sessions", "1")
+    message = run.error["message"]
+    assert "changes files" not in message
+    assert "removes session records" in message and "no file" in message
+    assert "nothing was changed" in message
+    human = till("session", "cleanup", "--max-sessions", "1")
+    assert human.code == 1 and "changes files" not in human.stderr
+    preview = till("session", "cleanup", "--max-sessions", "1", "--dry-run")
+    assert "no file and no snapshot changes" in preview.stdout
+    # The command it offers removes what the preview listed: the same limit, confirmed.
+    assert "till session cleanup --max-sessions 1 --yes" in preview.stdout
+    doc = till.json("session", "cleanup", "--max-sessions", "1", "--dry-run")
+    assert doc["next"] == "till session cleanup --max-sessions 1 --yes"
+    assert sorted((p.relative_to(project), p.read_bytes()) for p in project.rglob("*.txt")) == files
+    assert len(till.json("sessions")["sessions"]) == 3
+
+
+@pytest.mark.parametrize("flag", ["--max-sessions", "--max-age-days"])
+def test_a_limit_of_0_is_no_limit_as_upstream(till: Till, project: Path, flag: str) -> None:
+    """The seed's `Cleanup(ctx, maxAgeDays, maxSessions)`: 0 means no limit, never "remove
+    them all"."""
+    _old_session(till, project, "ancient", days=400)
+    _three_sessions(till, project)
+    doc = till.json("session", "cleanup", flag, "0", "--dry-run")
+    if flag == "--max-sessions":  # the default age limit still holds
+        assert doc["removed"] == ["ancient"] and doc["max_sessions"] is None
+    else:  # the default count limit (100) still holds
+        assert doc["removed"] == [] and doc["max_age_days"] is None
+    doc = till.json("session", "cleanup", "--max-sessions", "0", "--max-age-days", "0", "--yes")
+    assert doc["removed"] == []
+    assert len(till.json("sessions")["sessions"]) == 4
+    doc = till.json("session", "cleanup", "--max-age-days", "0", "--max-sessions", "2", "--yes")
+    assert doc["removed"] == ["first", "ancient"]
 
 
 def test_cleanup_dry_run_names_what_would_go(till: Till, project: Path) -> None:
@@ -96,7 +138,7 @@ def test_cleanup_removes_sessions_older_than_the_age_by_last_update(
 
 def test_a_removed_session_can_start_again_from_a_new_baseline(till: Till, project: Path) -> None:
     old = commit_of(till, "start", "again")
-    till.json("session", "cleanup", "--max-sessions", "0", "--yes")
+    till.json("session", "cleanup", "--max-age-days", "1", "--yes", env=LATER)
     assert till.json("sessions")["sessions"] == []
     new = commit_of(till, "start", "again")
     assert new["id"] != old["id"] and new["is_baseline"] is True

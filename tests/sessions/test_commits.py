@@ -71,16 +71,43 @@ def test_record_with_nothing_changed_answers_the_previous_commit(till: Till, pro
     assert [c["id"] for c in log_of(till, "s1")] == [base["id"], step["id"]]
 
 
-def test_a_commit_counts_changed_files_and_the_new_sizes(till: Till, project: Path) -> None:
+def test_starting_a_session_that_has_commits_answers_its_newest_commit(
+    till: Till, project: Path
+) -> None:
+    """As upstream's NewChange on a started chain: where the session is now, not its
+    baseline."""
+    base = commit_of(till, "start", "s1")
+    (project / "step.txt").write_text("a step\n")
+    step = commit_of(till, "record", "s1", "-m", "a step")
+    count = snapshot_count(till)
+    again = till.json("session", "start", "s1", "-m", "again")
+    assert again["commit"] == step and again["commit"]["id"] != base["id"]
+    assert (again["added"], again["sealed"], again["already_started"]) == (False, False, True)
+    assert snapshot_count(till) == count
+    assert [c["id"] for c in log_of(till, "s1")] == [base["id"], step["id"]]
+    assert "already started" in till("session", "start", "s1").stdout
+
+
+def test_a_deleted_file_counts_its_old_size(till: Till, project: Path) -> None:
     commit_of(till, "start", "s1")
+    (project / "big.bin").write_bytes(b"b" * 5000)
+    commit_of(till, "record", "s1")
+    (project / "big.bin").unlink()
+    gone = commit_of(till, "record", "s1", "-m", "drop it")
+    assert (gone["changed_files"], gone["changed_total_size"]) == (1, 5000)
+
+
+def test_a_commit_counts_changed_files_and_their_sizes(till: Till, project: Path) -> None:
+    commit_of(till, "start", "s1")
+    readme = (project / "README.md").stat().st_size
     (project / "src" / "app.py").write_text("x" * 500)  # modified: 500 new bytes
-    (project / "README.md").unlink()  # deleted: counted, adds nothing
+    (project / "README.md").unlink()  # deleted: counted, by its old size (as upstream)
     (project / "docs").mkdir()
     (project / "docs" / "guide.md").write_bytes(b"g" * 3000)  # added in a new folder
     (project / "empty").touch()  # added, 0 bytes
     commit = commit_of(till, "record", "s1", "-m", "a step")
     assert commit["changed_files"] == 4  # the new folder itself is no file
-    assert commit["changed_total_size"] == 3500
+    assert commit["changed_total_size"] == 3500 + readme
     assert commit["is_baseline"] is False
     snap = till.json("show", commit["snapshot"])["snapshot"]
     assert (commit["file_count"], commit["total_size"]) == (snap["files"], snap["bytes"])

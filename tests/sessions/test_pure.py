@@ -105,16 +105,17 @@ def test_the_change_walk_reads_only_folders_that_differ() -> None:
     assert tree_changes(store.read, a, a) == []
 
 
-def test_change_totals_count_files_and_their_new_bytes() -> None:
+def test_change_totals_count_files_and_their_sizes_a_deleted_one_by_its_old_size() -> None:
     changes = [
         Change("d", ChangeKind.ADDED, None, None),  # a folder: no file
         Change("d/new", ChangeKind.ADDED, None, 100),
         Change("mod", ChangeKind.MODIFIED, 50, 70),
-        Change("gone", ChangeKind.DELETED, 30, None),
+        Change("gone", ChangeKind.DELETED, 30, None),  # upstream: its old size counts
         Change("x", ChangeKind.TYPE_CHANGED, None, 5),  # a folder became a file
         Change("m", ChangeKind.MODE_CHANGED, 9, 9),
     ]
-    assert change_totals(changes) == (5, 175)
+    assert change_totals(changes) == (5, 205)
+    assert change_totals([Change("gone", ChangeKind.DELETED, 4096, None)]) == (1, 4096)
     assert change_totals([]) == (0, 0)
 
 
@@ -132,6 +133,15 @@ def test_cleanup_picks_by_age_and_by_count() -> None:
     assert sessions_to_remove(ages, now, 30, None) == ["a"]
     assert sessions_to_remove(ages, now, None, 2) == ["c", "a"]
     assert sessions_to_remove(ages, now, 5, 3) == ["c", "a"]
-    assert sessions_to_remove(ages, now, None, 0) == ["d", "b", "c", "a"]
     assert sessions_to_remove(ages, now, None, None) == []
     assert sessions_to_remove([], now, 0, 0) == []
+
+
+def test_a_cleanup_limit_of_0_is_no_limit_as_upstream() -> None:
+    now = 100 * DAY_NS
+    ages = [("a", now - 40 * DAY_NS), ("b", now - 1), ("c", now - 10 * DAY_NS), ("d", now)]
+    assert sessions_to_remove(ages, now, None, 0) == []
+    assert sessions_to_remove(ages, now, 0, None) == []
+    assert sessions_to_remove(ages, now, 0, 0) == []
+    assert sessions_to_remove(ages, now, 0, 2) == ["c", "a"]  # the other limit still holds
+    assert sessions_to_remove(ages, now, 30, 0) == ["a"]

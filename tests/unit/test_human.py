@@ -333,19 +333,23 @@ def test_a_long_operation_redraws_at_most_ten_times_a_second_and_ends_the_line()
 def test_progress_with_totals_shows_an_eta_and_a_new_stage_gets_its_own_line() -> None:
     out, clock = io.StringIO(), Clock()
     printer = ProgressPrinter(out, clock=clock, width=200)
+    printer(Progress("staging", 0, 10, 0, 1024))
     clock.t = 2.0
     printer(Progress("staging", 10, 10, 1024, 1024))
+    printer(Progress("applying", 0, 10, 0, 100 * 1024 * 1024))
     clock.t = 4.0
     printer(Progress("applying", 5, 10, 50 * 1024 * 1024, 100 * 1024 * 1024))
+    assert "applying  5/10 files  50.0 MiB/100 MiB  25.0 MiB/s  ETA 2 s" in out.getvalue()
     printer.finish()
     staging, applying, _ = out.getvalue().split("\n")
     assert "staging  10/10 files" in staging
-    assert "applying  5/10 files  50.0 MiB/100 MiB  25.0 MiB/s  ETA 2 s" in applying
+    assert applying.endswith("applying  5/10 files  50.0 MiB/100 MiB  25.0 MiB/s\x1b[K")
 
 
 def test_a_progress_line_never_wraps_the_terminal() -> None:
     out, clock = io.StringIO(), Clock()
     printer = ProgressPrinter(out, clock=clock, width=20)
+    printer(sealing(0, 0))
     clock.t = 5
     printer(sealing(12345, 10**9))
     line = out.getvalue().split("\r")[1].split("\x1b")[0]
@@ -393,6 +397,7 @@ def test_reports_from_several_threads_draw_whole_lines() -> None:
 
     out, clock = io.StringIO(), Clock()
     printer = ProgressPrinter(out, clock=clock, width=200, interval=0)
+    printer(sealing(0, 0))
     clock.t = 2
 
     def report() -> None:
@@ -406,6 +411,7 @@ def test_reports_from_several_threads_draw_whole_lines() -> None:
         t.join()
     printer.finish()
     drawn = out.getvalue().rstrip("\n").split("\r")[1:]
+    assert len(drawn) >= 800
     assert all(d.startswith("sealing  ") and d.endswith("\x1b[K") for d in drawn)
 
 

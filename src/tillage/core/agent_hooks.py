@@ -15,10 +15,20 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# The turn boundaries a hook marks, and the harness events that fire them.
-EVENTS = ("pre-turn", "post-tool", "turn-end")
-CLAUDE_EVENTS = {"UserPromptSubmit": "pre-turn", "PostToolUse": "post-tool", "Stop": "turn-end"}
+# The boundaries a hook marks, and the harness events that fire them: a session's turn starts,
+# a tool ran, the turn ended, the session ended (Claude Code's SessionEnd: its changelog ends).
+EVENTS = ("pre-turn", "post-tool", "turn-end", "session-end")
+CLAUDE_EVENTS = {
+    "UserPromptSubmit": "pre-turn",
+    "PostToolUse": "post-tool",
+    "Stop": "turn-end",
+    "SessionEnd": "session-end",
+}
 CLAUDE_AGENT = "claude-code"
+# Where Claude Code says the project is, in the environment of every hook it runs: the command
+# names it instead of an absolute path, so a settings file committed to git works in every
+# checkout (the shell expands it; Claude Code runs hook commands through one).
+PROJECT_DIR = '"$CLAUDE_PROJECT_DIR"'
 # PostToolUse fires after every tool; only these can change files (anything else, an MCP tool
 # included, is caught by the turn-end seal). A read-only tool then costs the agent nothing.
 CLAUDE_WRITE_TOOLS = "Bash|Edit|MultiEdit|Write|NotebookEdit"
@@ -35,6 +45,7 @@ class Payload:
     agent: str | None = None
     session: str | None = None
     tool: str | None = None
+    reason: str | None = None  # why the session ended (Claude Code's SessionEnd `reason`)
     problem: str | None = None  # why the payload was ignored, when it was
 
 
@@ -66,6 +77,7 @@ def read_payload(text: str | None) -> Payload:
         agent=CLAUDE_AGENT if looks_like_claude else None,
         session=_text(doc.get("session_id")),
         tool=_text(doc.get("tool_name")),
+        reason=_text(doc.get("reason")) if harness_event == "SessionEnd" else None,
     )
 
 
@@ -109,11 +121,19 @@ def _token(value: str) -> str:
     return value
 
 
-def hook_label(event: str, agent: str | None, turn: str | None, tool: str | None) -> str:
-    """The snapshot label: `hook turn-end agent=A turn=T` (plus `tool=X` when known); a part
-    that is not known is left out, never spelled as a placeholder."""
+def hook_label(
+    event: str,
+    agent: str | None,
+    turn: str | None,
+    tool: str | None,
+    reason: str | None = None,
+) -> str:
+    """The snapshot label: `hook turn-end agent=A turn=T` (plus `tool=X`, or a session-end's
+    `reason=R`, when known); a part that is not known is left out, never spelled as a
+    placeholder."""
     parts = ["hook", event]
-    for key, value in (("agent", agent), ("turn", turn), ("tool", tool)):
+    pairs = (("agent", agent), ("turn", turn), ("tool", tool), ("reason", reason))
+    for key, value in pairs:
         if value is not None:
             parts.append(f"{key}={_token(value)}")
     return " ".join(parts)
@@ -123,14 +143,15 @@ class SettingsShapeError(ValueError):
     """The settings document parses but is not shaped as Claude Code's schema says."""
 
 
-def hook_command(till: tuple[str, ...], root: str, event: str) -> str:
-    """The shell command a harness runs for `event`: absolute paths, so it works from any
-    working directory; stdout discarded, because Claude Code adds a UserPromptSubmit hook's
-    stdout to the prompt."""
+def hook_command(till: tuple[str, ...], event: str) -> str:
+    """The shell command Claude Code runs for `event`: `till` (a bare name found on PATH, or
+    an absolute path) on the folder Claude Code names in CLAUDE_PROJECT_DIR, so it works from
+    any working directory and names no path of this machine's; stdout discarded, because
+    Claude Code adds a UserPromptSubmit hook's stdout to the prompt."""
     import shlex
 
-    words = [*till, "--repo", root, "hook", event]
-    return " ".join(shlex.quote(w) for w in words) + " >/dev/null"
+    words = [shlex.quote(w) for w in till]
+    return " ".join([*words, "--repo", PROJECT_DIR, "hook", event]) + " >/dev/null"
 
 
 def _is_ours(command: Any, event: str) -> bool:
@@ -179,24 +200,56 @@ def merge_claude_settings(doc: Mapping[str, Any], commands: Mapping[str, str]) -
         ]
         if any(isinstance(h, dict) and h.get("command") == command for h in entries):
             continue
-        kept: list[Any] = []
-        for group in groups:
-            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                inner = [
-                    h
-                    for h in group["hooks"]
-                    if not (isinstance(h, dict) and _is_ours(h.get("command"), event))
-                ]
-                if not inner and group["hooks"]:
-                    continue  # a group that held only an older tillage hook
-                group["hooks"] = inner
-            kept.append(group)
+        kept = _without_ours(groups, event)
         group_doc: dict[str, Any] = {}
         if harness_event == "PostToolUse":
             group_doc["matcher"] = CLAUDE_WRITE_TOOLS
         group_doc["hooks"] = [{"type": "command", "command": command}]
         kept.append(group_doc)
         hooks[harness_event] = kept
+    return out
+
+
+def _without_ours(groups: list[Any], event: str) -> list[Any]:
+    """`groups` less tillage's entries for `event`; a group that held only those goes."""
+    kept: list[Any] = []
+    for group in groups:
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+            inner = [
+                h
+                for h in group["hooks"]
+                if not (isinstance(h, dict) and _is_ours(h.get("command"), event))
+            ]
+            if not inner and group["hooks"]:
+                continue  # a group that held only a tillage hook
+            group["hooks"] = inner
+        kept.append(group)
+    return kept
+
+
+def unmerge_claude_settings(doc: Mapping[str, Any]) -> Any:
+    """Returns Claude Code settings without tillage's hooks (any `till`, any folder) and with
+    everything else as it was: an event whose list held only ours goes, and so does `hooks`
+    when it held nothing else; a document without our hooks comes back equal."""
+    import copy
+
+    out = copy.deepcopy(dict(doc))
+    hooks = out.get("hooks")
+    if not isinstance(hooks, dict):
+        return out
+    for harness_event, event in CLAUDE_EVENTS.items():
+        groups = hooks.get(harness_event)
+        if not isinstance(groups, list) or not groups:
+            continue
+        kept = _without_ours(groups, event)
+        if kept == groups:
+            continue
+        if kept:
+            hooks[harness_event] = kept
+        else:
+            del hooks[harness_event]
+    if not hooks and doc.get("hooks"):
+        del out["hooks"]
     return out
 
 
@@ -210,6 +263,9 @@ def json_indent(text: str) -> str:
     return "  "
 
 
+GENERIC_HEADER = "#!/bin/sh\n# tillage agent hook ("
+
+
 def generic_script(till: tuple[str, ...], root: str, event: str) -> str:
     """A POSIX sh hook for any harness: runs from any working directory, takes the agent and
     turn from TILLAGE_AGENT / TILLAGE_TURN, passes stdin and its own arguments on, and always
@@ -218,8 +274,7 @@ def generic_script(till: tuple[str, ...], root: str, event: str) -> str:
 
     call = " ".join(shlex.quote(w) for w in (*till, "--repo", root, "hook", event))
     return (
-        "#!/bin/sh\n"
-        f"# tillage agent hook ({event}): seals an attributed restore point of\n"
+        f"{GENERIC_HEADER}{event}): seals an attributed restore point of\n"
         f"# {root}.\n"
         "# Written by `till hook install --agent generic`; works from any working directory.\n"
         "# Agent and turn: TILLAGE_AGENT, TILLAGE_TURN (arguments given here win). A harness's\n"

@@ -30,7 +30,8 @@ MAX_DESCRIPTION_CHARS = 4096
 COMMIT_MAGIC = b"TSC1"
 
 # Cleanup's defaults (CONTRACT: `till session cleanup`): sessions not updated for this many
-# days go, and so does every session beyond this many most recently updated.
+# days go, and so does every session beyond this many most recently updated. A limit of 0 is
+# no limit, as in the seed's `Cleanup(ctx, maxAgeDays, maxSessions)`.
 DEFAULT_MAX_AGE_DAYS = 30
 DEFAULT_MAX_SESSIONS = 100
 DAY_NS = 86_400 * 1_000_000_000
@@ -74,8 +75,9 @@ class CommitRecord:
     """What a session commit says about itself; its canonical encoding is what its ID hashes.
 
     `file_count`/`total_size` describe the commit's snapshot; `changed_files` counts the
-    non-folder paths that differ from the parent's snapshot and `changed_total_size` sums the
-    new sizes of those added, modified or re-typed (a baseline has neither).
+    non-folder paths that differ from the parent's snapshot and `changed_total_size` sums their
+    sizes: the new size of what was added, modified or re-typed, the old size of what was
+    deleted (a baseline has neither).
     """
 
     workspace: str
@@ -151,9 +153,10 @@ _NEW_BYTES = frozenset({ChangeKind.ADDED, ChangeKind.MODIFIED, ChangeKind.TYPE_C
 
 
 def change_totals(changes: Iterable[Change]) -> tuple[int, int]:
-    """(changed files, their new bytes): every change that is not a folder's counts (a folder
-    has no size on either side; its contents are changes of their own), and the bytes are the
-    new sizes of what was added, modified or re-typed (deleted files add nothing)."""
+    """(changed files, their bytes): every change that is not a folder's counts (a folder has
+    no size on either side; its contents are changes of their own), and the bytes are the new
+    sizes of what was added, modified or re-typed and the old sizes of what was deleted (the
+    seed's "aggregate size of changed files": a deletion changes what it removed)."""
     files = size = 0
     for change in changes:
         if change.old_size is None and change.new_size is None:
@@ -161,6 +164,8 @@ def change_totals(changes: Iterable[Change]) -> tuple[int, int]:
         files += 1
         if change.kind in _NEW_BYTES and change.new_size is not None:
             size += change.new_size
+        elif change.kind is ChangeKind.DELETED and change.old_size is not None:
+            size += change.old_size
     return files, size
 
 
@@ -175,12 +180,12 @@ def sessions_to_remove(
 ) -> list[str]:
     """Of `(session, updated_ns)` pairs, the sessions a cleanup removes, most recently updated
     first: those not updated for more than `max_age_days` days, and those beyond the
-    `max_sessions` most recently updated (None: no such limit)."""
+    `max_sessions` most recently updated (None or 0: no such limit)."""
     ordered = sorted(sessions, key=lambda s: (-s[1], s[0]))
-    cutoff = None if max_age_days is None else now_ns - max_age_days * DAY_NS
+    cutoff = now_ns - max_age_days * DAY_NS if max_age_days else None
     removed = []
     for rank, (session, updated_ns) in enumerate(ordered):
-        too_many = max_sessions is not None and rank >= max_sessions
+        too_many = bool(max_sessions) and rank >= (max_sessions or 0)
         too_old = cutoff is not None and updated_ns < cutoff
         if too_many or too_old:
             removed.append(session)

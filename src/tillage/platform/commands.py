@@ -1,18 +1,22 @@
 """Running a user's command the one way every verb does (fork, run, exec, try, merge checks,
 bisect probes): one word goes to `/bin/sh -c`, several are exec'd as argv; stdout and stderr
 are captured together (the tail kept, capped) and passed on live; exit statuses read like a
-shell's (128+signal for a killed command, 127 for one that cannot be found).
+shell's (128+signal for a killed command, 127 for one that cannot be found). A caller that
+serves others (the MCP server) may cancel the commands its calls run (`cancellable`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import os
 import select
 import signal
 import subprocess
-from collections.abc import Callable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -23,6 +27,76 @@ from tillage.platform.launch import Launch, inherited_env, without_secrets
 DEFAULT_CAP = 65536
 SHELL = "/bin/sh"
 STOP_GRACE = 2.0  # seconds an interrupted command gets to exit after SIGTERM
+
+
+class Cancelled(KeyboardInterrupt):
+    """A command stopped because the call that ran it was cancelled (an MCP client's
+    `notifications/cancelled`, or the server stopping): delivered like Ctrl-C, so the verbs'
+    own interruption paths (a fork sealed as it was, a try's after-seal) run as they do for a
+    person at a terminal. `reason` says who stopped it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class CancelToken:
+    """Cancels the commands of one call, from any thread: `cancel()` stops the one running
+    (its whole process group) and refuses any the call would start after. A pipe, so the
+    command's wait wakes at once and an idle call costs nothing."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read, self._write = os.pipe()
+        self._closed = False
+        self.reason: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.reason is not None
+
+    def fileno(self) -> int:
+        """The descriptor that becomes readable once cancelled."""
+        return self._read
+
+    def cancel(self, reason: str) -> None:
+        """Cancels (the first reason given stands); a no-op once closed."""
+        with self._lock:
+            if self.reason is not None or self._closed:
+                return
+            self.reason = reason
+            with contextlib.suppress(OSError):
+                os.write(self._write, b"x")
+
+    def close(self) -> None:
+        """Releases the descriptors (the call is over)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            os.close(self._read)
+            os.close(self._write)
+
+    def check(self) -> None:
+        """Raises Cancelled when cancelled."""
+        if self.reason is not None:
+            raise Cancelled(self.reason)
+
+
+_CANCEL: contextvars.ContextVar[CancelToken | None] = contextvars.ContextVar(
+    "tillage_cancel", default=None
+)
+
+
+@contextlib.contextmanager
+def cancellable(token: CancelToken) -> Iterator[CancelToken]:
+    """Every command run_command starts in this context (this thread, and the threads a verb
+    starts with contextvars.copy_context()) is stopped when `token` is cancelled."""
+    reset = _CANCEL.set(token)
+    try:
+        yield token
+    finally:
+        _CANCEL.reset(reset)
 
 
 @dataclass(frozen=True)
@@ -103,9 +177,14 @@ def run_command(
     a process group of its own; when the caller is interrupted while waiting, that group is
     stopped (SIGTERM, then SIGKILL) before the interruption goes on. `on_start(pid)` is told
     the command's pid (= its process group) once it runs: a caller running commands in other
-    threads stops them with stop_group() when it is interrupted itself.
+    threads stops them with stop_group() when it is interrupted itself. In a `cancellable`
+    context, a cancel stops the command the same way and raises Cancelled (a command asked
+    for after the cancel is not started).
     """
     argv = argv_of(command)
+    token = _CANCEL.get()
+    if token is not None:
+        token.check()
     full_env = inherited_env(launch)
     if env:
         full_env = without_secrets({**full_env, **env})
@@ -142,7 +221,7 @@ def run_command(
         on_start(proc.pid)
     live = launch.output if launch else None
     try:
-        _drain(read_fd, proc, tail, live)
+        _drain(read_fd, proc, tail, live, token)
         code = proc.wait()
     except BaseException:
         _stop_group(
@@ -165,7 +244,8 @@ def stop_group(pgid: int) -> None:
 
 def _stop_group(proc: subprocess.Popen[bytes], *, own_group: bool) -> None:
     """Stops the command (its process group when it has one): SIGTERM, then SIGKILL after a
-    grace period."""
+    grace period. What the command started is stopped too: a child still in the group once the
+    command has gone gets the same grace, then SIGKILL (no orphan outlives the call)."""
     for sig, grace in ((signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, STOP_GRACE)):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             if own_group:
@@ -174,15 +254,37 @@ def _stop_group(proc: subprocess.Popen[bytes], *, own_group: bool) -> None:
                 proc.send_signal(sig)
         try:
             proc.wait(timeout=grace)
-            return
         except subprocess.TimeoutExpired:
             continue
+        if own_group:
+            _empty_group(proc.pid, grace)
+        return
 
 
-def _drain(read_fd: int, proc: subprocess.Popen[bytes], tail: _Tail, live: BinaryIO | None) -> None:
+def _empty_group(pgid: int, grace: float) -> None:
+    """Waits up to `grace` seconds for process group `pgid` to have no member left, then
+    SIGKILLs whoever remains (a child that ignored SIGTERM)."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _drain(
+    read_fd: int,
+    proc: subprocess.Popen[bytes],
+    tail: _Tail,
+    live: BinaryIO | None,
+    token: CancelToken | None = None,
+) -> None:
     """Reads the command's output until the pipe closes, or until the command has exited and
     the pipe has nothing more to give (a background child that keeps the pipe open must not
-    keep the caller waiting forever)."""
+    keep the caller waiting forever). Raises Cancelled as soon as `token` is cancelled."""
     pidfd = -1
     with contextlib.suppress(OSError, AttributeError):
         pidfd = os.pidfd_open(proc.pid)
@@ -191,6 +293,9 @@ def _drain(read_fd: int, proc: subprocess.Popen[bytes], tail: _Tail, live: Binar
         poller.register(read_fd, select.POLLIN | select.POLLHUP)
         if pidfd >= 0:
             poller.register(pidfd, select.POLLIN)
+        if token is not None:
+            poller.register(token.fileno(), select.POLLIN)
+            token.check()  # cancelled between the start and here
         exited = False
         while True:
             timeout = 0 if exited else (None if pidfd >= 0 else 100)
@@ -202,6 +307,9 @@ def _drain(read_fd: int, proc: subprocess.Popen[bytes], tail: _Tail, live: Binar
                     exited = True
                 continue
             for fd, _mask in events:
+                if token is not None and fd == token.fileno():
+                    token.check()
+                    continue
                 if fd == pidfd:
                     exited = True
                     poller.unregister(pidfd)

@@ -15,6 +15,7 @@ from tillage.core import codec
 from tillage.core.classes import ClassRules, class_of
 from tillage.core.codec import Kind
 from tillage.core.models import ContentKind, EntryKind
+from tillage.core.progress import ProgressFn, meter
 from tillage.errors import IntegrityError
 from tillage.platform.fs import TEMP_MARK, fsync_dir
 from tillage.platform.locks import file_lock
@@ -41,7 +42,9 @@ class CheckReport:
     reclaimed_bytes: int = 0
 
 
-def check_store(store: Store, *, repair: bool) -> CheckReport:
+def check_store(
+    store: Store, *, repair: bool, on_progress: ProgressFn | None = None
+) -> CheckReport:
     """Checks the log, every pack, every indexed object and every published snapshot.
 
     `problems` lists what is wrong; with `repair`, the log is salvaged, damaged packs are
@@ -50,11 +53,11 @@ def check_store(store: Store, *, repair: bool) -> CheckReport:
     Snapshots that reach a lost object stay listed in `damaged_snapshots` until a seal of the
     same bytes heals them. Either way, packs that killed writers left behind (nothing indexes
     them and no writer holds them) are reclaimed: they were never published, so they are not
-    damage.
+    damage. `on_progress` hears three stages: the packs, the objects and the snapshots.
     """
     reclaimed_packs, reclaimed_bytes = reclaim_abandoned_packs(store)
     _remove_stale_temp_files(store)
-    report = _check(store, repair=repair)
+    report = _check(store, repair=repair, on_progress=on_progress)
     report.reclaimed_packs, report.reclaimed_bytes = reclaimed_packs, reclaimed_bytes
     return report
 
@@ -128,7 +131,7 @@ def _pack_files(directory: Path) -> list[Path]:
     )
 
 
-def _check(store: Store, *, repair: bool) -> CheckReport:
+def _check(store: Store, *, repair: bool, on_progress: ProgressFn | None) -> CheckReport:
     """One pass: the log and the packs, repaired first when asked, then every object and
     snapshot as they are after that. With `repair`, what the pass mended goes to `fixed` and
     `problems` keeps only what is still wrong."""
@@ -142,7 +145,12 @@ def _check(store: Store, *, repair: bool) -> CheckReport:
                 _kept, dropped = store.log.salvage()
             report.repaired += 1 + dropped
     damaged_packs = []
-    for pack in iter_packs(store.packs_dir):
+    packs = list(iter_packs(store.packs_dir))
+    sizes = [_size(p) for p in packs] if on_progress is not None else []
+    tally = meter(on_progress, "checking packs", len(packs), sum(sizes), unit="pack")
+    for pack in packs:
+        if tally is not None:
+            tally.add(1, _size(pack))
         if being_written(pack):
             continue  # a seal in progress: its unsynced tail is not damage
         scan = scan_pack(pack)
@@ -163,7 +171,7 @@ def _check(store: Store, *, repair: bool) -> CheckReport:
         store.rebuild_index()
         report.repaired += _republish_lost_snapshots(store)
     # Reading every object also stops serving each damaged one (Store.read, INV-4).
-    bad_ids = _verify_indexed_objects(store, report)
+    bad_ids = _verify_indexed_objects(store, report, on_progress)
     if repair:
         report.repaired += len(bad_ids)
         # A damaged record read above is no longer served (INV-4): mended, unless the index
@@ -172,8 +180,15 @@ def _check(store: Store, *, repair: bool) -> CheckReport:
         report.fixed += [p for p in report.problems if p[0] in mended]
         report.problems = [p for p in report.problems if p[0] not in mended]
         report.objects -= len(mended)
-    _check_snapshots(store, report)
+    _check_snapshots(store, report, on_progress)
     return report
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _republish_lost_snapshots(store: Store) -> int:
@@ -203,11 +218,16 @@ def _repack(store: Store, pack: Path, scan: PackScan) -> None:
     fsync_dir(store.packs_dir)
 
 
-def _verify_indexed_objects(store: Store, report: CheckReport) -> list[bytes]:
+def _verify_indexed_objects(
+    store: Store, report: CheckReport, on_progress: ProgressFn | None
+) -> list[bytes]:
     bad: list[bytes] = []
     rows = store.conn.execute("SELECT id FROM objects").fetchall()
     report.objects = len(rows)
+    tally = meter(on_progress, "checking objects", len(rows), unit="object")
     for (object_id,) in rows:
+        if tally is not None:
+            tally.add()
         oid = bytes(object_id)
         try:
             store.read(oid)
@@ -217,11 +237,14 @@ def _verify_indexed_objects(store: Store, report: CheckReport) -> list[bytes]:
     return bad
 
 
-def _check_snapshots(store: Store, report: CheckReport) -> None:
+def _check_snapshots(store: Store, report: CheckReport, on_progress: ProgressFn | None) -> None:
     """Reports every published snapshot that reaches a missing or damaged object."""
     good: set[bytes] = set()
     rows = store.conn.execute("SELECT id, tree FROM snapshots ORDER BY seq").fetchall()
+    tally = meter(on_progress, "checking snapshots", len(rows), unit="snapshot")
     for snap_hex, tree_hex in rows:
+        if tally is not None:
+            tally.add()
         missing = _first_missing(store, bytes.fromhex(snap_hex), Kind.SNAPSHOT, good)
         dropped = store.thinned_classes(snap_hex)
         if missing is None and dropped:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tillage.core.format import PACK_TARGET_BYTES
+from tillage.core.progress import ProgressFn, meter
 from tillage.platform import failpoints
 from tillage.platform.fs import fsync_dir
 from tillage.platform.names import random_hex
@@ -106,10 +107,16 @@ def plan(store: Store, live: set[bytes], *, threshold: float = REWRITE_THRESHOLD
     return SweepReport(dead, len(delete) + len(rewrite), max(0, freed))
 
 
-def sweep(store: Store, live: set[bytes], *, threshold: float = REWRITE_THRESHOLD) -> SweepReport:
+def sweep(
+    store: Store,
+    live: set[bytes],
+    *,
+    threshold: float = REWRITE_THRESHOLD,
+    on_progress: ProgressFn | None = None,
+) -> SweepReport:
     """Removes every object not in `live` from the store's view, deletes packs with nothing
-    live and rewrites packs whose garbage reaches `threshold`; the caller holds the store's
-    maintenance lock exclusively."""
+    live and rewrites packs whose garbage reaches `threshold` (`on_progress` hears each pack
+    rewritten); the caller holds the store's maintenance lock exclusively."""
     from tillage.store.check import reclaim_abandoned_packs
 
     # A killed writer's or a killed gc's leftovers first: nothing references them.
@@ -120,8 +127,12 @@ def sweep(store: Store, live: set[bytes], *, threshold: float = REWRITE_THRESHOL
     writers: list[PackWriter] = []
     moves: list[tuple[str, int, int, bytes]] = []
     old: list[_Pack] = list(delete)
+    total = sum(p.size for p in rewrite)
+    tally = meter(on_progress, "rewriting packs", len(rewrite), total, unit="pack")
     try:
         for pack in rewrite:
+            if tally is not None:
+                tally.add(1, pack.size)
             copied = _copy_live(store, pack, writers)
             if copied is None:
                 damaged.append(pack.name)  # left as it is, for `verify --repair`

@@ -116,6 +116,7 @@ def bisect(ctx: Context, req: BisectRequest) -> BisectResult:
         bad=req.bad,
         limit=req.limit,
         launch=ctx.settings.launch,
+        on_progress=ctx.on_progress,
     )
     return BisectResult(
         first_bad=snapshot_info(done.first_bad) if done.first_bad is not None else None,

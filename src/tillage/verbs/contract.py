@@ -317,6 +317,8 @@ class Contract(Generic[Req, Res]):
     # Destructive verbs say when a request needs confirmation and how to preview it instead;
     # the invoker enforces both, so no host can forget to (CONTRACT: destructive operations).
     needs_confirmation: Callable[[Req], bool] | None = None
+    # What a confirmed request does, for the words that ask for --yes ("changes files").
+    confirms: str = "changes files"
     # Checks a request's own arguments (an ID resolves, a path parses) before confirmation is
     # asked for, so a bad argument is answered as such, never as "needs --yes".
     validate: Callable[[Any, Req], None] | None = None

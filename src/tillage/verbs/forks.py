@@ -219,6 +219,7 @@ def _fork_named(ctx: Context, req: ForkRequest, name: str) -> ForkResult:
             destination=destination,
             caller=ctx.settings.folder,
             launch=ctx.settings.launch,
+            on_progress=ctx.on_progress,
         )
         return ForkResult(_fork_info(ws, ran=ran))
     from tillage.features.forks.fork import create_fork
@@ -423,6 +424,7 @@ def run(ctx: Context, req: RunRequest) -> ForkResult:
         at=req.at,
         caller=ctx.settings.folder,
         launch=ctx.settings.launch,
+        on_progress=ctx.on_progress,
     )
     return ForkResult(_fork_info(ctx.workspace, ran=ran))
 

@@ -1,8 +1,17 @@
-"""The agent-turn hook verb: `till hook pre-turn | post-tool | turn-end | install`.
+"""The agent-turn hook verb: `till hook pre-turn | post-tool | turn-end | session-end | install
+| uninstall`.
 
 A hook runs inside an agent's loop, so it must never block or break the agent: it exits 0 on a
 folder that is not attached (sealing nothing, saying so), ignores a payload it cannot read, waits
 only briefly for a busy workspace, and never exits 2 (harnesses read 2 as "block the agent").
+
+`install` writes Claude Code's hooks where they belong: into `.claude/settings.json`, the file
+teams commit, naming `till` on PATH and the folder as `$CLAUDE_PROJECT_DIR` (nothing of this
+machine), when the `till` on PATH is this tillage; else into `.claude/settings.local.json`
+(never committed) with this machine's absolute path; the result says which and why. It then
+starts the folder's watcher (unless --no-watcher): a hook answered by the watcher costs a
+round trip on its socket instead of a start-up and a walk of the whole folder, and the hooks
+are what an agent fires after every turn and every edit.
 """
 
 from __future__ import annotations
@@ -16,14 +25,23 @@ from tillage.verbs.invoke import Context
 from tillage.verbs.views import SnapshotInfo, snapshot_info
 from tillage.workspace.errors import UnsafeControlDirError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# The watcher `install` starts: `till watch`'s own default quiet time.
+DEBOUNCE_MS = 500
+
 # Declared here (not imported from the feature module) so listing contracts stays cheap.
 INSTALL = "install"
+UNINSTALL = "uninstall"
 
 
 @dataclass(frozen=True)
 class HookRequest:
     event: str | None = param(
-        "pre-turn, post-tool, turn-end, or install; without it, the harness payload's event",
+        "pre-turn, post-tool, turn-end, session-end, install or uninstall; without it, the "
+        "harness payload's event",
         default=None,
         positional=True,
         metavar="EVENT",
@@ -47,6 +65,11 @@ class HookRequest:
         "that is not a JSON object is ignored",
         default=None,
     )
+    no_watcher: bool = param(
+        "for install: leave the folder's watcher as it is (hooks then seal in their own "
+        "process: slower)",
+        default=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -62,8 +85,16 @@ class HookResult:
     installed: tuple[str, ...]
     note: str | None
     # The session commit that holds this state, when the hook has a session: a pre-turn starts
-    # the session's changelog (`till session log`), a turn-end records the turn in it.
+    # the session's changelog (`till session log`), a turn-end records the turn in it, a
+    # session-end records and ends it.
     session_commit: str | None = None
+    # install and uninstall: the files taken out of (uninstall; install: the other settings
+    # file, when it held tillage's hooks), besides those in `installed`.
+    removed: tuple[str, ...] = ()
+    # install: the settings file that holds the hooks now (null for --agent generic).
+    settings: str | None = None
+    # install: whether the folder's watcher runs now (null: not asked, --no-watcher).
+    watching: bool | None = None
 
 
 def hook(ctx: Context, req: HookRequest) -> HookResult:
@@ -73,10 +104,13 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
     event = req.event if req.event is not None else payload.event
     if event == INSTALL:
         return _install(ctx, req)
+    if event == UNINSTALL:
+        return _uninstall(ctx, req)
     if event not in EVENTS:
         shown = "no event" if event is None else f"unknown event {event!r}"
         raise InvalidArgumentError(
-            f"till hook: {shown}", next_step="use one of: " + ", ".join((*EVENTS, INSTALL))
+            f"till hook: {shown}",
+            next_step="use one of: " + ", ".join((*EVENTS, INSTALL, UNINSTALL)),
         )
     agent = req.agent or ctx.settings.agent or payload.agent
     tool = req.tool or payload.tool
@@ -121,11 +155,13 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
     turn = req.turn if req.turn is not None else session_turn(ws, session, event)
     options = SealOptions(
         trigger="hook",
-        label=hook_label(event, agent, turn, tool),
+        label=hook_label(event, agent, turn, tool, payload.reason),
         agent=agent,
         turn=turn,
         session=session,
-        skip_unchanged=event == "post-tool",
+        # A tool's hook and a session's end mark no boundary of their own: they keep what
+        # changed, when something did (a session ends right after its last turn's end).
+        skip_unchanged=event in ("post-tool", "session-end"),
     )
     try:
         done = seal_hook(ws, options, event=event)
@@ -141,24 +177,53 @@ def hook(ctx: Context, req: HookRequest) -> HookResult:
     return answer(done.snapshot, done.sealed, str(ws.root), turn, commit)
 
 
-def _install(ctx: Context, req: HookRequest) -> HookResult:
+def _harness(req: HookRequest, verb: str) -> str:
     from tillage.core.agent_hooks import CLAUDE_AGENT, HARNESSES
-    from tillage.features.hooks.hooks import install_claude_code, install_generic, till_command
-    from tillage.workspace.attach import require_workspace
 
     harness = req.agent or CLAUDE_AGENT
     if harness not in HARNESSES:
         raise InvalidArgumentError(
-            f"till hook install: unknown agent {harness!r}",
+            f"till hook {verb}: unknown agent {harness!r}",
             next_step="use --agent claude-code or --agent generic",
         )
+    return harness
+
+
+def _install(ctx: Context, req: HookRequest) -> HookResult:
+    from tillage.core.agent_hooks import CLAUDE_AGENT
+    from tillage.features.hooks.hooks import (
+        hook_till,
+        install_claude_code,
+        install_generic,
+        till_command,
+    )
+    from tillage.workspace.attach import require_workspace
+
+    harness = _harness(req, INSTALL)
     ws = require_workspace(ctx.settings.home, ctx.settings.folder, ctx.settings.user_home)
-    till = till_command()
+    notes = []
+    removed: list[str] = []
+    settings = None
     if harness == CLAUDE_AGENT:
-        written = install_claude_code(ws, till)
+        till = hook_till(ctx.settings.env.get("PATH"))
+        done, held = install_claude_code(ws, till)
+        written = [w for w in done if w == str(held)]
+        removed = [w for w in done if w != str(held)]
+        settings = str(held)
+        where = (
+            "the project's settings (commit them: they name no path of this machine)"
+            if till.shared
+            else "this checkout's own settings (Claude Code never commits them), with this "
+            "machine's path to till"
+        )
+        notes.append(f"the hooks are in {held}, {where}: {till.why}")
+        if removed:
+            notes.append(f"took tillage's hooks out of {', '.join(removed)} so they run once")
     else:
-        written = install_generic(ws, till)
-    note = None if written else f"tillage's {harness} hooks were already installed"
+        written = install_generic(ws, till_command())
+    if not written:
+        notes.insert(0, f"tillage's {harness} hooks were already installed")
+    watching = None if req.no_watcher else _start_watcher(ctx, ws, notes)
     return HookResult(
         event=INSTALL,
         snapshot=None,
@@ -169,7 +234,60 @@ def _install(ctx: Context, req: HookRequest) -> HookResult:
         session=None,
         tool=None,
         installed=tuple(written),
+        note="; ".join(notes),
+        removed=tuple(removed),
+        settings=settings,
+        watching=watching,
+    )
+
+
+def _start_watcher(ctx: Context, ws: Any, notes: list[str]) -> bool:
+    """Starts the folder's watcher unless one runs; a watcher that will not start is said, not
+    raised: the hooks are installed and seal without it."""
+    from tillage.errors import TillageError
+    from tillage.platform.launch import inherited_env
+    from tillage.watch import daemon
+    from tillage.workspace import watchstate
+
+    if watchstate.is_watching(ws.store.home, ws.id):
+        return True
+    try:
+        daemon.start(ws.store.home, ws.root, ws.id, DEBOUNCE_MS, inherited_env(ctx.settings.launch))
+    except TillageError as err:
+        notes.append(
+            f"the watcher did not start ({err.message}); the hooks seal in their own process, "
+            "slower: start it with `till watch`"
+        )
+        return False
+    notes.append("started the folder's watcher: the hooks seal through it")
+    return True
+
+
+def _uninstall(ctx: Context, req: HookRequest) -> HookResult:
+    from tillage.core.agent_hooks import CLAUDE_AGENT
+    from tillage.features.hooks.hooks import uninstall_claude_code, uninstall_generic
+    from tillage.workspace.attach import require_workspace
+
+    harness = _harness(req, UNINSTALL)
+    ws = require_workspace(ctx.settings.home, ctx.settings.folder, ctx.settings.user_home)
+    removed = uninstall_claude_code(ws) if harness == CLAUDE_AGENT else uninstall_generic(ws)
+    note = (
+        f"took tillage's {harness} hooks out; everything else was left as it was"
+        if removed
+        else f"no {harness} hooks of tillage were installed here"
+    )
+    return HookResult(
+        event=UNINSTALL,
+        snapshot=None,
+        sealed=False,
+        workspace=str(ws.root),
+        agent=harness,
+        turn=None,
+        session=None,
+        tool=None,
+        installed=(),
         note=note,
+        removed=tuple(removed),
     )
 
 
@@ -193,9 +311,15 @@ VERBS = (
             event="sealed",
             stdin_param="payload",
             doc="Seal an attributed restore point at an agent's turn boundary (pre-turn, "
-            "post-tool: only when something changed, turn-end), or install tillage's hooks "
-            "into an agent's settings (install --agent claude-code | generic). Never exits 2; "
-            "on a folder that is not attached it seals nothing and exits 0.",
+            "post-tool: only when something changed, turn-end; session-end: what changed, "
+            "and the session's changelog ends), or install tillage's hooks into an agent's "
+            "settings (install --agent claude-code | generic: Claude Code's go into "
+            ".claude/settings.json naming `till` on PATH and $CLAUDE_PROJECT_DIR, or into "
+            ".claude/settings.local.json with this machine's path when `till` on PATH is not "
+            "this tillage, as `settings` and `note` say; it starts the folder's watcher unless "
+            "--no-watcher), or take them out again (uninstall: only tillage's, from both "
+            "files). Never exits 2; on a folder that is not attached it seals nothing and "
+            "exits 0.",
         ),
         hook,
     ),

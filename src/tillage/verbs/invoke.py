@@ -22,10 +22,6 @@ if TYPE_CHECKING:
     from tillage.platform.launch import Launch
 
 
-def _no_progress(_progress: Any) -> None:
-    return None
-
-
 @dataclass(frozen=True)
 class Settings:
     """Everything a host read from the environment, argv and config, handed down frozen."""
@@ -57,7 +53,9 @@ class Context:
 
     settings: Settings
     workspace: Any = None  # tillage.workspace.attach.Workspace once resolved
-    on_progress: ProgressFn = field(default=_no_progress)
+    # Where the verb reports a long operation's stages; None: nobody is shown them (an agent,
+    # `--json`, a pipe), so engines skip even counting for it.
+    on_progress: ProgressFn | None = None
 
 
 def resolve_context(verb: Verb[Any, Any], settings: Settings, store: Any = None) -> Context:
@@ -283,7 +281,7 @@ def _invoke(
     if contract.needs_confirmation is not None and contract.needs_confirmation(request):
         if confirm is None:
             raise ConfirmationRequiredError(
-                f"{contract.cli} changes files and needs --yes; nothing was changed",
+                f"{contract.cli} {contract.confirms} and needs --yes; nothing was changed",
                 # A store-wide verb (gc) has no target to name; one with no preview (a sync
                 # takeover) has none to offer.
                 next_step=None

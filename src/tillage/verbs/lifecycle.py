@@ -76,7 +76,7 @@ def gc(ctx: Context, req: GcRequest) -> GcResult:
     if not Store.exists(ctx.settings.home):
         return _nothing(req.dry_run)  # no store: nothing to collect, and none is created
     with Store.open(ctx.settings.home) as store:
-        return _gc_result(collect(store, dry_run=req.dry_run))
+        return _gc_result(collect(store, dry_run=req.dry_run, on_progress=ctx.on_progress))
 
 
 def _gc_needs_yes(req: GcRequest) -> bool:

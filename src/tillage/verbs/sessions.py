@@ -49,8 +49,8 @@ class CommitInfo:
     # Files and bytes of the whole folder at this commit.
     file_count: int
     total_size: int
-    # Non-folder paths changed since the parent commit, and the new sizes of those added,
-    # modified or re-typed (deleted files count as changed but add no bytes); 0 for a baseline.
+    # Non-folder paths changed since the parent commit, and their sizes: the new size of those
+    # added, modified or re-typed, the old size of those deleted; 0 for a baseline.
     changed_files: int
     changed_total_size: int
     is_baseline: bool
@@ -127,6 +127,8 @@ class SessionCommitResult:
     sealed: bool
     # The session is marked ended (`session end`).
     ended: bool
+    # `session start` of a session that has commits: `commit` is its newest, nothing was added.
+    already_started: bool = False
 
     def model_text(self) -> str:
         """What a model reads back: which commit holds the folder now, and what it changed."""
@@ -135,8 +137,10 @@ class SessionCommitResult:
             text = f"Started session {c.session}: baseline commit {_commit_words(c)}."
         elif self.added:
             text = f"Recorded commit {_commit_words(c)} in session {c.session}."
-        elif c.is_baseline and not self.ended:
-            text = f"Session {c.session} was already started; its baseline is {_commit_words(c)}."
+        elif self.already_started:
+            text = (
+                f"Session {c.session} was already started; its newest commit is {_commit_words(c)}."
+            )
         else:
             text = f"Nothing changed since commit {_commit_words(c)}; no commit was added."
         if self.ended:
@@ -144,18 +148,21 @@ class SessionCommitResult:
         return text + f" Commit ID: {c.id} (workspace_session_diff lists its changes)."
 
 
-def _commit_result(done: Any) -> SessionCommitResult:
+def _commit_result(done: Any, *, start: bool = False) -> SessionCommitResult:
     return SessionCommitResult(
-        commit=commit_info(done.commit), added=done.added, sealed=done.sealed, ended=done.ended
+        commit=commit_info(done.commit),
+        added=done.added,
+        sealed=done.sealed,
+        ended=done.ended,
+        already_started=start and not done.added,
     )
 
 
 def session_start(ctx: Context, req: SessionCommitRequest) -> SessionCommitResult:
     from tillage.features.sessions.sessions import start
 
-    return _commit_result(
-        start(ctx.workspace, req.session, req.description, agent=ctx.settings.agent)
-    )
+    done = start(ctx.workspace, req.session, req.description, agent=ctx.settings.agent)
+    return _commit_result(done, start=True)
 
 
 def session_record(ctx: Context, req: SessionCommitRequest) -> SessionCommitResult:
@@ -478,12 +485,12 @@ def _validate_revert(ctx: Context, req: SessionRevertRequest) -> None:
 @dataclass(frozen=True)
 class SessionCleanupRequest:
     max_age_days: int = param(
-        "remove sessions not updated for more than N days",
+        "remove sessions not updated for more than N days (0: no age limit)",
         default=DEFAULT_MAX_AGE_DAYS,
         metavar="N",
     )
     max_sessions: int = param(
-        "keep at most the N most recently updated sessions; remove the rest",
+        "keep at most the N most recently updated sessions; remove the rest (0: no count limit)",
         default=DEFAULT_MAX_SESSIONS,
         metavar="N",
     )
@@ -498,6 +505,11 @@ class SessionCleanupResult:
     # Their commits, in all.
     commits_removed: int
     dry_run: bool
+    # The limits applied: null for none (0 was asked for).
+    max_age_days: int | None = None
+    max_sessions: int | None = None
+    # On a dry run that would remove sessions: the command that removes them; else null.
+    next: str | None = None
 
     def model_text(self) -> str:
         """Which sessions went (or would go)."""
@@ -517,10 +529,21 @@ def session_cleanup(ctx: Context, req: SessionCleanupRequest) -> SessionCleanupR
         max_sessions=req.max_sessions,
         dry_run=req.dry_run,
     )
+    next_step = None
+    if req.dry_run and rows:  # the same limits, confirmed (a default is left to be the default)
+        words = ["till session cleanup"]
+        if req.max_age_days != DEFAULT_MAX_AGE_DAYS:
+            words.append(f"--max-age-days {req.max_age_days}")
+        if req.max_sessions != DEFAULT_MAX_SESSIONS:
+            words.append(f"--max-sessions {req.max_sessions}")
+        next_step = " ".join([*words, "--yes"])
     return SessionCleanupResult(
         removed=tuple(r.id for r in rows),
         commits_removed=sum(r.commits for r in rows),
         dry_run=req.dry_run,
+        max_age_days=req.max_age_days or None,
+        max_sessions=req.max_sessions or None,
+        next=next_step,
     )
 
 
@@ -546,8 +569,8 @@ SEAL_ERRORS = (BadSessionIdError, BadDescriptionError, BusyError, DiskFullError,
 COMMIT_OBJECT = (
     "`commit` is {id, short, parent, session, snapshot, description, created_at, file_count, "
     "total_size, changed_files, changed_total_size, is_baseline}: `changed_files` counts the "
-    "files changed since the parent commit and `changed_total_size` sums the new sizes of those "
-    "added, modified or re-typed."
+    "files changed since the parent commit and `changed_total_size` sums their sizes (the new "
+    "size of those added, modified or re-typed, the old size of those deleted)."
 )
 
 
@@ -583,7 +606,7 @@ VERBS: tuple[Verb[Any, Any], ...] = (
         session_start,
         "Begin an agent session's changelog: seal the folder and record the session's baseline "
         "commit (no change set). Idempotent: starting a session that has commits answers its "
-        "baseline and seals nothing.",
+        "newest commit (`already_started`) and seals nothing.",
     ),
     _commit_verb(
         "session.record",
@@ -728,9 +751,11 @@ VERBS: tuple[Verb[Any, Any], ...] = (
             confirmed=_as_confirmed,
             doc="Remove whole sessions: those not updated for more than --max-age-days "
             f"(default {DEFAULT_MAX_AGE_DAYS}) and those beyond the --max-sessions (default "
-            f"{DEFAULT_MAX_SESSIONS}) most recently updated. Only their commit records go: the "
-            "snapshots they named stay in the timeline, so nothing another session or the "
-            "timeline needs is touched (reclaiming bytes is `gc`'s work, a later issue).",
+            f"{DEFAULT_MAX_SESSIONS}) most recently updated; 0 is no limit. Only their commit "
+            "records go: no file of the folder changes, and the snapshots they named stay in "
+            "the timeline, so nothing another session or the timeline needs is touched "
+            "(reclaiming bytes is `gc`'s work, a later issue).",
+            confirms="removes session records (no file and no snapshot changes)",
         ),
         session_cleanup,
     ),

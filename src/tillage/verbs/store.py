@@ -59,7 +59,7 @@ def verify(ctx: Context, req: VerifyRequest) -> VerifyResult:
     if controls.blocking:  # the store's own shape is wrong: that is the whole report
         return _only(tuple(ProblemInfo(o, p) for o, p in controls.problems))
     with Store.open(ctx.settings.home, repairing=True) as store:
-        finished, stuck, report = _checked(store, req.repair, controls)
+        finished, stuck, report = _checked(store, req.repair, controls, ctx.on_progress)
         pointers = _check_pointers(store, req.repair)
         orphans = _unclaimed(store) if req.repair or store.log_problem is None else []
     problems = [ProblemInfo(o, p) for o, p in (*controls.problems, *report.problems)]
@@ -95,7 +95,7 @@ def _only(problems: tuple[ProblemInfo, ...]) -> VerifyResult:
 
 
 def _checked(
-    store: Any, repair: bool, controls: Any
+    store: Any, repair: bool, controls: Any, on_progress: Any
 ) -> tuple[list[str], list[tuple[str, str]], Any]:
     """Finishes interrupted rewinds, then checks (and repairs): a repair rebuilds the index and
     rewrites packs, so it runs alone, as a gc does (INV-14); a check only reads, beside seals,
@@ -113,7 +113,7 @@ def _checked(
         finished, stuck = _finish_interrupted_rewinds(store, repair, controls.fixed)
         if not store.read_only:
             sweep_leftovers(store)
-        return finished, stuck, check_store(store, repair=repair)
+        return finished, stuck, check_store(store, repair=repair, on_progress=on_progress)
 
 
 def _finish_interrupted_rewinds(

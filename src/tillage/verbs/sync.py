@@ -295,6 +295,7 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
             req.ref,
             takeover=req.takeover,
             accept_rollback=req.accept_rollback,
+            on_progress=ctx.on_progress,
         )
         return SyncResult(
             ref=req.ref,
@@ -312,6 +313,7 @@ def sync(ctx: Context, req: SyncRequest) -> SyncResult | Follower:
         req.ref,
         bootstrap=req.bootstrap,
         accept_rollback=req.accept_rollback,
+        on_progress=ctx.on_progress,
     )
     return SyncResult(
         ref=req.ref,
@@ -456,6 +458,7 @@ def clone(ctx: Context, req: CloneRequest) -> CloneResult:
         dest=req.dest,
         remote_till=req.remote_till,
         accept_rollback=req.accept_rollback,
+        on_progress=ctx.on_progress,
     )
     ctx.workspace = ws  # the invocation's after-write step follows it
     return CloneResult(str(ws.root), snapshot_info(head), url, req.ref)

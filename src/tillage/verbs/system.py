@@ -101,6 +101,10 @@ class McpResult:
     tools: tuple[McpToolInfo, ...]
     # True: this process goes on to serve MCP on stdio (nothing is printed).
     serving: bool
+    # With --list on a folder that is not attached: why no tool is offered, and the command
+    # that attaches it (null when attached, or when serving).
+    reason: str | None = None
+    next: str | None = None
 
 
 def mcp(ctx: Any, req: McpRequest) -> McpResult:
@@ -113,9 +117,12 @@ def mcp(ctx: Any, req: McpRequest) -> McpResult:
         offered = belt.tools()
     finally:
         belt.close()
+    reason, next_step = (None, None) if offered else _not_attached(ctx.settings)
     return McpResult(
         folder=str(ctx.settings.folder),
         attached=bool(offered),
+        reason=reason,
+        next=next_step,
         tools=tuple(
             McpToolInfo(
                 d.name, d.verb.contract.name, d.description, d.input_schema(), d.annotations()
@@ -124,6 +131,21 @@ def mcp(ctx: Any, req: McpRequest) -> McpResult:
         ),
         serving=False,
     )
+
+
+def _not_attached(settings: Any) -> tuple[str | None, str | None]:
+    """Why the folder offers no tools, and what attaches it: the error a workspace command
+    would answer here (a lookup only: nothing is attached, no pointer put back)."""
+    from tillage.errors import TillageError
+    from tillage.workspace.attach import require_workspace
+
+    try:
+        require_workspace(settings.home, settings.folder, settings.user_home, restore_pointer=False)
+    except TillageError as err:
+        return err.message, err.next
+    except OSError as exc:
+        return f"{settings.folder} cannot be read: {exc.strerror or exc}", None
+    return None, None  # attached since the tools were listed
 
 
 def _markdown(result: AgentsMdResult) -> str:
@@ -187,7 +209,12 @@ VERBS = (
             serves="mcp",
             doc="Serve this folder's tools to an agent over MCP on stdio (a harness launches "
             "it: `till --repo DIR mcp`). They are the agent-audience verbs, derived from the "
-            "registry; a folder that is not attached is offered none of them.",
+            "registry; a folder that is not attached is offered none of them, and the list "
+            "is announced again (`notifications/tools/list_changed`) when `till watch` attaches "
+            "it or `till forget` forgets it. A cancelled call (`notifications/cancelled`) stops "
+            "its command's whole process group and still seals what it did; SIGTERM, SIGINT, "
+            "SIGHUP or the end of stdin stop the server at once, the commands of its running "
+            "calls stopped and sealed the same way and every call answered before it exits.",
         ),
         mcp,
     ),

@@ -104,6 +104,8 @@ def _said(value: Any, saying: _Saying, path: str) -> Any:
                 out[key] = _tail(item, saying.longest)
             else:
                 out[key] = _said(item, saying, f"{path}.{key}" if path else key)
+        if "content_left_out_bytes" in out:  # what the model reads of the file is cut
+            out["truncated"] = True
         return out
     if isinstance(value, (list, tuple)):
         if len(value) > MAX_ITEMS:  # more than could ever fit: not said at all

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+    from tillage.platform.commands import Cancelled, CancelToken
     from tillage.verbs.invoke import Settings
 
 
@@ -165,8 +166,23 @@ class Toolbelt:
         """The tools offered now: all of them when the folder is attached, none otherwise."""
         return tool_defs() if self.attached() else ()
 
-    def call(self, name: str, args: Mapping[str, Any] | None) -> ToolResult:
-        """Calls the tool `name`; every failure is an error result, never an exception."""
+    def call(
+        self, name: str, args: Mapping[str, Any] | None, cancel: CancelToken | None = None
+    ) -> ToolResult:
+        """Calls the tool `name`; every failure is an error result, never an exception. A
+        `cancel` token stops the commands the call runs (platform/commands.cancellable): the
+        call then answers `interrupted`, with what its verb kept (a fork sealed as it was)."""
+        if cancel is not None:
+            from tillage.platform.commands import Cancelled, cancellable
+
+            try:
+                with cancellable(cancel):
+                    return self._answered(name, args)
+            except Cancelled as stop:
+                return _cancelled(stop)
+        return self._answered(name, args)
+
+    def _answered(self, name: str, args: Mapping[str, Any] | None) -> ToolResult:
         tool = None
         try:
             tool = tool_def(name)
@@ -180,13 +196,13 @@ class Toolbelt:
                 )
             return self._call(tool, dict(args or {}))
         except TillageError as err:
-            return _failed(tool, err)
+            return error_result(tool, err)
         except Exception as exc:  # the wire gets no traceback, ever
             if self.settings.debug:
                 import traceback
 
                 traceback.print_exc()
-            return _failed(tool, InternalError(f"internal error ({type(exc).__name__})"))
+            return error_result(tool, InternalError(f"internal error ({type(exc).__name__})"))
 
     def run(self, verb_name: str, **params: Any) -> Any:
         """Runs the verb called `verb_name` with the open store and returns its result; raises
@@ -244,6 +260,19 @@ def public_error(exc: BaseException) -> TillageError:
     return InternalError(f"internal error ({type(exc).__name__}: {exc})")
 
 
+def _cancelled(stop: Cancelled) -> ToolResult:
+    """A cancelled call's answer: `interrupted`, with what its verb noted it kept."""
+    from tillage.errors import CommandInterruptedError, interruption_note
+
+    details, next_step = interruption_note(stop) or (None, None)
+    err = CommandInterruptedError(
+        f"the call was stopped ({stop.reason}); its command was stopped with it",
+        next_step=next_step,
+        details=details,
+    )
+    return error_result(None, err)
+
+
 def _answer(tool: ToolDef, result: Any, request: Any) -> ToolResult:
     """The result as a tool answers it: its document, once, and the text and structured
     result said from it."""
@@ -256,7 +285,7 @@ def _answer(tool: ToolDef, result: Any, request: Any) -> ToolResult:
     return ToolResult(render(tool, result, request, document, said), False, document, said)
 
 
-def _failed(tool: ToolDef | None, err: TillageError) -> ToolResult:
+def error_result(tool: ToolDef | None, err: TillageError) -> ToolResult:
     """An error as a tool answers it: the envelope every door has for the harness; for the
     model, its message and next step in the tools' words."""
     from tillage.verbs.tool_shape import shape_error

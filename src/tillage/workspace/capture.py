@@ -35,7 +35,7 @@ from tillage.core.models import (
 )
 from tillage.core.nesting import run_nested
 from tillage.core.paths import CONTROL_DIR, fs_decode, fs_encode, join
-from tillage.core.progress import Progress, ProgressFn
+from tillage.core.progress import ProgressFn, meter
 from tillage.errors import TillageError
 from tillage.platform import clock
 from tillage.store.store import ObjectWriter, Store
@@ -216,7 +216,9 @@ class Walker:
         self.tmp_dir = tmp_dir
         self.started_ns = started_ns
         self.result = Capture(manifest={} if keep_manifest else None)
-        self.on_progress = on_progress
+        # Files counted, toward the last seal's count (its root folder's), for a person's line.
+        last = previous.folders[""][0] if "" in previous.folders else 0
+        self.meter = meter(on_progress, "sealing", last, every=16)
         # Absolute folders never captured: the store itself, when someone keeps it inside.
         self.skip_dirs = skip_dirs
         self.links: _Links = {}
@@ -236,6 +238,8 @@ class Walker:
             self.names = None
             self._run()
         self.result.notes.sort(key=lambda n: (n.path, n.reason))
+        if self.meter is not None:
+            self.meter.done(self.result.files, self.result.read_bytes)  # the final numbers
         return self.result
 
     def _run(self) -> None:
@@ -642,6 +646,8 @@ class Walker:
         size = row[10]
         self.result.files += 1
         self.result.total_bytes += size
+        if self.meter is not None:
+            self.meter(self.result.files, self.result.read_bytes)
         flags = _FLAGS[row[9]]
         if link:
             flags |= EntryFlag.HARDLINK
@@ -681,10 +687,6 @@ class Walker:
     ) -> tuple[Row, os.stat_result] | None:
         """Reads a file's content into the store; returns its row and the facts it was read at."""
         self.result.read_files += 1
-        if self.on_progress is not None:
-            self.on_progress(
-                Progress("sealing", self.result.read_files, 0, self.result.read_bytes, 0)
-            )
         for _attempt in range(READ_RETRIES):
             try:
                 fd = _open(name, _FILE_OPEN, dir_fd)

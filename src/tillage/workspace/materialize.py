@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tillage.core.models import ChunkRef, ContentKind, Entry, EntryFlag, EntryKind, is_hole
 from tillage.core.paths import CONTROL_DIR
+from tillage.core.progress import ProgressFn
 from tillage.core.rewind_plan import Op, plan_actions
 from tillage.errors import TillageError
 from tillage.platform import clock
@@ -34,23 +35,34 @@ _DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def materialize(
-    store: Store, snapshot: SnapshotRow, dest: Path, *, durable: bool = True
+    store: Store,
+    snapshot: SnapshotRow,
+    dest: Path,
+    *,
+    durable: bool = True,
+    on_progress: ProgressFn | None = None,
 ) -> dict[str, Row]:
     """Writes the stored snapshot into the new folder `dest` (its parent must exist), byte-
     exact, every object verified before a byte is written; returns the path-index rows of
     what it wrote (racily-clean ones marked so that they are read again). Durable when it
     returns unless told it need not be (a bisect probe, removed when the bisect ends)."""
     with store.sharing():  # INV-14: no gc removes what it is reading
-        return _materialize(store, snapshot, dest, durable)
+        return _materialize(store, snapshot, dest, durable, on_progress)
 
 
-def _materialize(store: Store, snapshot: SnapshotRow, dest: Path, durable: bool) -> dict[str, Row]:
+def _materialize(
+    store: Store,
+    snapshot: SnapshotRow,
+    dest: Path,
+    durable: bool,
+    on_progress: ProgressFn | None,
+) -> dict[str, Row]:
     os.mkdir(dest, FOLDER_MODE)
     want = flatten(store, bytes.fromhex(snapshot.tree))
     # An inner workspace's pointer an old seal captured is never put back (nested.py).
     want = {p: e for p, e in want.items() if not inside_control_dir(p)}
     planned = plan_actions({}, want, None)
-    applier = Applier(Workspace("materialize", dest, store), {})
+    applier = Applier(Workspace("materialize", dest, store), {}, on_progress)
     applier.stage(planned.actions)
     applier.run(planned.actions, durable=durable)
     return settled(applier.written)
@@ -83,7 +95,11 @@ class _Everything(Policy):
 
 
 def rematerialize(
-    store: Store, snapshot: SnapshotRow, dest: Path, rows: dict[str, Row]
+    store: Store,
+    snapshot: SnapshotRow,
+    dest: Path,
+    rows: dict[str, Row],
+    on_progress: ProgressFn | None = None,
 ) -> dict[str, Row] | None:
     """Makes `dest`, a folder materialize (or this) wrote, exactly `snapshot` again, writing
     only what differs, and returns its new rows; `rows` are the rows that call returned.
@@ -96,11 +112,15 @@ def rematerialize(
     nothing changed: the folder cannot be vouched for (not a folder, or something in it
     unreadable or special); the caller writes a fresh one instead."""
     with store.sharing():  # INV-14: no gc removes what it is reading
-        return _rematerialize(store, snapshot, dest, rows)
+        return _rematerialize(store, snapshot, dest, rows, on_progress)
 
 
 def _rematerialize(
-    store: Store, snapshot: SnapshotRow, dest: Path, rows: dict[str, Row]
+    store: Store,
+    snapshot: SnapshotRow,
+    dest: Path,
+    rows: dict[str, Row],
+    on_progress: ProgressFn | None,
 ) -> dict[str, Row] | None:
     try:
         if not stat.S_ISDIR(os.lstat(dest).st_mode):
@@ -141,7 +161,7 @@ def _rematerialize(
             if row is not None:
                 patched[action.path] = row
     rest = tuple(a for a in planned.actions if not (a.op is Op.WRITE and a.path in patched))
-    applier = Applier(Workspace("materialize", dest, store), seen.manifest)
+    applier = Applier(Workspace("materialize", dest, store), seen.manifest, on_progress)
     applier.stage(rest)
     applier.run(rest, durable=False)
     touched = {a.path for a in planned.actions} | (seen.manifest.keys() - current.keys())

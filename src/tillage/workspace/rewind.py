@@ -94,6 +94,7 @@ def apply(
             SealOptions(trigger="pre_rewind", label=f"before rewind to {target.id[:12]}"),
             manifest_out=current,
             manifest_scopes=scopes,
+            on_progress=on_progress,
         )
         return apply_sealed(ws, target, scopes, current, undo, on_progress=on_progress)
 

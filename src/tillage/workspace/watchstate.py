@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 _LOCAL: dict[str, ChangeSource] = {}
 _LOCAL_LOCK = threading.Lock()
 
+# Workspaces whose watcher did not answer this process in time (the console script's door
+# found it hung, or stopped with SIGSTOP): a seal here walks the folder instead of waiting
+# CALL_TIMEOUT for the same silence.
+_SILENT: set[str] = set()
+
 SUN_PATH_MAX = 107  # bytes of a Unix socket path, without the terminating NUL
 CALL_TIMEOUT = 3.0  # seconds a seal waits for the watcher's answer before walking everything
 
@@ -42,6 +47,12 @@ def register_local(workspace_id: str, source: ChangeSource | None) -> None:
             _LOCAL.pop(workspace_id, None)
         else:
             _LOCAL[workspace_id] = source
+
+
+def distrust(workspace_id: str) -> None:
+    """Asks nothing more of this workspace's watcher in this process: it did not answer."""
+    with _LOCAL_LOCK:
+        _SILENT.add(workspace_id)
 
 
 def run_dir(home: Path) -> Path:
@@ -215,8 +226,11 @@ def change_source(ws: Workspace) -> ChangeSource | None:
     """The watcher that can say what changed in `ws` since a token, or None (walk it all)."""
     with _LOCAL_LOCK:
         local = _LOCAL.get(ws.id)
+        silent = ws.id in _SILENT
     if local is not None:
         return local
+    if silent:
+        return None
     home = ws.store.home
     try:
         os.lstat(socket_path(home, ws.id))

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tillage.core.bisect import Search, Verdict, verdict_of
+from tillage.core.progress import PAUSE, ProgressFn, relabel
 from tillage.errors import InvalidArgumentError
 from tillage.features.bisect.errors import (
     BisectAbortedError,
@@ -96,9 +97,12 @@ def bisect(
     bad: str | None = None,
     limit: int | None = None,
     launch: Launch | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> Bisected:
     """Finds the first snapshot between `good` (default: the oldest of the line) and `bad`
-    (default: the workspace's present, sealed first) where `command` fails."""
+    (default: the workspace's present, sealed first) where `command` fails. `on_progress`
+    hears each probe's folder being written, a stage a probe (`probe 3: 3f9a0c1d2e4b`), and
+    a pause before its check runs (the check's output is the person's to read)."""
     from tillage.platform.commands import argv_of
     from tillage.workspace.timeline import resolve
 
@@ -123,7 +127,8 @@ def bisect(
     with probe_area(ws.store, ws.root.name) as run:
 
         def probe(row: SnapshotRow) -> Probe:
-            done = run(row, command, launch)
+            stage = f"probe {len(probes) + 1}: {row.id[:12]}"
+            done = run(row, command, launch, relabel(on_progress, stage))
             probes.append(done)
             if done.verdict is None:
                 raise BisectAbortedError(
@@ -237,7 +242,7 @@ def first_parent_line(
     return line
 
 
-ProbeRunner = Callable[[SnapshotRow, tuple[str, ...], Launch | None], Probe]
+ProbeRunner = Callable[[SnapshotRow, tuple[str, ...], Launch | None, ProgressFn | None], Probe]
 
 
 @contextlib.contextmanager
@@ -279,13 +284,21 @@ class _Area:
         self.rows: dict[str, Row] | None = None
         self.identity: tuple[int, int] | None = None
 
-    def run(self, row: SnapshotRow, command: tuple[str, ...], launch: Launch | None) -> Probe:
+    def run(
+        self,
+        row: SnapshotRow,
+        command: tuple[str, ...],
+        launch: Launch | None,
+        on_progress: ProgressFn | None = None,
+    ) -> Probe:
         """Makes the probe folder (named as the workspace) exactly `row`, runs the check
         there."""
         from tillage.platform.commands import run_command
 
         dest = self.path / self.folder_name
-        self._prepare(row, dest)
+        self._prepare(row, dest, on_progress)
+        if on_progress is not None:
+            on_progress(PAUSE)
         started = time.monotonic()
         outcome = run_command(
             command,
@@ -303,7 +316,7 @@ class _Area:
             seconds=seconds,
         )
 
-    def _prepare(self, row: SnapshotRow, dest: Path) -> None:
+    def _prepare(self, row: SnapshotRow, dest: Path, on_progress: ProgressFn | None) -> None:
         """The folder as `row`, byte-exact: the last probe's folder made so in place when it
         is still the folder written and can be vouched for, else a fresh one."""
         from tillage.workspace.materialize import materialize, rematerialize
@@ -311,14 +324,14 @@ class _Area:
         rows, self.rows = self.rows, None
         if rows is not None and self._same_folder(dest):
             try:
-                self.rows = rematerialize(self.store, row, dest, rows)
+                self.rows = rematerialize(self.store, row, dest, rows, on_progress)
             except OSError:
                 self.rows = None  # in an unknown state: start afresh
             if self.rows is not None:
                 return
         self._discard(dest)
         self.identity = None
-        self.rows = materialize(self.store, row, dest, durable=False)
+        self.rows = materialize(self.store, row, dest, durable=False, on_progress=on_progress)
         st = os.lstat(dest)
         self.identity = (st.st_dev, st.st_ino)
 

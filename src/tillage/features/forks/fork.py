@@ -385,7 +385,7 @@ def create_fork(
             failpoints.hit("fork.after_intent")
             try:
                 if base is not None and at is not None:
-                    rows = materialize(store, base, staging)
+                    rows = materialize(store, base, staging, on_progress=on_progress)
                     stats = materialized_stats(base)
                 else:
                     base, stats, rows = _copy_with_base(ws, name, staging, base, on_progress)
@@ -465,11 +465,12 @@ def _copy_with_base(
 
     seeder = Seeder(pathindex.load(ws.store, ws.id))
     if base is not None:
-        return base, copy_live(ws, staging, seeder), seeder.rows
+        return base, copy_live(ws, staging, seeder, on_progress), seeder.rows
     options = SealOptions(trigger="fork_base", label=f"base of fork {name}", skip_unchanged=True)
     with ThreadPoolExecutor(1, thread_name_prefix="fork-base") as pool:
-        sealing = pool.submit(seal_result, ws, options, on_progress=on_progress)
-        stats = copy_live(ws, staging, seeder)  # a failure waits for the seal, then raises
+        # The copy is what a person waits for: one line for it, not two stages taking turns.
+        sealing = pool.submit(seal_result, ws, options)
+        stats = copy_live(ws, staging, seeder, on_progress)  # a failure waits for the seal
         sealed = sealing.result().row
     return sealed, stats, seeder.rows
 

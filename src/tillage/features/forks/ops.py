@@ -5,6 +5,7 @@ removed only when it really is that fork)."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import threading
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tillage.core.paths import CONTROL_DIR
+from tillage.core.progress import PAUSE, ProgressFn
 from tillage.errors import InvalidArgumentError, echo
 from tillage.features.forks import interrupted
 from tillage.features.forks.copy import copy_skip
@@ -147,12 +149,14 @@ def run_in_fork(
     destination: Path | None = None,
     caller: Path | None = None,
     launch: Launch | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> Ran:
     """Runs `command` in the fork `name` (made first when it does not exist, of the live
     folder or of snapshot `at`; `create` True insists on making it, as `fork NAME -- CMD`
     does), then seals the fork (trigger `fork`). The command's failure is its status, not an
     error. Interrupted, it stops the command, seals the fork as it was and names it in the
-    interruption (features/forks/interrupted.py)."""
+    interruption (features/forks/interrupted.py). `on_progress` hears the fork's copy, then
+    a pause before the command prints."""
     argv_of(command)  # an empty command is refused before anything is made
     check_name(name)
     base_port = port_base(launch)
@@ -161,7 +165,9 @@ def run_in_fork(
     if row is not None and (at is not None or create):
         raise ForkExistsError.named(name, "; --at makes a new one" if at is not None else "")
     try:
-        return _run_in(ws, name, row, command, at, destination, caller, launch, base_port)
+        return _run_in(
+            ws, name, row, command, at, destination, caller, launch, base_port, on_progress
+        )
     except KeyboardInterrupt as exc:
         interrupted.note_fork(
             exc, interrupted.keep_universes(ws, [name], _label(command, cut=True), {})
@@ -179,12 +185,17 @@ def _run_in(
     caller: Path | None,
     launch: Launch | None,
     base_port: int,
+    on_progress: ProgressFn | None = None,
 ) -> Ran:
     made: Forked | None = None
     if row is None:
-        made = create_fork(ws, name, destination=destination, at=at, port_base=base_port)
+        made = create_fork(
+            ws, name, destination=destination, at=at, port_base=base_port, on_progress=on_progress
+        )
         row = made.row
         fork_ws = made.workspace
+        if on_progress is not None:
+            on_progress(PAUSE)  # the command's output starts on a line of its own
     else:
         require_fork_folder(ws.store, row)
         row = ensure_port(ws.store, row, base_port)
@@ -313,7 +324,12 @@ def _exec_in(
         except BaseException as exc:
             failures.append(exc)
 
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(made))]
+    # Each thread runs in a copy of this context, so a cancellable call's cancel reaches every
+    # universe's command (platform/commands.cancellable).
+    threads = [
+        threading.Thread(target=contextvars.copy_context().run, args=(run, i), daemon=True)
+        for i in range(len(made))
+    ]
     try:
         for t in threads:
             t.start()

@@ -14,17 +14,21 @@ import json
 import os
 import stat
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tillage.core.agent_hooks import (
     CLAUDE_EVENTS,
     EVENTS,
+    GENERIC_HEADER,
     SettingsShapeError,
     generic_script,
     hook_command,
     json_indent,
     merge_claude_settings,
+    unmerge_claude_settings,
 )
 from tillage.core.paths import CONTROL_DIR
 from tillage.features.hooks.errors import InvalidAgentSettingsError, UnsafeSettingsDirError
@@ -41,7 +45,11 @@ from tillage.workspace.seal import SealOptions, seal_locked
 HOOK_LOCK_TIMEOUT = 2.0
 
 CLAUDE_DIR = ".claude"
+# The project's settings (teams commit them) and the checkout's own (Claude Code's docs: "not
+# committed"): hooks that name `till` on PATH go in the first, hooks that must name this
+# machine's path to it in the second.
 CLAUDE_SETTINGS = "settings.json"
+CLAUDE_LOCAL_SETTINGS = "settings.local.json"
 HOOKS_DIR = "hooks"
 
 
@@ -60,15 +68,16 @@ class HookSeal:
 # turn's first hook starts the chain (its baseline is the folder before the agent's first
 # turn), its end records what the turn changed. A tool's hook does not: a turn is the unit
 # of a changelog.
-SESSION_STEPS = {"pre-turn": "start", "turn-end": "record"}
+SESSION_STEPS = {"pre-turn": "start", "turn-end": "record", "session-end": "end"}
 
 
 def seal_hook(ws: Workspace, options: SealOptions, *, event: str | None = None) -> HookSeal:
     """Seals an attributed restore point; `busy` after HOOK_LOCK_TIMEOUT seconds of waiting.
 
     With a session (`options.session`, a valid session ID) a `pre-turn` starts that session's
-    chain when it has none and a `turn-end` records a commit, both naming the snapshot just
-    sealed, under the same lock: no second seal, and no other commit can come in between."""
+    chain when it has none, a `turn-end` records a commit and a `session-end` records one and
+    marks the session ended, each naming the snapshot just sealed, under the same lock: no
+    second seal, and no other commit can come in between."""
     from tillage.core.sessions import session_id_problem
 
     step = SESSION_STEPS.get(event or "")
@@ -78,7 +87,7 @@ def seal_hook(ws: Workspace, options: SealOptions, *, event: str | None = None) 
         row = seal_locked(ws, options)
         commit = None
         if step is not None and session and session_id_problem(session) is None:
-            from tillage.features.sessions.sessions import chain_locked
+            from tillage.features.sessions.sessions import chain_locked, end_locked
 
             prev = ws.store.session_head(ws.id, session)
             done = chain_locked(
@@ -90,6 +99,8 @@ def seal_hook(ws: Workspace, options: SealOptions, *, event: str | None = None) 
                 prev,
                 start_only=step == "start",
             )
+            if step == "end":
+                done = end_locked(ws, session, done)
             commit = done.commit
     sealed = before is None or row.id != before.id
     return HookSeal(snapshot=row, sealed=sealed, commit=commit)
@@ -101,11 +112,15 @@ def session_turn(ws: Workspace, session: str | None, event: str) -> str | None:
     without a session, or before the session's first pre-turn."""
     if not session:
         return None
-    turns = sum(
-        1
-        for row in ws.store.snapshots(ws.id, trigger="hook", session=session)
-        if (row.label or "").startswith("hook pre-turn")
-    )
+    # Counted in the index, no row read: a long session has thousands of hook snapshots, and
+    # reading them all (Store.snapshots) at every hook cost ~10 ms a thousand.
+    prefix = "hook pre-turn"
+    row = ws.store.conn.execute(
+        "SELECT COUNT(*) FROM snapshots WHERE workspace=? AND trigger='hook' AND session=?"
+        " AND substr(label, 1, ?) = ?",
+        (ws.id, session, len(prefix), prefix),
+    ).fetchone()
+    turns = int(row[0])
     if event == "pre-turn":
         turns += 1
     return str(turns) if turns else None
@@ -120,6 +135,31 @@ def till_command() -> tuple[str, ...]:
     if script.is_file() and os.access(script, os.X_OK):
         return (str(script),)
     return (str(python), "-m", "tillage")
+
+
+@dataclass(frozen=True)
+class HookTill:
+    """How installed hooks call tillage: the bare `till` when the one on PATH is this one
+    (`shared`: the hooks go in the settings teams commit), else this machine's absolute path
+    (they go in the checkout's own settings), and why."""
+
+    words: tuple[str, ...]
+    shared: bool
+    why: str
+
+
+def hook_till(search_path: str | None) -> HookTill:
+    """Whether the `till` that `search_path` (a PATH value; None: none known) finds is this
+    tillage: the same file as till_command()'s script, through any symlinks."""
+    import shutil
+
+    ours = till_command()
+    found = shutil.which("till", path=search_path) if search_path else None
+    if found is None:
+        return HookTill(ours, False, "`till` is not on PATH")
+    if len(ours) == 1 and os.path.realpath(found) == os.path.realpath(ours[0]):
+        return HookTill(("till",), True, f"`till` on PATH is this tillage ({found})")
+    return HookTill(ours, False, f"`till` on PATH is {found}, not this tillage ({ours[0]})")
 
 
 def _open_dir(parent_fd: int, name: str, where: Path, *, control: bool) -> int:
@@ -176,31 +216,81 @@ def _open_root(ws: Workspace) -> int:
     return os.open(ws.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
-def install_claude_code(ws: Workspace, till: tuple[str, ...]) -> list[str]:
-    """Merges tillage's hooks into `<workspace>/.claude/settings.json`; returns the paths
-    written (none when they were already there)."""
-    root = str(ws.root)
-    commands = {name: hook_command(till, root, event) for name, event in CLAUDE_EVENTS.items()}
+def install_claude_code(ws: Workspace, till: HookTill) -> tuple[list[str], Path]:
+    """Merges tillage's hooks into `<workspace>/.claude/settings.json` (`till.shared`) or
+    `settings.local.json` and takes them out of the other, so they run once; returns the paths
+    written (none when all was in place already) and the file that holds the hooks. Both
+    files are read and changed in memory first: one that cannot be read leaves both as they
+    were."""
+    commands = {name: hook_command(till.words, event) for name, event in CLAUDE_EVENTS.items()}
+    name, other = (
+        (CLAUDE_SETTINGS, CLAUDE_LOCAL_SETTINGS)
+        if till.shared
+        else (CLAUDE_LOCAL_SETTINGS, CLAUDE_SETTINGS)
+    )
     folder = ws.root / CLAUDE_DIR
-    path = folder / CLAUDE_SETTINGS
     dir_fd = _open_in_root(ws, CLAUDE_DIR, control=False)
     try:
-        old = _read_at(dir_fd, CLAUDE_SETTINGS, folder)
-        doc = _parse_settings(old, path) if old is not None else {}
-        try:
-            merged = merge_claude_settings(doc, commands)
-        except SettingsShapeError as exc:
-            raise InvalidAgentSettingsError(
-                f"{path}: {exc}; it was left untouched", details={"path": str(path)}
-            ) from None
-        if old is not None and merged == doc:
-            return []
-        indent = json_indent(old.decode("utf-8")) if old is not None else "  "
-        text = json.dumps(merged, indent=indent, ensure_ascii=False) + "\n"
-        atomic_write_at(dir_fd, CLAUDE_SETTINGS, text.encode("utf-8"))
-        return [str(path)]
+        merge = lambda doc: merge_claude_settings(doc, commands)  # noqa: E731
+        planned = [
+            _planned(dir_fd, folder, name, merge, create=True),
+            _planned(dir_fd, folder, other, unmerge_claude_settings, create=False),
+        ]
+        return _write_planned(dir_fd, folder, planned), folder / name
     finally:
         os.close(dir_fd)
+
+
+def uninstall_claude_code(ws: Workspace) -> list[str]:
+    """Takes tillage's hooks (any `till`, any folder) out of both settings files, keeping
+    everything else; returns the paths written (none when there were none of ours)."""
+    folder = ws.root / CLAUDE_DIR
+    if not os.path.lexists(folder):
+        return []
+    dir_fd = _open_in_root(ws, CLAUDE_DIR, control=False)  # refuses a symlink, a non-folder
+    try:
+        planned = [
+            _planned(dir_fd, folder, name, unmerge_claude_settings, create=False)
+            for name in (CLAUDE_SETTINGS, CLAUDE_LOCAL_SETTINGS)
+        ]
+        return _write_planned(dir_fd, folder, planned)
+    finally:
+        os.close(dir_fd)
+
+
+def _planned(
+    dir_fd: int, folder: Path, name: str, change: Callable[[Any], Any], *, create: bool
+) -> tuple[str, bytes] | None:
+    """The settings file `name` (in the folder `dir_fd`) with `change` applied (a document
+    in, a document out), as (name, bytes to write); None when it comes back equal, or when
+    the file does not exist and `create` is false. Refuses a file that is not a JSON object
+    of Claude Code's shape (hook.invalid_settings)."""
+    path = folder / name
+    old = _read_at(dir_fd, name, folder)
+    if old is None and not create:
+        return None
+    doc = _parse_settings(old, path) if old is not None else {}
+    try:
+        changed = change(doc)
+    except SettingsShapeError as exc:
+        raise InvalidAgentSettingsError(
+            f"{path}: {exc}; it was left untouched", details={"path": str(path)}
+        ) from None
+    if old is not None and changed == doc:
+        return None
+    indent = json_indent(old.decode("utf-8")) if old is not None else "  "
+    text = json.dumps(changed, indent=indent, ensure_ascii=False) + "\n"
+    return name, text.encode("utf-8")
+
+
+def _write_planned(dir_fd: int, folder: Path, planned: list[tuple[str, bytes] | None]) -> list[str]:
+    """Writes each planned file atomically, in order; returns their paths."""
+    written = []
+    for plan in planned:
+        if plan is not None:
+            atomic_write_at(dir_fd, plan[0], plan[1])
+            written.append(str(folder / plan[0]))
+    return written
 
 
 def _parse_settings(data: bytes, path: Path) -> dict[str, object]:
@@ -239,6 +329,34 @@ def install_generic(ws: Workspace, till: tuple[str, ...]) -> list[str]:
     finally:
         os.close(hooks_fd)
     return written
+
+
+def uninstall_generic(ws: Workspace) -> list[str]:
+    """Removes the scripts `install_generic` wrote (a file there that is not one of ours is
+    left alone); returns the paths removed."""
+    folder = ws.root / CONTROL_DIR / HOOKS_DIR
+    try:
+        hooks_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        raise UnsafeControlDirError(
+            f"{folder} is a symlink or not a folder: tillage will not change it",
+            details={"path": str(folder)},
+        ) from None
+    removed = []
+    try:
+        for event in EVENTS:
+            current = _read_at(hooks_fd, event, folder)
+            if current is None or not current.startswith(GENERIC_HEADER.encode()):
+                continue
+            os.unlink(event, dir_fd=hooks_fd)
+            removed.append(str(folder / event))
+    finally:
+        os.close(hooks_fd)
+    return removed
 
 
 def _make_executable(dir_fd: int, name: str) -> None:

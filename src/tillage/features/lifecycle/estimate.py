@@ -29,7 +29,7 @@ from pathlib import Path
 from tillage.core.classes import CLASSES, class_of
 from tillage.core.codec import Kind
 from tillage.core.models import EntryKind
-from tillage.core.progress import ProgressFn
+from tillage.core.progress import ProgressFn, relabel
 from tillage.platform import clock
 from tillage.platform.fs import TEMP_MARK
 from tillage.store.store import ObjectWriter, Store
@@ -140,7 +140,7 @@ def estimate(
             clock.files_now_ns(),
             keep_manifest=True,
             skip_dirs=skip,
-            on_progress=on_progress,
+            on_progress=relabel(on_progress, "scanning"),  # it seals nothing
         )
         started = time.perf_counter()
         capture = walker.run()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from tillage.core import codec
 from tillage.core.classes import BYTE_WINDOWS, ClassRules, class_of
 from tillage.core.models import ContentKind, EntryFlag, EntryKind, is_hole
+from tillage.core.progress import ProgressFn, meter
 from tillage.core.retention import DEFAULT, Retention, survivors, tightened
 from tillage.platform import clock, failpoints
 from tillage.platform.locks import SHARED_WAIT
@@ -299,8 +300,16 @@ def _windows(step: int) -> dict[str, int | None]:
     return {c: (None if w is None else w >> step) for c, w in BYTE_WINDOWS.items()}
 
 
-def decide(store: Store, now_ns: int, policy: Retention, *, step: int = 0) -> _Plan:
-    """Which snapshots go, which lose which classes of bytes, and every object still needed."""
+def decide(
+    store: Store,
+    now_ns: int,
+    policy: Retention,
+    *,
+    step: int = 0,
+    on_progress: ProgressFn | None = None,
+) -> _Plan:
+    """Which snapshots go, which lose which classes of bytes, and every object still needed
+    (`on_progress` hears the kept snapshots marked, one by one)."""
     rules_policy = tightened(policy, step)
     # The protected set is the configured policy's: a budget tightens the schedule, never it.
     guard = protected(store, now_ns, policy)
@@ -326,7 +335,10 @@ def decide(store: Store, now_ns: int, policy: Retention, *, step: int = 0) -> _P
     }
     marker = _Marker(store)
     thinning: list[tuple[str, bytes, frozenset[str], frozenset[str]]] = []
+    tally = meter(on_progress, "marking", len(kept), unit="snapshot")
     for snapshot, at in kept:
+        if tally is not None:
+            tally.add()
         row = store.snapshot(snapshot)
         assert row is not None
         marker.live.add(bytes.fromhex(snapshot))
@@ -370,9 +382,11 @@ def collect(
     threshold: float = REWRITE_THRESHOLD,
     reason: str = "retention",
     wait: float = SHARED_WAIT,
+    on_progress: ProgressFn | None = None,
 ) -> GcOutcome:
     """Runs one gc over the whole store: retention, byte windows, then the sweep; busy when
-    other operations keep the store for more than `wait` seconds."""
+    other operations keep the store for more than `wait` seconds. `on_progress` hears its
+    stages: the kept snapshots marked, then the packs swept."""
     if not dry_run:
         store.require_writable()
     # A dry run changes nothing: it only keeps a gc from changing the store under it.
@@ -382,7 +396,7 @@ def collect(
             store.settle_index()  # measured as it will stay (a dry run touches nothing)
         before = store_bytes(store.home)
         now_ns = clock.now_ns()
-        decided = decide(store, now_ns, retention_of(store), step=step)
+        decided = decide(store, now_ns, retention_of(store), step=step, on_progress=on_progress)
         if dry_run:
             swept = plan(store, decided.live, threshold=threshold)
             return GcOutcome(
@@ -410,7 +424,7 @@ def collect(
                 },
             )
         failpoints.hit("gc.after_publish")
-        swept = sweep(store, decided.live, threshold=threshold)
+        swept = sweep(store, decided.live, threshold=threshold, on_progress=on_progress)
         store.settle_index()
         after = store_bytes(store.home)
     return GcOutcome(

@@ -105,7 +105,7 @@ def create_session_snapshot(
     agent: str | None = None,
 ) -> SessionCommitRow:
     """The harness seam (the seed's CreateSessionSnapshot): `start` begins the session's chain
-    (idempotent: a started session answers its baseline), `end` records and marks the session
+    (idempotent: a started session answers its newest commit), `end` records and marks the session
     ended, anything else records. Returns the commit that holds the folder's state now."""
     if kind == START:
         return start(ws, session_id, description, agent=agent).commit
@@ -116,16 +116,17 @@ def start(
     ws: Workspace, session: str, description: str | None = None, *, agent: str | None = None
 ) -> Recorded:
     """Begins a session: seals the folder (trigger `session`) and records the baseline, a
-    commit with no change set. A session that has commits answers its baseline, unchanged."""
+    commit with no change set. A session that has commits answers its newest commit, unchanged
+    (the seed's NewChange on a started chain: where the session is now)."""
     from tillage.workspace.locks import workspace_lock
     from tillage.workspace.seal import seal_result_locked
 
     check_session_id(session)
     check_description(description)
     with workspace_lock(ws):
-        first = ws.store.session_first(ws.id, session)
-        if first is not None:
-            return Recorded(first, added=False, sealed=False)
+        head = ws.store.session_head(ws.id, session)
+        if head is not None:
+            return Recorded(head, added=False, sealed=False)
         sealed = seal_result_locked(ws, _seal_options(session, START, description, agent))
         commit = _publish(ws, session, sealed.row, _describe(START, description), agent, None)
         return Recorded(commit, added=True, sealed=sealed.added)
@@ -155,15 +156,19 @@ def record(
         sealed = seal_result_locked(ws, options)
         done = chain_locked(ws, session, sealed.row, _describe(kind, description), agent, prev)
         done = Recorded(done.commit, done.added, sealed.added)
-        if end:
-            row = ws.store.session(ws.id, session)
-            if done.added or row is None or row.ended_ns is None:
-                ws.store.publish(
-                    "session_ended",
-                    {"workspace": ws.id, "session": session, "commit": done.commit.id},
-                )
-            done = Recorded(done.commit, done.added, done.sealed, ended=True)
-        return done
+        return end_locked(ws, session, done) if end else done
+
+
+def end_locked(ws: Workspace, session: str, done: Recorded) -> Recorded:
+    """Marks `session` ended at `done.commit` (just recorded by a caller holding the workspace
+    lock); once: ending an ended session whose head did not move publishes nothing."""
+    row = ws.store.session(ws.id, session)
+    if done.added or row is None or row.ended_ns is None:
+        ws.store.publish(
+            "session_ended",
+            {"workspace": ws.id, "session": session, "commit": done.commit.id},
+        )
+    return Recorded(done.commit, done.added, done.sealed, ended=True)
 
 
 def chain_locked(
@@ -447,10 +452,10 @@ def cleanup(
     dry_run: bool = False,
 ) -> list[SessionRow]:
     """Removes whole sessions: those not updated for more than `max_age_days` days and those
-    beyond the `max_sessions` most recently updated; returns them, most recently updated
-    first. Only the sessions' commit records go (a `session_removed` fact each): their
-    snapshots stay in the timeline, so no byte another session or the timeline needs is
-    touched. `dry_run` removes nothing."""
+    beyond the `max_sessions` most recently updated (None or 0: no such limit); returns them,
+    most recently updated first. Only the sessions' commit records go (a `session_removed`
+    fact each): their snapshots stay in the timeline, so no byte another session or the
+    timeline needs is touched. `dry_run` removes nothing."""
     from tillage.workspace.locks import workspace_lock
 
     for name, value in (("--max-age-days", max_age_days), ("--max-sessions", max_sessions)):

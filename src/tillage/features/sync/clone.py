@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tillage.core.paths import CONTROL_DIR
+from tillage.core.progress import ProgressFn
 from tillage.crypto import RecoveryKey
 from tillage.errors import ConflictError, InvalidArgumentError, echo
 from tillage.features.sync import engine, pending, remotes, seen
@@ -48,10 +49,11 @@ def clone(
     dest: str | None,
     remote_till: str | None,
     accept_rollback: bool = False,
+    on_progress: ProgressFn | None = None,
 ) -> tuple[Workspace, SnapshotRow, str]:
     """Clones `ref` of `url` into `dest` (default: the remote's last path segment, below
     `folder`); returns the new workspace, its head (the pulled state) and the remote's URL as
-    it was recorded."""
+    it was recorded. `on_progress` hears the objects fetched, then the folder written."""
     remote = engine.open_for(
         remotes.RemoteConfig("origin", url, key, remote_till), env, str(folder)
     )
@@ -72,7 +74,7 @@ def clone(
             with store.sharing():  # every object is fetched and proven before a folder is made
                 # A store that saw this remote's ref refuses an older one (sync.rollback).
                 seen.trust(store, remote, ref, current, url, accept_rollback=accept_rollback)
-                engine.download(store, remote, opened, current.snapshot)
+                engine.download(store, remote, opened, current.snapshot, on_progress)
             # The S3 endpoint this clone reached is the one origin keeps (as `remote add` does).
             endpoint = getattr(remote, "recorded_endpoint", None)
             config = replace(config, endpoint=endpoint if isinstance(endpoint, str) else None)
@@ -84,7 +86,7 @@ def clone(
     try:
         with file_lock(_destination_lock(store, root), timeout=0, what=f"a clone into {root}"):
             _check_new(store, root)  # another clone may have made it while this one downloaded
-            ws, head = _build(store, root, config, ref, current.snapshot)
+            ws, head = _build(store, root, config, ref, current.snapshot, on_progress)
     except BaseException:
         store.close()  # the new workspace's store stays open only for the workspace
         raise
@@ -158,7 +160,12 @@ def _destination_lock(store: Store, root: Path) -> Path:
 
 
 def _build(
-    store: Store, root: Path, config: remotes.RemoteConfig, ref: str, incoming: str
+    store: Store,
+    root: Path,
+    config: remotes.RemoteConfig,
+    ref: str,
+    incoming: str,
+    on_progress: ProgressFn | None = None,
 ) -> tuple[Workspace, SnapshotRow]:
     """Makes the clone under its intent (pending.py): staged, recorded, committed, placed."""
     workspace_id = random_hex(16)
@@ -180,7 +187,7 @@ def _build(
             for folder in made:
                 os.mkdir(folder, 0o755)
             failpoints.hit("clone.after_parents")
-            head = _stage(store, intent, config, ref, incoming)
+            head = _stage(store, intent, config, ref, incoming, on_progress)
             failpoints.hit("clone.after_records")
             committed = CloneIntent(**{**vars(intent), "committed": True})
             pending.write(store, committed)
@@ -203,7 +210,12 @@ def _build(
 
 
 def _stage(
-    store: Store, intent: CloneIntent, config: remotes.RemoteConfig, ref: str, incoming: str
+    store: Store,
+    intent: CloneIntent,
+    config: remotes.RemoteConfig,
+    ref: str,
+    incoming: str,
+    on_progress: ProgressFn | None = None,
 ) -> SnapshotRow:
     """Records the workspace (its first snapshots and sync fact, its remote) under an ID no
     folder is attached as yet, and writes the folder into its staging place, durably."""
@@ -213,7 +225,7 @@ def _stage(
     failpoints.hit("clone.after_snapshot")
     target = store.snapshot(incoming)
     assert target is not None  # published by land_clone
-    rows = materialize(store, target, intent.staging)
+    rows = materialize(store, target, intent.staging, on_progress=on_progress)
     failpoints.hit("clone.after_materialize")
     write_pointer(intent.staging, intent.workspace)
     fd = os.open(intent.staging, os.O_RDONLY | os.O_DIRECTORY)

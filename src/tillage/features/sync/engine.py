@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tillage.core import codec
+from tillage.core.progress import ProgressFn
 from tillage.crypto import RecoveryKey
 from tillage.features.sync import remote_index, repository, transfer
 from tillage.features.sync import seen as seen_refs  # (`seen` names local sets below)
@@ -86,22 +87,28 @@ def upload(
     opened: Opened,
     snapshot_id: str,
     keep: Callable[[], None] | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> Pushed:
     """Sends what the remote's index lacks of a snapshot's closure, in packs, then the index
     that names them (features/sync/transfer.py): durable before the ref can name them."""
-    sent = transfer.send(
-        store, remote, opened.master, snapshot_id, _index_cache(store, opened), keep
-    )
+    cache = _index_cache(store, opened)
+    sent = transfer.send(store, remote, opened.master, snapshot_id, cache, keep, on_progress)
     return Pushed(sent.objects, sent.reused, sent.bytes)
 
 
-def download(store: Store, remote: Remote, opened: Opened, snapshot_id: str) -> tuple[int, int]:
+def download(
+    store: Store,
+    remote: Remote,
+    opened: Opened,
+    snapshot_id: str,
+    on_progress: ProgressFn | None = None,
+) -> tuple[int, int]:
     """Fetches what the local store lacks of a snapshot's closure from the remote's packs,
     each object opened and proven against its ID before it is written; any failure discards
     everything fetched (nothing is written locally). Returns (objects, bytes) fetched."""
     index = remote_index.load(remote, opened.master, _index_cache(store, opened))
     source = transfer.BlobSource(remote, opened.master, index)
-    return transfer.fetch_closure(store, source, snapshot_id)
+    return transfer.fetch_closure(store, source, snapshot_id, on_progress)
 
 
 # -- push and pull ------------------------------------------------------------------------------
@@ -141,10 +148,12 @@ def push(
     *,
     takeover: bool = False,
     accept_rollback: bool = False,
+    on_progress: ProgressFn | None = None,
 ) -> PushOutcome:
     """Seals the folder, then sends it to `ref` (see the module docstring). A ref older than
     this machine saw it is refused (`sync.rollback`) before anything is written, unless
-    `accept_rollback`: then the push goes on from the ref as the remote holds it."""
+    `accept_rollback`: then the push goes on from the ref as the remote holds it.
+    `on_progress` hears the seal, then the objects uploaded."""
     from tillage.workspace.seal import SealOptions, seal_result
 
     store = ws.store
@@ -153,6 +162,7 @@ def push(
         SealOptions(
             trigger="sync", label=f"sealed to push to {config.name}/{ref}", skip_unchanged=True
         ),
+        on_progress=on_progress,
     ).row
     remote = open_for(config, env, cwd)
     try:
@@ -179,7 +189,7 @@ def push(
                         "this machine has not pulled"
                     )
             with store.sharing():
-                pushed = upload(store, remote, opened, head.id, lease.keep)
+                pushed = upload(store, remote, opened, head.id, lease.keep, on_progress)
             expect = current.token if current else None
             base = current
             prior = seen_refs.continued(store, remote, ref, current)
@@ -267,9 +277,11 @@ def pull(
     *,
     bootstrap: bool = False,
     accept_rollback: bool = False,
+    on_progress: ProgressFn | None = None,
 ) -> PullOutcome:
     """Brings `ref` here: fast-forwards the folder when it has not changed since the last sync
-    and the remote descends from it; otherwise keeps the incoming snapshot and says diverged."""
+    and the remote descends from it; otherwise keeps the incoming snapshot and says diverged.
+    `on_progress` hears the objects fetched, the seal before landing, then the landing."""
     from tillage.workspace.locks import workspace_lock
 
     store = ws.store
@@ -288,7 +300,7 @@ def pull(
         if last is not None and last.snapshot == incoming:
             return PullOutcome("up_to_date", store.head(ws.id), incoming, 0, 0)
         with store.sharing():
-            fetched, size = download(store, remote, opened, incoming)
+            fetched, size = download(store, remote, opened, incoming, on_progress)
             _publish_incoming(store, ws, incoming, last.snapshot if last else None)
         # Whether the ref moved here from what this machine last synced: its history (recent
         # heads, then its segments from the version this machine saw that one at) holds it.
@@ -301,7 +313,7 @@ def pull(
     with workspace_lock(ws), store.sharing():
         held_for = last.snapshot if last is not None else None
         outcome = _decide_and_land(
-            ws, config, ref, current, bootstrap, fetched, size, (held_for, held)
+            ws, config, ref, current, bootstrap, fetched, size, (held_for, held), on_progress
         )
     if outcome.disposition != "diverged":
         seen_refs.synced(store, remote, current)  # where the next pull's history walk may start
@@ -317,6 +329,7 @@ def _decide_and_land(
     fetched: int,
     size: int,
     held: tuple[str | None, bool] = (None, False),
+    on_progress: ProgressFn | None = None,
 ) -> PullOutcome:
     """The pull's decision and landing (the caller holds the workspace lock). `held` is
     (snapshot, whether the ref's history holds it), read from the remote for what was last
@@ -333,6 +346,7 @@ def _decide_and_land(
         ws,
         SealOptions(trigger="manual", label="before pull", skip_unchanged=True),
         manifest_out=seen,
+        on_progress=on_progress,
     ).row
     last = store.sync_ref(ws.id, config.name, ref)  # again: another pull may have landed
     target = store.snapshot(incoming)
@@ -386,7 +400,14 @@ def _decide_and_land(
     }
     try:
         landed = rewind.apply_sealed(
-            ws, target, None, seen, head, completion=completion, unmoved=True
+            ws,
+            target,
+            None,
+            seen,
+            head,
+            completion=completion,
+            unmoved=True,
+            on_progress=on_progress,
         )
     except FolderMovedError as moved:
         return PullOutcome("diverged", head, incoming, fetched, size, moved=moved.paths)

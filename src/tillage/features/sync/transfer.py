@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from tillage.core import codec
 from tillage.core.codec import Kind
+from tillage.core.progress import ProgressFn, meter
 from tillage.crypto import MasterKey, open_object, seal_object
 from tillage.errors import IntegrityError
 from tillage.features.sync import remote_index
@@ -100,10 +101,13 @@ def send_objects(
     master: MasterKey,
     objects: list[tuple[bytes, int]],
     keep: Callable[[], None] | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> list[IndexedPack]:
     """Seals `objects` (from the local store) into packs and puts them, PUT_THREADS at a
-    time; returns the packs, every one durable. Names no index: the caller writes it."""
+    time; returns the packs, every one durable. Names no index: the caller writes it.
+    `on_progress` hears each object sealed for sending (`uploading`)."""
     meta, data = PackBuilder(), PackBuilder()
+    tally = meter(on_progress, "uploading", len(objects), unit="object")
     done: list[IndexedPack] = []
     pending: deque[Future[IndexedPack]] = deque()
 
@@ -123,6 +127,8 @@ def send_objects(
 
         for oid, kind in objects:
             sealed = seal_object(master, oid, store.read_record(oid))
+            if tally is not None:
+                tally.add(1, len(sealed))
             builder = meta if kind in _META else data
             builder.add(oid, kind, sealed)
             if builder.full:
@@ -150,6 +156,7 @@ def send(
     snapshot_id: str,
     cache: Path | None,
     keep: Callable[[], None] | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> Sent:
     """Sends what the remote's index lacks of a snapshot's closure, then one index naming the
     new packs (and any pack a cut push left unindexed, adopted by its own header)."""
@@ -157,7 +164,7 @@ def send(
     adopted = remote_index.adopt_unindexed(remote, master, index)
     objects = closure(store, snapshot_id)
     missing = [(oid, kind) for oid, kind in objects if oid not in index.blobs]
-    packs = send_objects(store, remote, master, missing, keep)
+    packs = send_objects(store, remote, master, missing, keep, on_progress)
     if len(index.documents) >= remote_index.COMPACT_AT:
         remote_index.write_superseding(remote, master, index, packs, cache)
     elif packs or adopted:
@@ -293,11 +300,16 @@ def _spans(
     return spans
 
 
-def fetch_closure(store: Store, source: BlobSource, snapshot_id: str) -> tuple[int, int]:
+def fetch_closure(
+    store: Store, source: BlobSource, snapshot_id: str, on_progress: ProgressFn | None = None
+) -> tuple[int, int]:
     """Fetches what the local store lacks of a snapshot's closure through one writer whose
     packs are discarded on any failure (nothing is written locally then): the metadata level
-    by level, then every chunk, grouped by pack. Returns (objects, sealed bytes) fetched."""
+    by level, then every chunk, grouped by pack. Returns (objects, sealed bytes) fetched.
+    `on_progress` hears each object fetched (`fetching`), toward a total once it is known:
+    when the trees are read and only the chunks are left."""
     fetched = size = 0
+    tally = meter(on_progress, "fetching", unit="object")
     what = f"snapshot {snapshot_id[:12]}"
     chunks: list[tuple[bytes, int]] = []
     with store.writer() as writer:
@@ -323,11 +335,17 @@ def fetch_closure(store: Store, source: BlobSource, snapshot_id: str) -> tuple[i
                 writer.put_record(got.kind, got.id, got.record, len(got.raw))
                 fetched += 1
                 size += got.sealed
+                if tally is not None:
+                    tally(fetched, size)
                 nxt.extend(codec.children(got.raw, got.kind))
             level = nxt
+        if tally is not None:
+            tally.files_total = fetched + len(chunks)
         for got in source.fetch(chunks, what):
             writer.put_record(got.kind, got.id, got.record, len(got.raw))
             fetched += 1
             size += got.sealed
+            if tally is not None:
+                tally(fetched, size)
         writer.commit()  # INV-2: durable before anything names it
     return fetched, size

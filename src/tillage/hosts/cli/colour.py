@@ -46,10 +46,12 @@ class Style:
         self.colour = colour
 
     def paint(self, text: str, *styles: str) -> str:
-        if not self.colour or not text or not styles:
+        """`text` in `styles` (names from _CODES); an empty name is no style, so a page can
+        write `Cell(text, "red" if missing else "")`."""
+        if not self.colour or not text:
             return text
-        codes = ";".join(_CODES[s] for s in styles)
-        return f"\x1b[{codes}m{text}\x1b[0m"
+        codes = ";".join(_CODES[s] for s in styles if s)
+        return f"\x1b[{codes}m{text}\x1b[0m" if codes else text
 
 
 PLAIN = Style(False)

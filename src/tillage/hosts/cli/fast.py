@@ -10,16 +10,26 @@ It takes the socket only when nothing about the answer could differ: machine mod
 stdout and stderr are not terminals, so no prompt, colour or progress line is at stake), a
 command in SOCKET_COMMANDS (short calls an agent repeats, and `fork` without a command, whose
 copy the warm watcher starts at once), no `--help`/`--debug`, `--` or a command after it, and a
-workspace pointer above the folder whose watcher's socket answers a ping within PING_TIMEOUT.
+workspace pointer above the folder whose watcher's socket answers a ping within DOOR_TIMEOUT.
 Anything else, and any failure before a byte is printed (no socket, a stale socket, a refused
 connection, a broken or odd reply, an error reply), runs the command here instead, so the
-answer is never different and never waits on a dead watcher.
+answer is never different and never waits on a dead watcher. A watcher that said nothing in
+time (hung, or stopped with SIGSTOP) is not asked again by the seal that runs here instead
+(watchstate.distrust): it walks the folder rather than wait for the same silence.
+
+A hook (HANDSHAKE_COMMANDS) runs inside an agent's loop and must be quick even when the watcher
+is not, so it does not wait for the watcher's answer without limit: the watcher says
+`tillage.starting` before it runs the command and runs it only once this door has answered
+`tillage.go`. A door that heard nothing within DOOR_TIMEOUT hangs up instead and seals here; a
+watcher that finds the caller gone runs nothing. So exactly one of the two seals the hook, at
+the moment it was called, never both and never a stale one later.
 
 Before either, a `till` given the recovery key (or its file) in argv or environ runs itself
 again with both scrubbed and the key handed over on a pipe (platform/keyhandoff.py), so no
 command it starts can read the key from its parent; the short calls this door serves skip it.
 
-Module level imports only `os` and `sys`; the socket (`_socket`), the JSON scanner (`_json`)
+Module level imports only `os`, `sys` and lean tillage modules (no dataclasses, no typing: each
+costs more than a round trip); the socket (`_socket`), the JSON scanner (`_json`)
 and base64 (`binascii`) are their C modules, imported when a socket exists: `socket`, `json`
 and `base64` themselves would cost more than a whole round trip.
 """
@@ -41,7 +51,6 @@ from tillage.hosts.cli.where import (
 )
 from tillage.platform import keyhandoff
 from tillage.platform.identity import code_identity
-from tillage.platform.launch import is_secret
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -79,6 +88,13 @@ GROUPS = frozenset({"session", "project", "remote", "coord", "op"})
 # Of those, the commands whose contract reads a document on stdin (`stdin_param`); a test
 # keeps this equal to the registry. Only their stdin is read and sent.
 STDIN_COMMANDS = frozenset({"hook"})
+# Words that keep a call of a command here whatever: `hook install` reads this process's PATH
+# (which is not sent) and starts the watcher, and `hook uninstall` goes with it (a hook whose
+# flag's value is one of these words runs here too, which only costs it the start-up).
+LOCAL_WORDS = {"hook": frozenset({"install", "uninstall"})}
+# The commands whose call waits for the watcher's `tillage.starting` for DOOR_TIMEOUT at most
+# and then runs here instead (see above): an agent's hook must never wait on a hung watcher.
+HANDSHAKE_COMMANDS = frozenset({"hook"})
 
 # What the watcher's run of the command line sees of this process's environment: what the
 # command line reads (the store, the user, the clock, colour, help width, the agent's name,
@@ -90,8 +106,14 @@ ENV_NAMES = frozenset(
 )
 ENV_PREFIXES = ("TILLAGE_", "LC_")
 
-CONNECT_TIMEOUT = 1.0  # seconds to connect to the socket
-PING_TIMEOUT = 2.0  # seconds for the watcher to prove it answers, before the command is sent
+# Seconds to connect and for the watcher to prove it answers, before the command is sent (and,
+# for a hook, again for its `tillage.starting`): a watcher answers a ping in about a
+# millisecond (2 ms at most in 300 pings on the 2-core VM at load 3), and one slower than this
+# is not worth waiting for: the local door gives the same answer.
+DOOR_TIMEOUT = 0.15
+# What names the recovery key in the environment (platform/launch.is_secret, which imports
+# dataclasses; a test keeps the two equal): never sent to the watcher.
+SECRET_PREFIX = keyhandoff.VARIABLE
 SUN_PATH_MAX = 107  # bytes of a Unix socket path
 
 
@@ -101,11 +123,13 @@ class _Terminated(KeyboardInterrupt):
 
 class _NoDoorError(Exception):
     """The socket cannot answer this call; nothing was printed, run it here (with the stdin
-    already read, if any)."""
+    already read, if any). `silent`: the watcher did not answer in time (hung or stopped), so
+    nothing here should ask it anything again."""
 
-    def __init__(self, stdin: bytes | None = None) -> None:
+    def __init__(self, stdin: bytes | None = None, *, silent: bool = False) -> None:
         super().__init__()
         self.stdin = stdin
+        self.silent = silent
 
 
 def main() -> int:
@@ -115,13 +139,17 @@ def main() -> int:
     argv = sys.argv[1:]
     keyhandoff.receive()
     _hand_over_key(argv)
-    sock = _door(argv)
+    door = _door(argv)
     read = None
-    if sock is not None:
+    if door is not None:
         try:
-            return _through(sock, argv)
+            return _through(door[0], argv)
         except _NoDoorError as exc:
             read = exc.stdin
+            if exc.silent:
+                from tillage.workspace.watchstate import distrust
+
+                distrust(door[1])
     from tillage.hosts.cli.main import main as local
 
     return local(stdin=read)
@@ -141,9 +169,13 @@ def _hand_over_key(argv: list[str]) -> None:
     keyhandoff.reexec(argv, found)
 
 
-def _door(argv: list[str]) -> str | None:
-    """The watcher's socket path when this call may go through it, else None."""
-    if command_of(argv, GROUPS) not in SOCKET_COMMANDS:
+def _door(argv: list[str]) -> tuple[str, str] | None:
+    """The watcher's socket path and the workspace's ID when this call may go through it,
+    else None."""
+    command = command_of(argv, GROUPS)
+    if command not in SOCKET_COMMANDS:
+        return None
+    if not LOCAL_WORDS.get(command, frozenset()).isdisjoint(argv):
         return None
     for word in argv:
         if word in ("-h", "--help", "--debug") or word == "--":
@@ -158,7 +190,7 @@ def _door(argv: list[str]) -> str | None:
         wid = workspace_id(start)
         if wid is None:
             return None
-        return socket_path(store_home(env, cwd), wid)
+        return socket_path(store_home(env, cwd), wid), wid
     except (OSError, RuntimeError, ValueError):
         return None
 
@@ -169,7 +201,7 @@ def forwarded_env(env: Mapping[str, str]) -> dict[str, str]:
     return {
         k: v
         for k, v in env.items()
-        if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and not is_secret(k)
+        if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and not k.startswith(SECRET_PREFIX)
     }
 
 
@@ -180,12 +212,13 @@ def _through(path: str, argv: list[str]) -> int:
 
     try:
         conn = _connect(_socket, path)
-    except OSError:
-        raise _NoDoorError from None
+    except OSError as exc:
+        raise _NoDoorError(silent=isinstance(exc, TimeoutError)) from None
     data = None
+    handshake = command_word(argv) in HANDSHAKE_COMMANDS
     try:
         try:
-            conn.settimeout(PING_TIMEOUT)
+            conn.settimeout(DOOR_TIMEOUT)
             pong = _call(conn, 1, "tillage.ping", "{}")
             if pong.get("code") != code_identity():
                 raise ValueError("a watcher of another tillage install")
@@ -203,14 +236,25 @@ def _through(path: str, argv: list[str]) -> int:
                 + _map(forwarded_env(os.environ))
                 + ',"stdin_b64":'
                 + (_b64(data) if data is not None else "null")
+                + (',"handshake":true' if handshake else "")
                 + "}"
             )
-            conn.settimeout(None)  # the watcher answers; the command takes what it takes
+            if not handshake:
+                conn.settimeout(None)  # the watcher answers; the command takes what it takes
             previous = _on_sigterm()
             try:
-                result = _call(conn, 2, "tillage.cli", params)
+                _send(conn, 2, "tillage.cli", params)
+                reply = _json_load(_read_line(conn))
+                if handshake and _is_starting(reply, 2):
+                    # The watcher runs it once told to go: from here, it is the watcher's.
+                    conn.settimeout(None)
+                    _send(conn, None, "tillage.go", '{"id":2}')
+                    reply = _json_load(_read_line(conn))
+                result = _result(reply, 2)
             finally:
                 _restore_sigterm(previous)
+        except TimeoutError:  # before the watcher took the command: it never runs it
+            raise _NoDoorError(data, silent=True) from None
         except Exception:  # no answer, or not one this door understands: nothing printed
             raise _NoDoorError(data) from None
         except KeyboardInterrupt as exc:
@@ -229,7 +273,7 @@ def _connect(_socket: Any, path: str) -> Any:
     descriptor (/proc/self/fd/N/NAME), as the watcher binds it."""
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        conn.settimeout(CONNECT_TIMEOUT)
+        conn.settimeout(DOOR_TIMEOUT)
         if len(os.fsencode(path)) <= SUN_PATH_MAX:
             conn.connect(path)
         else:
@@ -248,12 +292,30 @@ def _connect(_socket: Any, path: str) -> Any:
 def _call(conn: Any, rid: int, method: str, params: str) -> Any:
     """Sends one JSON-RPC request and returns its result; ValueError for an error reply or
     anything that is not the answer to it."""
-    line = f'{{"jsonrpc":"2.0","id":{rid},"method":{_str(method)},"params":{params}}}\n'
+    _send(conn, rid, method, params)
+    return _result(_json_load(_read_line(conn)), rid)
+
+
+def _send(conn: Any, rid: int | None, method: str, params: str) -> None:
+    """Sends one JSON-RPC request (a notification when `rid` is None)."""
+    ident = "" if rid is None else f'"id":{rid},'
+    line = f'{{"jsonrpc":"2.0",{ident}"method":{_str(method)},"params":{params}}}\n'
     conn.sendall(line.encode("utf-8", "surrogatepass"))
-    reply = _json_load(_read_line(conn))
+
+
+def _result(reply: Any, rid: int) -> Any:
+    """The result of the reply to request `rid`; ValueError for anything else."""
     if not isinstance(reply, dict) or reply.get("id") != rid or "result" not in reply:
         raise ValueError("not the answer")
     return reply["result"]
+
+
+def _is_starting(reply: Any, rid: int) -> bool:
+    """Whether a line is the watcher's notice that it is about to run request `rid`."""
+    if not isinstance(reply, dict) or reply.get("method") != "tillage.starting":
+        return False
+    params = reply.get("params")
+    return isinstance(params, dict) and params.get("id") == rid
 
 
 def _read_line(conn: Any) -> str:

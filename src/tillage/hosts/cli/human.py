@@ -57,6 +57,7 @@ def _timeline(page: Page) -> None:
 
 def _snap(page: Page) -> None:
     page.add("Sealed " + page.snap("snapshot"))
+    _policy(page)
 
 
 def _watch(page: Page) -> None:
@@ -90,19 +91,35 @@ def _hook(page: Page) -> None:
     sealed = page.take("sealed")
     snapshot = page.take("snapshot")
     note = page.take("note")
-    page.used.update(("workspace", "agent", "turn", "session", "tool"))
+    removed = page.take("removed") or []
+    page.used.update(("workspace", "agent", "turn", "session", "tool", "settings", "watching"))
     if event == "install":
         if installed:
             page.add(f"Installed tillage's hooks ({units.count(len(installed), 'file')}):")
             page.add(*(f"  {p}" for p in installed))
         else:
             page.add("tillage's hooks were already installed; nothing was written.")
+        if removed:
+            page.add("Took them out of:", *(f"  {p}" for p in removed))
+        if note:
+            page.add(f"Note: {note}.")
+    elif event == "uninstall":
+        if removed:
+            page.add(f"Took tillage's hooks out of {units.count(len(removed), 'file')}:")
+            page.add(*(f"  {p}" for p in removed))
+        else:
+            page.add("No hooks of tillage were installed here; nothing was changed.")
     elif sealed:
         page.add("Sealed " + snapshot_line(snapshot, page.now, page.style))
     elif isinstance(snapshot, dict):
         page.add("Nothing changed since " + page.ref(snapshot) + "; no snapshot added.")
     elif note:  # nothing was sealed and there is no head: the folder is not attached
         page.add(f"Note: {note}")
+    commit = page.take("session_commit")
+    session = page.doc.get("session")
+    if commit and event != "install":
+        where = f" of session {session}" if session else ""
+        page.add(f"Recorded as commit {page.style.paint(str(commit)[:12], 'yellow')}{where}.")
 
 
 def _watcher_line(watching: Any, watcher: Any) -> str:
@@ -139,7 +156,10 @@ def _status(page: Page) -> None:
     ]
     if isinstance(fork, dict):
         base = str(fork.get("base") or "")[:12]
-        rows.insert(1, ("Fork", f"{fork.get('name')} of {fork.get('parent')}, from {base}"))
+        parent = fork.get("parent") or (
+            f"workspace {str(fork.get('parent_workspace'))[:12]} (no longer attached)"
+        )
+        rows.insert(1, ("Fork", f"{fork.get('name')} of {parent}, from {base}"))
     if isinstance(budget, dict):
         from tillage.hosts.cli.human_lifecycle import budget_line
 
@@ -303,10 +323,11 @@ def _unpin(page: Page) -> None:
 def _forget(page: Page) -> None:
     workspace = page.take("workspace")
     note = page.take("note")
+    count = page.take("snapshots")
     if page.take("purged"):
-        page.add(f"Forgot {workspace} and dropped its timeline from the store.")
+        dropped = f" ({units.count(int(count), 'snapshot')})" if isinstance(count, int) else ""
+        page.add(f"Forgot {workspace} and dropped its timeline{dropped} from the store.")
     elif note:
-        page.take("snapshots")
         page.add(f"Forgot {workspace}: {note}.")
     else:
         page.add(f"Forgot {workspace}: it is no longer attached; its files are untouched.")
@@ -374,6 +395,7 @@ RENDERERS: dict[str, Callable[[Page], None]] = {
 
 # Pages of the universe verbs live in their own modules, loaded only to render that verb.
 FEATURE_PAGES = {
+    "system.": "tillage.hosts.cli.human_system",
     "fork.": "tillage.hosts.cli.human_forks",
     "merge.": "tillage.hosts.cli.human_merge",
     "radar.": "tillage.hosts.cli.human_radar",
@@ -387,11 +409,8 @@ FEATURE_PAGES = {
     "store.gc": "tillage.hosts.cli.human_lifecycle",
     "store.retention": "tillage.hosts.cli.human_lifecycle",
     "store.budget": "tillage.hosts.cli.human_lifecycle",
-    "remote.add": "tillage.hosts.cli.human_sync",
-    "remote.refs": "tillage.hosts.cli.human_sync",
-    "remote.repair_ref": "tillage.hosts.cli.human_sync",
-    "sync.run": "tillage.hosts.cli.human_sync",
-    "sync.clone": "tillage.hosts.cli.human_sync",
+    "remote.": "tillage.hosts.cli.human_sync",
+    "sync.": "tillage.hosts.cli.human_sync",
     "operation.": "tillage.hosts.cli.human_oplog",
 }
 
@@ -494,17 +513,33 @@ def render(
     `verb` is the contract name ("timeline.list"); `footer=False` leaves off the "run this next"
     lines (a preview shown before a confirmation prompt asks instead).
     """
-    document = _printable(document)
+    page, rest = _page(verb, _printable(document), now, style, footer)
+    lines = generic(rest, now, style)
+    if page is not None:
+        lines = page.lines + lines + page.tail
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def leftover(verb: str, document: Any, *, now: float = 0.0, footer: bool = True) -> Any:
+    """What `render` lists generically after the verb's page: the fields its page did not
+    use (a false or zero one is left out: noise, not news), or the whole document when the
+    verb has no page. Empty when the page tells everything (tests hold every page to it)."""
+    rest = _page(verb, _printable(document), now, PLAIN, footer)[1]
+    if isinstance(rest, dict):
+        return {k: v for k, v in rest.items() if not _empty(v)}
+    return rest
+
+
+def _page(
+    verb: str, document: Any, now: float, style: Style, footer: bool
+) -> tuple[Page | None, Any]:
     renderer = renderer_for(verb)
     if renderer is None or not isinstance(document, dict):
-        lines = generic(document, now, style)
-    else:
-        page = Page(document, now, style, footer=footer)
-        renderer(page)
-        # Fields the page did not use; a false or zero one there is noise, not news.
-        rest = {k: v for k, v in document.items() if k not in page.used and v not in (False, 0)}
-        lines = page.lines + generic(rest, now, style) + page.tail
-    return "\n".join(lines) + "\n" if lines else ""
+        return None, document
+    page = Page(document, now, style, footer=footer)
+    renderer(page)
+    rest = {k: v for k, v in document.items() if k not in page.used and v not in (False, 0)}
+    return page, rest
 
 
 # -- one line per item, for verbs that stream (`till events`) ------------------------------
@@ -595,16 +630,27 @@ def _fork_snapshot_line(doc: dict[str, Any], style: Style) -> str:
     return "  ".join([*words, style.paint(f"fork {doc.get('fork')}", "dim")])
 
 
+def _follow_line(doc: dict[str, Any], style: Style) -> str:
+    from tillage.hosts.cli.human_sync import follow_line
+
+    return follow_line(doc, style)
+
+
 LINE_RENDERERS: dict[str, Callable[[dict[str, Any], Style], str]] = {
     "workspace.events": _event_line,
     "fork.watch": _fork_snapshot_line,
+    "sync.run": _follow_line,  # `till sync --follow`: one cycle a line
 }
 
 
 def line(verb: str, document: Any, style: Style = PLAIN) -> str:
-    """Returns one item of a streaming verb's output as one line for people (no newline)."""
+    """Returns one item of a streaming verb's output as one line for people (no newline).
+
+    Every string of the document is escaped before it is painted (never after: the colour's
+    own escapes would be shown as text); a newline or tab left in it (a description's, whose
+    first line a renderer picks) is escaped at the end, so an item stays one line."""
     document = _printable(document)
     renderer = LINE_RENDERERS.get(verb)
     if renderer is None or not isinstance(document, dict):
         return " ".join(generic(document, 0.0, style)).strip()
-    return units.printable(renderer(document, style))
+    return renderer(document, style).replace("\n", "\\n").replace("\t", "\\t")

@@ -71,14 +71,18 @@ def _commit(page: Page) -> None:
     commit: dict[str, Any] = page.take("commit") or {}
     added, ended = page.take("added"), page.take("ended")
     page.take("sealed")
+    started_before = page.take("already_started")
     session = str(commit.get("session"))
     quoted = _quote(session)
     if added and commit.get("is_baseline"):
         page.add(f"Started session {session} at {_ref(page, commit)}: {_content(commit)}.")
     elif added:
         page.add(f"Recorded {_ref(page, commit)} in session {session}: {_what(commit)}.")
-    elif commit.get("is_baseline") and not ended:
-        page.add(f"Session {session} was already started at {_ref(page, commit)}; nothing sealed.")
+    elif started_before:
+        page.add(
+            f"Session {session} was already started; its newest commit is "
+            f"{_ref(page, commit)}; nothing sealed."
+        )
     else:
         page.add(f"Nothing changed since {_ref(page, commit)}; no commit added.")
     if ended:
@@ -178,6 +182,8 @@ def _cleanup(page: Page) -> None:
     removed: list[str] = page.take("removed") or []
     commits = int(page.take("commits_removed") or 0)
     dry = page.take("dry_run")
+    nxt = page.take("next")
+    page.used.update(("max_age_days", "max_sessions"))
     if not removed:
         page.add("No session is old enough or beyond the count to keep: nothing removed.")
         return
@@ -185,9 +191,10 @@ def _cleanup(page: Page) -> None:
     counted = f"{units.count(len(removed), 'session')} ({units.count(commits, 'commit')})"
     if dry:
         page.add(f"Would remove {counted}: {names}.")
+        page.add("Only their commit records would go: no file and no snapshot changes.")
         page.next(
-            "Nothing was removed. To remove them, run the same with --yes:",
-            "till session cleanup --yes",
+            "Nothing was removed. To remove them, run:",
+            str(nxt or "till session cleanup --yes"),
         )
         return
     page.add(f"Removed {counted}: {names}.")

@@ -1,12 +1,14 @@
-"""Progress of a long seal or rewind, drawn on one stderr line for a person at a terminal.
+"""Progress of a long operation, drawn on one stderr line per stage for a person at a terminal.
 
 The engine reports `tillage.core.progress.Progress` values as often as it likes (once per file
-read today); this printer decides what a person sees: nothing for an operation that ends within
-`delay` (a second), then one line redrawn at most every `interval` (a tenth of a second) with the
-stage, files and bytes done, the rate, and an ETA when the totals are known; a new stage or the
-end finishes the line with a newline. The host creates it only when stderr is a terminal and
-`--json` is off (CONTRACT: progress only on stderr, only on a terminal); the clock and stream
-are injected so it is tested without waiting.
+read today); this printer decides what a person sees: nothing for a stage that ends within
+`delay` (a second) of its first report, then one line redrawn at most every `interval` (a tenth
+of a second) with the stage, files and bytes done (out of their totals when known), the rate,
+and an ETA when a total is known. A new stage or the end redraws the line with the stage's last
+numbers (its final ones: engines report a stage's end) and ends it with a newline, so each
+stage that took long leaves one line, finished. The host creates it only when stderr is a
+terminal and `--json` is off (CONTRACT: progress only on stderr, only on a terminal); the clock
+and stream are injected so it is tested without waiting.
 """
 
 from __future__ import annotations
@@ -28,22 +30,26 @@ INTERVAL = 0.1  # seconds between redraws, so a fast engine never floods the ter
 _CLEAR = "\x1b[K"  # erase to the end of the line, so a shorter redraw leaves no tail
 
 
-def describe(p: Progress, elapsed: float) -> str:
+def describe(p: Progress, elapsed: float, *, final: bool = False) -> str:
     """Returns one progress line: `sealing  1,234 files  250 MiB  48.2 MiB/s`, with totals
-    `applying  1,234/5,000 files  250 MiB/1.2 GiB  48.2 MiB/s  ETA 20 s`."""
+    `applying  1,234/5,000 files  250 MiB/1.2 GiB  48.2 MiB/s  ETA 20 s`; a `final` line (the
+    stage is over) has no ETA."""
+    unit = p.unit or "file"
     files = (
-        f"{p.files_done:,}/{p.files_total:,} files"
+        f"{p.files_done:,}/{p.files_total:,} {unit}s"
         if p.files_total
-        else (units.count(p.files_done, "file"))
+        else (units.count(p.files_done, unit))
     )
-    data = units.size(p.bytes_done)
-    if p.bytes_total:
-        data += f"/{units.size(p.bytes_total)}"
-    parts = [p.stage, files, data]
+    parts = [p.stage, files]
+    if p.bytes_done or p.bytes_total or unit == "file":
+        data = units.size(p.bytes_done)
+        if p.bytes_total:
+            data += f"/{units.size(p.bytes_total)}"
+        parts.append(data)
     rate = p.bytes_done / elapsed if elapsed > 0 else 0.0
-    if rate > 0:
+    if rate >= 1:  # below a byte a second it tells nothing (a warm seal reads almost nothing)
         parts.append(f"{units.size(rate)}/s")
-    eta = _eta(p, elapsed, rate)
+    eta = None if final else _eta(p, elapsed, rate)
     if eta is not None:
         parts.append(f"ETA {units.duration(eta)}")
     return "  ".join(parts)
@@ -91,14 +97,16 @@ class ProgressPrinter:
     def _report(self, p: Progress) -> None:
         now = self.clock()
         last = self.last
-        if last is not None and p.stage != last.stage:
-            if self.drawn_at is not None:
-                self._draw(last, self.last_at)
-                self._newline()
-            self.stage_started = self.last_at  # the new stage began when the old one ended
+        if not p.stage:  # PAUSE: a user's command prints next, on a line of its own
+            self._end_line()
+            self.last = None
+            return
+        if last is None or p.stage != last.stage:
+            self._end_line()
+            self.stage_started = now  # the delay and the rate count from a stage's own start
         self.last = p
         self.last_at = now
-        if now - self.started < self.delay:
+        if now - self.stage_started < self.delay:
             return
         if self.drawn_at is None or now - self.drawn_at >= self.interval:
             self._draw(p, now)
@@ -106,12 +114,16 @@ class ProgressPrinter:
     def finish(self) -> None:
         """Draws the final numbers and ends the line; nothing if nothing was ever drawn."""
         with self._lock:
-            if self.drawn_at is not None and self.last is not None:
-                self._draw(self.last, self.clock())
-                self._newline()
+            self._end_line()
 
-    def _draw(self, p: Progress, now: float) -> None:
-        line = describe(p, now - self.stage_started)
+    def _end_line(self) -> None:
+        """Ends the current stage's line with its last numbers, if it was drawn at all."""
+        if self.drawn_at is not None and self.last is not None:
+            self._draw(self.last, self.last_at, final=True)
+            self._newline()
+
+    def _draw(self, p: Progress, now: float, *, final: bool = False) -> None:
+        line = describe(p, now - self.stage_started, final=final)
         if self.width > 1:
             line = line[: self.width - 1]
         self.stream.write("\r" + line + _CLEAR)

@@ -4,6 +4,12 @@ Methods (docs/design/socket.md): `tillage.ping`, `tillage.changes_since`, `tilla
 command line run in the daemon) and every registry verb by contract name, answered with the
 result document exactly as `--json` prints it; errors carry the public code and
 `data: {name, next, details}`. A thread per connection; every call opens its own store.
+
+A `tillage.cli` call with `handshake: true` (an agent's hook, which gives up on a slow watcher
+and seals in its own process) is run only once its caller still wants it: the server says
+`tillage.starting`, and runs the command on the caller's `tillage.go`; a caller that hung up
+instead (or says nothing for HANDSHAKE_TIMEOUT) gets nothing run, so a hook is sealed once,
+by whichever side the caller chose, and never late by a watcher that was stopped meanwhile.
 """
 
 from __future__ import annotations
@@ -24,11 +30,19 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    # Asks the caller of request `rid` whether it still wants it run (the handshake).
+    Confirm = Callable[[Any], bool]
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 MAX_LINE = 64 * 1024 * 1024  # a request larger than this is refused, not buffered forever
+HANDSHAKE_TIMEOUT = 5.0  # seconds a `tillage.starting` waits for the caller's `tillage.go`
+
+
+class _AbandonedError(Exception):
+    """The caller of a handshake call hung up (or said something else): nothing was run."""
 
 
 class _RpcFailureError(Exception):
@@ -109,7 +123,9 @@ class Server:
                         return
                     self._active += 1
                 try:
-                    answer = self._answer(line)
+                    answer = self._answer(line, lambda rid: _confirm(conn, reader, rid))
+                except _AbandonedError:
+                    return
                 finally:
                     with self._active_cond:
                         self._active -= 1
@@ -121,7 +137,7 @@ class Server:
                 except OSError:
                     return
 
-    def _answer(self, line: bytes) -> dict[str, Any] | None:
+    def _answer(self, line: bytes, confirm: Confirm | None = None) -> dict[str, Any] | None:
         try:
             request = json.loads(line)
         except ValueError:
@@ -135,19 +151,31 @@ class Server:
         try:
             if not isinstance(params, dict):
                 raise _RpcFailureError(INVALID_PARAMS, "params must be an object")
-            result = self.dispatch(request["method"], params)
+            result = self.dispatch(request["method"], params, rid=rid, confirm=confirm)
         except _RpcFailureError as exc:
             return _error(rid, exc.code, exc.message)
         except TillageError as exc:
             return _public_error(rid, exc)
+        except _AbandonedError:
+            raise
         except Exception as exc:
             return _public_error(rid, InternalError(f"internal error: {type(exc).__name__}: {exc}"))
         if "id" not in request:
             return None  # a notification
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
-    def dispatch(self, method: str, params: dict[str, Any]) -> Any:
-        """Runs one method and returns its JSON-ready result."""
+    def dispatch(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        rid: Any = None,
+        confirm: Confirm | None = None,
+    ) -> Any:
+        """Runs one method and returns its JSON-ready result (`confirm`: how to ask the
+        caller of a handshake call whether to run it)."""
+        if method == "tillage.cli":
+            return _cli(self, params, rid, confirm)
         handler = _BUILTIN.get(method)
         if handler is not None:
             return handler(self, params)
@@ -193,15 +221,30 @@ def _changes_since(server: Server, params: dict[str, Any]) -> Any:
     return {"token": changes.token, "dirs": dirs, "names": names}
 
 
-def _cli(_server: Server, params: dict[str, Any]) -> Any:
+def _confirm(conn: socket.socket, reader: Any, rid: Any) -> bool:
+    """Tells the caller request `rid` is about to run and waits (HANDSHAKE_TIMEOUT at most)
+    for its `tillage.go`; False when it hung up, said something else or nothing."""
+    notice = {"jsonrpc": "2.0", "method": "tillage.starting", "params": {"id": rid}}
+    try:
+        conn.sendall(_encode(notice))
+        conn.settimeout(HANDSHAKE_TIMEOUT)
+        try:
+            line = reader.readline(MAX_LINE + 1)
+        finally:
+            conn.settimeout(None)
+        doc = json.loads(line) if line.strip() else None
+    except (OSError, ValueError):
+        return False
+    if not isinstance(doc, dict) or doc.get("method") != "tillage.go":
+        return False
+    go = doc.get("params")
+    return isinstance(go, dict) and go.get("id") == rid
+
+
+def _cli(_server: Server, params: dict[str, Any], rid: Any, confirm: Confirm | None) -> Any:
     import base64
     import importlib
 
-    # The command line's own entry point (hosts.cli.main.run_served), imported when first
-    # asked for: a daemon serving only seals never loads the CLI.
-    run_served = getattr(importlib.import_module("tillage.hosts.cli.main"), "run_served", None)
-    if run_served is None:
-        raise _RpcFailureError(METHOD_NOT_FOUND, "method not found: tillage.cli")
     argv = params.get("argv")
     cwd = params.get("cwd")
     env = params.get("env") or {}
@@ -211,6 +254,15 @@ def _cli(_server: Server, params: dict[str, Any]) -> Any:
     if not isinstance(cwd, str) or not isinstance(env, dict):
         raise _RpcFailureError(INVALID_PARAMS, "cwd must be a string and env an object")
     stdin = base64.b64decode(stdin_b64) if isinstance(stdin_b64, str) else None
+    # Before anything slow (the first call imports the command line): the caller is waiting
+    # for this notice, briefly.
+    if params.get("handshake") is True and (confirm is None or not confirm(rid)):
+        raise _AbandonedError
+    # The command line's own entry point (hosts.cli.main.run_served), imported when first
+    # asked for: a daemon serving only seals never loads the CLI.
+    run_served = getattr(importlib.import_module("tillage.hosts.cli.main"), "run_served", None)
+    if run_served is None:
+        raise _RpcFailureError(METHOD_NOT_FOUND, "method not found: tillage.cli")
     code, out, err = run_served(argv, cwd, {str(k): str(v) for k, v in env.items()}, stdin)
     return {
         "exit": code,
@@ -230,7 +282,6 @@ def _debug(server: Server, method: str, params: dict[str, Any]) -> Any:
 _BUILTIN: dict[str, Callable[[Server, dict[str, Any]], Any]] = {
     "tillage.ping": _ping,
     "tillage.changes_since": _changes_since,
-    "tillage.cli": _cli,
 }
 
 

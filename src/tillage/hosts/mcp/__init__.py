@@ -1,1 +1,1 @@
-"""The MCP door: the agent-audience verbs as tools, over stdio, with the official SDK."""
+"""The MCP door: the agent-audience verbs as tools, over stdio (protocol.py, server.py)."""
