@@ -313,11 +313,13 @@ def _unlinked(page: Page, unlinked: list[str], verb: str) -> None:
 
 
 def _pin(page: Page) -> None:
-    page.add("Pinned " + page.snap("snapshot"))
+    changed = page.take("changed") is not False
+    page.add(("Pinned " if changed else "Pinned already: ") + page.snap("snapshot"))
 
 
 def _unpin(page: Page) -> None:
-    page.add("Unpinned " + page.snap("snapshot"))
+    changed = page.take("changed") is not False
+    page.add(("Unpinned " if changed else "Not pinned: ") + page.snap("snapshot"))
 
 
 def _forget(page: Page) -> None:

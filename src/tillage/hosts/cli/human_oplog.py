@@ -58,6 +58,8 @@ def _undo(page: Page) -> None:
     changes = page.take("changes") or []
     next_cmd = str(page.take("next"))
     undo_op = page.take("undo_operation")
+    restored = page.take("restored")
+    sealed = page.take("sealed_first")
     what = f"{op.get('short')} ({units.printable(str(op.get('command')))})"
     if applied:
         page.add(f"Undid operation {what}: {description}.")
@@ -69,6 +71,10 @@ def _undo(page: Page) -> None:
         page.add(*table(rows, page.style, "  "))
         if left:
             page.add(f"  … {left:,} more")
+    if applied and restored:
+        page.add(f"The folder is as snapshot {str(restored)[:12]} again.")
+    if sealed:
+        page.add(f"What it held before was sealed first as {str(sealed)[:12]}.")
     if applied:
         short = str(undo_op)[:12]
         page.next(f"Recorded as operation {short}. To undo this undo, run:", next_cmd)
