@@ -184,6 +184,7 @@ CHEAP = {
     "workspace_claim": {"pattern": "src/**", "owner": "bounds"},
     "workspace_bisect": {"command": "true"},
     "workspace_coord_read": {"path": "plan", "history": True},
+    "workspace_ls": {"snapshot": "head"},
 }
 
 

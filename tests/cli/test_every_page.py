@@ -145,8 +145,13 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:
     s("snap", "-m", "second")
     s("status", "--fidelity")
     s("timeline")
+    s("timeline", "-n", "1")  # "… N more"
     s("show", first)
     s("diff", first)
+    s("diff", first, "--to", "head", "--stat")
+    s("diff", "head~1", "-p")
+    s("ls", first)
+    s("ls", "head", "-l", "-n", "2")  # a page, and the command for the next one
     s("pin", first)
     s("unpin", first)
     s("rewind", first, "--paths", "README.md", "--dry-run")

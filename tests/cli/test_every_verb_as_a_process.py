@@ -57,8 +57,8 @@ class Story:
 STORIES = {
     "timeline": {
         "version", "contracts", "agents-md", "estimate", "watch", "status", "snap", "timeline",
-        "show", "diff", "cat", "pin", "unpin", "rewind", "verify", "events", "hook", "forget",
-        "op log", "undo",
+        "show", "diff", "cat", "ls", "pin", "unpin", "rewind", "verify", "events", "hook",
+        "forget", "op log", "undo",
     },
     "universes": {
         "fork", "forks", "radar", "claim", "claims", "release", "merge", "run", "exec",
@@ -102,6 +102,7 @@ def test_the_timeline_verbs(story: Story, folder: Path) -> None:
     assert story("show", first)["snapshot"]["id"] == first
     assert any(c["path"] == "README.md" for c in story("diff", first)["changes"])
     assert story("cat", first, ".env")["content_base64"] == "QVBJX0tFWT1zZWNyZXQK"
+    assert ".env" in [e["path"] for e in story("ls", "head~1")["entries"]]
     assert story("pin", first)["snapshot"]["pinned"] is True
     assert story("unpin", first)["snapshot"]["pinned"] is False
     rewound = story("rewind", first, "--paths", "README.md", "--yes")

@@ -31,6 +31,9 @@ class FakeStore:
     def forks_of(self, _ws: str, *, removed: bool = False) -> list[Any]:
         return []
 
+    def fork_named(self, _ws: str, _name: str) -> None:
+        return None  # no fork is called anything: every word is an ID or a name
+
 
 def _ws(ids: list[str]) -> Workspace:
     return Workspace("w", Path("/nowhere"), FakeStore(ids))  # type: ignore[arg-type]

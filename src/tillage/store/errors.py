@@ -30,7 +30,32 @@ class SnapshotAmbiguousError(AmbiguousError):
 class BadSnapshotIdError(InvalidArgumentError):
     name = "snapshot.bad_id"
     module = "store"
-    next_step = "give a snapshot ID or a unique prefix of at least 6 hex characters"
+    next_step = (
+        "give a snapshot ID or a unique prefix of at least 6 hex characters, a fork's name, "
+        "`head`, `head~N` or `latest` (see `till timeline` and `till forks`)"
+    )
+
+
+class SnapshotBeyondTimelineError(NotFoundError):
+    """`head~N` counts back past the oldest snapshot of the timeline; `details.snapshots` is
+    how many it holds."""
+
+    name = "snapshot.beyond_timeline"
+    module = "store"
+    next_step = "list the timeline with `till timeline`"
+
+
+class LiveFolderError(InvalidArgumentError):
+    """`@` (the folder as it is now) was given where only a stored snapshot will do: a rewind's
+    target, a pin, a fork's starting point. `diff`, `ls` and `cat` take it."""
+
+    code = -32320
+    name = "snapshot.live_folder"
+    module = "names"
+    next_step = (
+        "give a stored snapshot: `head` (the newest), an ID from `till timeline`, or seal the "
+        "folder first with `till snap`"
+    )
 
 
 class StoreDamagedError(IntegrityError):

@@ -26,6 +26,11 @@ the agent API: every command takes `--json` and then prints exactly one JSON doc
 - A public error under `--json` prints `{"error": {"code", "name", "message", "next"}}` on stdout
   (and `details` when there are any). Branch on `code` or `name`, never on `message`.
 - Snapshot IDs are 64 hex characters; any unique prefix of at least 6 characters is accepted.
+  Wherever a snapshot goes, names go too: `head` (the newest snapshot of this workspace, the
+  first line of `till timeline`; `latest` is the same, restic's word), `head~N` (N back along
+  the timeline), a fork's name (that fork's newest snapshot), and `@` (the folder as it is now)
+  in `diff`, `ls` and `cat`, refused elsewhere (`snapshot.live_folder`). A name beats an ID
+  prefix that spells the same; results always carry whole IDs.
 - Destructive commands need the explicit ID and `--yes`. Without `--yes`, in machine mode
   (`--json`, or stdin not a terminal) they change nothing and answer `confirmation_required`.
   Preview first with `--dry-run`.

@@ -161,7 +161,7 @@ class ForkRequest:
         metavar="D",
     )
     at: str | None = param(
-        "fork this stored snapshot (ID or prefix) instead of the live folder",
+        "fork this stored snapshot instead of the live folder (head, head~N, a name, an ID)",
         default=None,
         metavar="ID",
     )

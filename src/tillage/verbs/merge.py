@@ -43,7 +43,7 @@ class MergeRequest:
         "the fork to merge back (see `till forks`)", default=None, positional=True
     )
     snapshot: str | None = param(
-        "merge this stored snapshot instead of a fork (ID or unique prefix)",
+        "merge this stored snapshot instead of a fork (head~N, an ID or unique prefix)",
         default=None,
         metavar="ID",
     )

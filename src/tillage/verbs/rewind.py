@@ -7,10 +7,22 @@ from dataclasses import dataclass, replace
 from tillage.core.errors import PathNotInSnapshotError
 from tillage.errors import BusyError, IntegrityError
 from tillage.platform.errors import DiskFullError
-from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
+from tillage.store.errors import (
+    BadSnapshotIdError,
+    LiveFolderError,
+    SnapshotAmbiguousError,
+    SnapshotBeyondTimelineError,
+    SnapshotNotFoundError,
+)
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, ToolSpec, Verb, param
 from tillage.verbs.invoke import Context
-from tillage.verbs.views import ChangeInfo, SnapshotInfo, change_infos, snapshot_info
+from tillage.verbs.views import (
+    SNAPSHOT_REF,
+    ChangeInfo,
+    SnapshotInfo,
+    change_infos,
+    snapshot_info,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -19,7 +31,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RewindRequest:
-    id: str = param("the snapshot to rewind to: its ID or a unique prefix", positional=True)
+    id: str = param("the snapshot to rewind to: " + SNAPSHOT_REF, positional=True)
     paths: tuple[str, ...] | None = param(
         "only these workspace-relative files or folders", default=None, metavar="P"
     )
@@ -146,6 +158,8 @@ VERBS = (
                 SnapshotNotFoundError,
                 SnapshotAmbiguousError,
                 BadSnapshotIdError,
+                SnapshotBeyondTimelineError,
+                LiveFolderError,
                 PathNotInSnapshotError,
                 BusyError,
                 IntegrityError,

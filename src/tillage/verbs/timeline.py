@@ -6,7 +6,13 @@ from dataclasses import dataclass
 
 from tillage.errors import BusyError, InvalidArgumentError, NotFoundError, TillageError
 from tillage.features.lifecycle.errors import BytesDroppedError, SnapshotPartialError
-from tillage.store.errors import BadSnapshotIdError, SnapshotAmbiguousError, SnapshotNotFoundError
+from tillage.store.errors import (
+    BadSnapshotIdError,
+    LiveFolderError,
+    SnapshotAmbiguousError,
+    SnapshotBeyondTimelineError,
+    SnapshotNotFoundError,
+)
 from tillage.verbs.contract import (
     Contract,
     Effect,
@@ -18,6 +24,8 @@ from tillage.verbs.contract import (
 )
 from tillage.verbs.invoke import Context
 from tillage.verbs.views import (
+    SNAPSHOT_OR_LIVE,
+    SNAPSHOT_REF,
     ChangeInfo,
     PolicyProblemInfo,
     SnapshotInfo,
@@ -31,8 +39,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from tillage.verbs.texts import DiffStatInfo, PatchInfo
 
-ID_ERRORS = (SnapshotNotFoundError, SnapshotAmbiguousError, BadSnapshotIdError)
+
+ID_ERRORS = (
+    SnapshotNotFoundError,
+    SnapshotAmbiguousError,
+    BadSnapshotIdError,
+    SnapshotBeyondTimelineError,
+    LiveFolderError,
+)
 
 
 @dataclass(frozen=True)
@@ -79,7 +95,9 @@ SNAPSHOTS_MAX = 100
 
 @dataclass(frozen=True)
 class TimelineRequest:
-    limit: int = param("how many snapshots at most, newest first", default=50, short="-n")
+    limit: int = param(
+        "how many snapshots at most, newest first (default: 50)", default=50, short="-n"
+    )
     session: str | None = param("only snapshots of this agent session", default=None)
     trigger: str | None = param("only snapshots sealed for this reason", default=None)
     before: str | None = param(
@@ -93,6 +111,8 @@ class TimelineRequest:
 @dataclass(frozen=True)
 class TimelineResult:
     snapshots: tuple[SnapshotInfo, ...]
+    # How many more snapshots match beyond the limit (0 when the list is whole).
+    more: int = 0
 
 
 def timeline(ctx: Context, req: TimelineRequest) -> TimelineResult:
@@ -105,14 +125,36 @@ def timeline(ctx: Context, req: TimelineRequest) -> TimelineResult:
         raise InvalidArgumentError(
             f"unknown trigger {echo(req.trigger)}", next_step="use one of: " + ", ".join(TRIGGERS)
         )
-    rows = ctx.workspace.store.snapshots(
+    before_ns = None if req.before is None else _time_ns(req.before)
+    store = ctx.workspace.store
+    rows = store.snapshots(
         ctx.workspace.id,
         limit=req.limit,
         trigger=req.trigger,
         session=req.session,
-        before_ns=None if req.before is None else _time_ns(req.before),
+        before_ns=before_ns,
     )
-    return TimelineResult(snapshots=tuple(snapshot_info(r) for r in rows))
+    more = 0
+    if len(rows) == req.limit:
+        if req.trigger is None and req.session is None and before_ns is None:
+            more = store.snapshot_count(ctx.workspace.id) - len(rows)
+        else:
+            more = _count(ctx.workspace, req, before_ns) - len(rows)
+    return TimelineResult(snapshots=tuple(snapshot_info(r) for r in rows), more=max(more, 0))
+
+
+def _count(ws: Any, req: TimelineRequest, before_ns: int | None) -> int:
+    """How many snapshots the filters match in all (one index query, no rows read)."""
+    sql, args = "SELECT COUNT(*) FROM snapshots WHERE workspace=?", [ws.id]
+    for clause, value in (
+        (" AND sealed_at_ns <= ?", before_ns),
+        (" AND trigger=?", req.trigger),
+        (" AND session=?", req.session),
+    ):
+        if value is not None:
+            sql += clause
+            args.append(value)
+    return int(ws.store.conn.execute(sql, args).fetchone()[0])
 
 
 def _time_ns(text: str) -> int:
@@ -132,7 +174,7 @@ def _time_ns(text: str) -> int:
 
 @dataclass(frozen=True)
 class ShowRequest:
-    id: str = param("snapshot ID or unique prefix", positional=True)
+    id: str = param(SNAPSHOT_REF, positional=True)
 
 
 @dataclass(frozen=True)
@@ -177,61 +219,61 @@ def show(ctx: Context, req: ShowRequest) -> ShowResult:
     )
 
 
-def _resolve_or_fork(ws: Any, ref: str) -> Any:
-    """A live fork of this workspace by name (its head), else a snapshot ID or prefix: a
-    name is chosen on purpose, so it wins over an ID prefix that happens to spell it."""
-    from tillage.workspace.timeline import resolve
-
-    row = ws.store.fork_named(ws.id, ref)
-    if row is not None:
-        head = ws.store.head(row.workspace)
-        if head is not None:
-            return head
-    return resolve(ws, ref)
-
-
 @dataclass(frozen=True)
 class DiffRequest:
     target: str = param(
-        "snapshot ID or prefix to compare from, or a fork's name (its newest sealed state)",
+        "compare from this: " + SNAPSHOT_OR_LIVE,
         positional=True,
     )
     to: str | None = param(
-        "snapshot ID or fork name to compare to (default: the live folder)", default=None
+        "compare to this (default: @, the live folder): " + SNAPSHOT_OR_LIVE, default=None
+    )
+    patch: bool = param(
+        "also the changed text files' line changes, as a unified diff (binary files say so)",
+        default=False,
+        short="-p",
+    )
+    stat: bool = param(
+        "also each changed file's lines added and removed, and a summary", default=False
     )
 
 
 @dataclass(frozen=True)
 class DiffResult:
     changes: tuple[ChangeInfo, ...]
-    # The direction: from this snapshot to `to_snapshot`, or to the live folder when it is null.
-    from_snapshot: SnapshotInfo
+    # The direction: from `from_snapshot` to `to_snapshot`; null on a side that is the live
+    # folder (`@`; `to` defaults to it).
+    from_snapshot: SnapshotInfo | None
     to_snapshot: SnapshotInfo | None
+    # With --stat or -p: per changed file, its lines added and removed, and the totals.
+    stat: DiffStatInfo | None = None
+    # With -p: per changed file, its unified diff (`text`), or why there is none (`note`).
+    patches: tuple[PatchInfo, ...] | None = None
 
 
 def diff(ctx: Context, req: DiffRequest) -> DiffResult:
     from tillage.core.treediff import diff_manifests
-    from tillage.workspace.seal import scan_live
-    from tillage.workspace.trees import flatten
+    from tillage.verbs import texts
 
     ws = ctx.workspace
-    origin = _resolve_or_fork(ws, req.target)
-    dest = _resolve_or_fork(ws, req.to) if req.to is not None else None
-    old = flatten(ws.store, bytes.fromhex(origin.tree))
-    if dest is None:
-        new = scan_live(ws).manifest or {}
-    else:
-        new = flatten(ws.store, bytes.fromhex(dest.tree))
+    old = texts.side(ws, req.target)
+    new = texts.side(ws, req.to if req.to is not None else "@")
+    changes = diff_manifests(old.manifest, new.manifest)
+    stat = patches = None
+    if req.stat or req.patch:
+        stat, patches = texts.line_changes(ws.store, changes, old, new, patch=req.patch)
     return DiffResult(
-        changes=change_infos(diff_manifests(old, new)),
-        from_snapshot=snapshot_info(origin),
-        to_snapshot=snapshot_info(dest) if dest is not None else None,
+        changes=change_infos(changes),
+        from_snapshot=snapshot_info(old.row) if old.row is not None else None,
+        to_snapshot=snapshot_info(new.row) if new.row is not None else None,
+        stat=stat,
+        patches=patches,
     )
 
 
 @dataclass(frozen=True)
 class CatRequest:
-    id: str = param("snapshot ID or unique prefix", positional=True)
+    id: str = param(SNAPSHOT_OR_LIVE, positional=True)
     path: str = param("workspace-relative path of a file in the snapshot", positional=True)
 
 
@@ -245,7 +287,7 @@ class CatResult:
 class PathNotInSnapshotError(NotFoundError):
     name = "snapshot.path_not_found"
     module = "store"
-    next_step = "list the snapshot's files with `till diff ID` or check the path's spelling"
+    next_step = "list the snapshot's files with `till ls ID` or check the path's spelling"
 
 
 class NotAFileError(InvalidArgumentError):
@@ -260,11 +302,13 @@ def cat(ctx: Context, req: CatRequest) -> CatResult:
     from tillage.core.models import EntryKind
     from tillage.core.paths import fs_decode, parse
     from tillage.errors import echo
-    from tillage.workspace.timeline import resolve
+    from tillage.workspace.timeline import is_live, resolve
     from tillage.workspace.trees import check_file, flatten, iter_file_chunks
 
     ws = ctx.workspace
     path = parse(req.path)
+    if is_live(req.id):
+        return _cat_live(ws.root, path)
     row = resolve(ws, req.id)
     entry = flatten(ws.store, bytes.fromhex(row.tree), (path,)).get(path)
     if entry is None:
@@ -298,9 +342,50 @@ def cat(ctx: Context, req: CatRequest) -> CatResult:
     )
 
 
+def _cat_live(root: Any, path: str) -> CatResult:
+    """`till cat @ PATH`: the file as the folder holds it now, streamed from one descriptor
+    opened without following a symlink on the way."""
+    import errno
+    import os
+    import stat
+
+    from tillage.errors import echo
+    from tillage.verbs.texts import open_live
+
+    try:
+        fd = open_live(root, path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotAFileError(
+                f"{echo(path)} is a symlink in the folder, not a file",
+                details={"kind": "symlink"},
+            ) from exc
+        raise PathNotInSnapshotError(
+            f"{echo(path)} is not in the folder ({exc.strerror or exc})",
+            next_step="list the folder's files with `till ls @`",
+        ) from exc
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(info.st_mode):
+        folder = stat.S_ISDIR(info.st_mode)
+        raise NotAFileError(
+            f"{echo(path)} is a {'folder' if folder else 'special file'} in the folder, not a file",
+            details={"kind": "directory" if folder else "special"},
+        )
+
+    def pieces() -> Any:  # opened again for each reader (a door may read it twice)
+        with os.fdopen(open_live(root, path), "rb") as f:
+            while piece := f.read(1 << 20):
+                yield piece
+
+    return CatResult(path=path, size=info.st_size, content_base64=ByteStream(info.st_size, pieces))
+
+
 @dataclass(frozen=True)
 class PinRequest:
-    id: str = param("snapshot ID or unique prefix", positional=True)
+    id: str = param(SNAPSHOT_REF, positional=True)
 
 
 @dataclass(frozen=True)
@@ -384,7 +469,7 @@ VERBS = (
             TimelineRequest,
             TimelineResult,
             Effect.READ,
-            "The workspace's snapshots, newest first.",
+            "The workspace's snapshots, newest first; `more` counts those left beyond the limit.",
             errors=(),
             tool=ToolSpec(
                 name="workspace_snapshots",
@@ -416,7 +501,13 @@ VERBS = (
             DiffRequest,
             DiffResult,
             Effect.READ,
-            "What changed from a snapshot to another snapshot or to the live folder.",
+            "What changed from a snapshot to another snapshot or to the live folder (`@`, either "
+            "side). Asked for `stat`: `stat` is `{files: [{path, insertions, deletions, binary, "
+            "note}], files_changed, insertions, deletions}` (git's counts of lines; a binary or "
+            "too large file has null counts and a `note`); for `patch`, also `patches`: "
+            "`[{path, kind, binary, text, note}]`, `text` the file's unified diff in git's "
+            "format, null for a "
+            "binary file. Both are null when not asked for.",
         ),
         diff,
     ),

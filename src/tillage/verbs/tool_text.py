@@ -142,6 +142,8 @@ def _snapshots(doc: dict[str, Any], _request: Any) -> str:
         "Pass a snapshot's ID to workspace_restore (as `snapshot`), which previews before it "
         "changes anything."
     )
+    if doc.get("more"):
+        tail = f"{count(doc['more'], 'older snapshot')} beyond the limit. " + tail
     return fit(head, [snapshot_line(s) for s in snaps], "snapshot", tail)
 
 
@@ -274,11 +276,44 @@ def _diff(doc: dict[str, Any], _request: Any) -> str:
     changes = doc["changes"]
     if not changes:
         return "No differences."
-    return fit(
-        f"{count(len(changes), 'changed path')}:",
-        [change_line(c) for c in changes],
-        "change",
-    )
+    lines = [change_line(c) for c in changes]
+    stat = doc.get("stat")
+    if stat:
+        counts = {f["path"]: f for f in stat["files"]}
+        lines = [
+            line + _lines_phrase(counts.get(c["path"]))
+            for line, c in zip(lines, changes, strict=True)
+        ]
+    for patch in doc.get("patches") or []:
+        lines.append(
+            patch["text"] if patch["text"] is not None else f"{patch['path']}: {patch['note']}"
+        )
+    return fit(f"{count(len(changes), 'changed path')}:", lines, "line")
+
+
+def _lines_phrase(counted: dict[str, Any] | None) -> str:
+    if counted is None:
+        return ""
+    if counted["insertions"] is None:
+        return f", {counted['note']}"
+    return f", +{counted['insertions']} -{counted['deletions']} lines"
+
+
+def _ls(doc: dict[str, Any], _request: Any) -> str:
+    entries = doc["entries"]
+    if not entries:
+        return "Nothing there."
+    lines = [
+        f"  {e['kind']} {e['path']}"
+        + (f" -> {e['target']}" if e["target"] is not None else "")
+        + (f" ({size(e['size'])})" if e["size"] is not None and e["kind"] == "file" else "")
+        for e in entries
+    ]
+    tail = ""
+    if doc.get("more"):
+        left = count(doc["more"], "more entry", "more entries")
+        tail = f"{left}: ask again with after={doc['next_after']!r}."
+    return fit(f"{count(len(entries), 'entry', 'entries')}:", lines, "entry", tail)
 
 
 def _snap(doc: dict[str, Any], _request: Any) -> str:
@@ -302,6 +337,12 @@ def _status(doc: dict[str, Any], _request: Any) -> str:
     ]
     if head:
         lines.append("Newest: " + snapshot_line(head)[2:])
+    folder = doc.get("folder") or {}
+    if folder.get("differs") is not None:
+        lines.append(
+            f"The folder: {count(folder['differs'], 'path')} differ from the newest snapshot"
+            + (" (workspace_diff lists them)." if folder["differs"] else ".")
+        )
     fidelity = doc.get("fidelity") or []
     if fidelity:
         lines.append(f"{count(len(fidelity), 'path')} not captured exactly:")
@@ -422,6 +463,7 @@ _RENDERERS: dict[str, Callable[[dict[str, Any], Any], str]] = {
     "fork.create": _fork,
     "merge.apply": _merge,
     "timeline.diff": _diff,
+    "timeline.ls": _ls,
     "timeline.snap": _snap,
     "workspace.status": _status,
 }

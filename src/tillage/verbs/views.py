@@ -80,3 +80,9 @@ def policy_problems(root: Any) -> tuple[PolicyProblemInfo, ...]:
     return tuple(
         PolicyProblemInfo(p.file, p.line, p.text, p.problem) for p in Policy.load(root).problems
     )
+
+
+# How a param that takes a snapshot says so (workspace/timeline.py resolves every one alike).
+SNAPSHOT_REF = "a snapshot: head, head~N, latest, a fork's name, an ID or a unique prefix"
+# ... and one that may also be the live folder (`diff`, `ls`, `cat`).
+SNAPSHOT_OR_LIVE = SNAPSHOT_REF + ", or @ (the folder as it is now)"

@@ -222,6 +222,7 @@ class Walker:
         # Absolute folders never captured: the store itself, when someone keeps it inside.
         self.skip_dirs = skip_dirs
         self.links: _Links = {}
+        self.carry = True  # skipped folders' rows carried into the result: off for status
 
     # -- the walk -------------------------------------------------------------------------
 
@@ -271,7 +272,7 @@ class Walker:
     def _carry(self) -> None:
         """Adds what the previous index recorded below the folders this walk skipped: one pass
         over its rows, folders and notes, each folder's answer remembered."""
-        if not self.skipped:
+        if not self.skipped or not self.carry:
             return
         below: dict[str, bool] = {"": False}
 

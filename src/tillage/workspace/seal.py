@@ -32,6 +32,7 @@ from tillage.workspace.capture import Capture, Walker
 from tillage.workspace.locks import workspace_lock
 from tillage.workspace.nested import catalog_roots
 from tillage.workspace.policy import POLICY_FILE, Policy
+from tillage.workspace.trees import TREES
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,32 @@ def scan_live(
         ws, None, keep_manifest=True, on_progress=on_progress, manifest_scopes=scopes
     )
     return walker.run()
+
+
+def scan_bounded(ws: Workspace, *, walk_max: int, watched_max: int) -> tuple[Capture, bool] | None:
+    """scan_live() when it is cheap, for a question asked often (`till status`): the watcher
+    vouches for what changed since the last seal (only those folders are listed; the head held
+    at most `watched_max` files, since the path index is read whole), or the head held at most
+    `walk_max` files (the whole folder is walked). Returns the capture (no manifest: every
+    folder's tree it made is left in TREES, so a walk beside a stored tree reads only the
+    folders that differ) and whether the watcher vouched; None when neither holds, and then
+    nothing was read but the head's row."""
+    head = ws.store.head(ws.id)
+    if head is None or head.files > watched_max:
+        return None
+    if head.files > walk_max and watchstate.change_source(ws) is None:
+        return None
+    walker, _changes_seen, _fingerprint = _walker(ws, None, keep_manifest=False, on_progress=None)
+    vouched = walker.visit is not None
+    if not vouched and head.files > walk_max:
+        return None
+    walker.carry = False  # no index is saved from this walk: only its trees are asked for
+    was = TREES.enabled
+    TREES.enabled = True  # the live trees are stored nowhere else
+    try:
+        return walker.run(), vouched
+    finally:
+        TREES.enabled = was
 
 
 def seal(

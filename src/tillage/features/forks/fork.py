@@ -102,6 +102,22 @@ def check_name(name: str) -> str:
     return name
 
 
+def check_new_name(name: str) -> str:
+    """check_name() for a fork about to be made: a name the snapshot resolver gives its own
+    meaning (`head`, `latest`) is refused too, since it would never name the fork (an older
+    fork called that is still found by `till forks`, `fork-rm` and `merge`)."""
+    from tillage.workspace.timeline import reserved
+
+    check_name(name)
+    if reserved(name):
+        raise InvalidForkNameError(
+            f"{echo(name)} names the workspace's newest snapshot wherever a snapshot is taken "
+            "(`till show head`), so no fork may be called that",
+            next_step="choose another name",
+        )
+    return name
+
+
 def default_destination(ws: Workspace, name: str) -> Path:
     """`<workspace>.forks/NAME`, beside the workspace (CONTRACT)."""
     return ws.root.parent / f"{ws.root.name}{FORKS_SUFFIX}" / name
@@ -354,7 +370,7 @@ def create_fork(
     crash-safe."""
     from tillage.workspace.timeline import resolve
 
-    check_name(name)
+    check_new_name(name)
     started = time.monotonic()
     finish_pending(ws)
     store = ws.store

@@ -53,6 +53,9 @@ def _timeline(page: Page) -> None:
         page.add("No snapshots match.")
         return
     page.add(*table([snapshot_cells(s, page.now) for s in snaps], page.style))
+    more = int(page.take("more") or 0)
+    if more:
+        page.add(f"… {more:,} more (`till timeline -n {len(snaps) + more}` lists them all)")
 
 
 def _snap(page: Page) -> None:
@@ -136,6 +139,25 @@ def _watcher_line(watching: Any, watcher: Any) -> str:
     return f"on ({how}, seals {watcher.get('debounce_ms')} ms after the last change)"
 
 
+def _folder_line(folder: dict[str, Any], now: float) -> str:
+    """`1,877 paths differ from the head: `till diff head``, or `at 80d3bc, rewound 5 s ago`."""
+    if not folder.get("checked"):
+        return str(folder.get("note") or "not checked")
+    differs, at = folder.get("differs"), str(folder.get("at") or "")[:12]
+    if differs == 0:
+        words = "the same as the head"
+    elif differs is None:
+        words = "differs from the head (not counted); `till diff head` lists what"
+    else:
+        verb = "differs" if differs == 1 else "differ"
+        words = f"{units.count(int(differs), 'path')} {verb} from the head; `till diff head`"
+    if at and folder.get("rewound_at"):
+        words = f"at {at}, rewound {units.when_text(str(folder['rewound_at']), now)}; " + words
+    elif at and differs:
+        words = f"at {at}; " + words
+    return words
+
+
 def _status(page: Page) -> None:
     page.take("attached")
     page.take("id")
@@ -154,6 +176,9 @@ def _status(page: Page) -> None:
         ("Store", f"{units.size(int(store.get('bytes') or 0))} in {store.get('path')}"),
         ("Watcher", _watcher_line(watching, watcher)),
     ]
+    folder = page.take("folder")
+    if isinstance(folder, dict):
+        rows.insert(2, ("Folder", _folder_line(folder, page.now)))
     if isinstance(fork, dict):
         base = str(fork.get("base") or "")[:12]
         parent = fork.get("parent") or (
@@ -242,7 +267,9 @@ def _diff(page: Page) -> None:
     changes = page.take("changes") or []
     origin = page.take("from_snapshot")
     dest = page.take("to_snapshot")
-    source = f"from {page.ref(origin)}" if origin else "from the snapshot"
+    stat = page.take("stat")
+    patches = page.take("patches")
+    source = f"from {page.ref(origin)}" if origin else "from the live folder"
     target = f"to {page.ref(dest)}" if dest else "to the live folder"
     if not changes:
         page.add(f"No changes {source} {target}.")
@@ -250,6 +277,13 @@ def _diff(page: Page) -> None:
     page.add(f"{source[0].upper()}{source[1:]} {target}: {change_summary(changes)}")
     rows, _ = change_rows(changes)
     page.add(*table(rows, page.style, indent="  "))
+    if stat or patches:
+        from tillage.hosts.cli.human_texts import patch_lines, stat_lines
+
+        if patches is None and isinstance(stat, dict):
+            page.add("", *stat_lines(stat, page.style))
+        if patches:
+            page.add("", *patch_lines(patches, page.style))
 
 
 def _rewind(page: Page) -> None:
@@ -408,6 +442,7 @@ FEATURE_PAGES = {
     "session.": "tillage.hosts.cli.human_sessions",
     "project.": "tillage.hosts.cli.human_project",
     "estimate.": "tillage.hosts.cli.human_estimate",
+    "timeline.ls": "tillage.hosts.cli.human_texts",
     "store.gc": "tillage.hosts.cli.human_lifecycle",
     "store.retention": "tillage.hosts.cli.human_lifecycle",
     "store.budget": "tillage.hosts.cli.human_lifecycle",
