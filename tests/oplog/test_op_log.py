@@ -39,6 +39,23 @@ def test_each_mutating_verb_records_one_operation_with_its_heads_agent_and_argum
     assert len(ops(till)) == count + 1
 
 
+def test_seals_are_no_operations_so_an_agents_hooks_never_bury_the_log(
+    till: Till, folder: Path
+) -> None:
+    # The timeline is a seal's record: a watcher's seals, `till snap` and every agent hook
+    # leave the operation log as it was, so `till op log` still shows what changed things.
+    (folder / "a.txt").write_text("one\n")
+    head = attached(till, folder)
+    till.json("pin", head)
+    count = len(ops(till))
+    for turn in range(3):
+        (folder / "a.txt").write_text(f"turn {turn}\n")
+        till.json("snap")
+        till.json("hook", "turn-end", "--agent", "claude", "--turn", str(turn))
+    assert len(ops(till)) == count
+    assert ops(till)[0]["verb"] == "timeline.pin"
+
+
 def test_the_log_is_newest_first_and_says_how_many_more_the_limit_left_out(
     till: Till, folder: Path
 ) -> None:

@@ -68,8 +68,9 @@ class SnapResult:
     snapshot: SnapshotInfo
 
     def undo_plan(self, _req: SnapRequest) -> dict[str, Any] | None:
-        """A seal changed no file and no fact but the timeline's: nothing to undo."""
-        return {"kind": "none", "why": "a seal only adds to the timeline (gc thins it)"}
+        """A seal changes no file and no fact but the timeline's, and the timeline is its
+        record: it is no operation (a watcher or an agent's hooks would bury the log)."""
+        return None
 
     policy_problems: tuple[PolicyProblemInfo, ...]
 
