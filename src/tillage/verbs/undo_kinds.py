@@ -67,8 +67,10 @@ def describe(plan: dict[str, Any], store: Any = None) -> str:
         return "forget this folder again (its timeline stays)"
     if kind in ("fork_rm", "fork_restore"):
         names = ", ".join(_fork_names(store, plan["forks"])) if store is not None else ""
-        verb = "remove" if kind == "fork_rm" else "restore from its last state"
-        return f"{verb} fork {names or ', '.join(f[:12] for f in plan['forks'])}"
+        named = names or ", ".join(f[:12] for f in plan["forks"])
+        if kind == "fork_rm":
+            return f"remove fork {named}"
+        return f"restore fork {named} from its last state"
     return str(plan.get("why") or "cannot be undone")
 
 
