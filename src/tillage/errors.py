@@ -30,6 +30,7 @@ MODULE_RANGES: Mapping[str, tuple[int, int]] = {
     "projection": (-32269, -32250),
     "lifecycle": (-32289, -32270),
     "sync": (-32309, -32290),
+    "oplog": (-32319, -32310),
     "names": (-32324, -32320),  # names for snapshots (head, head~N, latest, @, fork names)
 }
 

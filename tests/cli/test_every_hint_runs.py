@@ -288,6 +288,9 @@ TOUR = (
     ("cat", "{first}", "a.txt"),
     ("diff", "f1"),
     ("bisect", "--", "false"),
+    ("op", "log"),
+    ("undo",),
+    ("ls", "head"),
 )
 
 

@@ -157,6 +157,10 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:
     s("unpin", first)
     s("rewind", first, "--paths", "README.md", "--dry-run")
     s("rewind", first, "--paths", "README.md", "--yes")
+    rewound = s("op log", "-n", "5")["operations"][0]
+    s("undo", rewound["id"], "--dry-run")
+    s("undo", rewound["id"], "--yes")
+    s("rewind", first, "--paths", "README.md", "--yes")
     s("verify")
     s("hook", "turn-end", "--agent", "claude-code", stdin="{}")
     (folder / "hooked.txt").write_text("a turn's work\n")

@@ -58,7 +58,7 @@ STORIES = {
     "timeline": {
         "version", "contracts", "agents-md", "estimate", "watch", "status", "snap", "timeline",
         "show", "diff", "cat", "ls", "pin", "unpin", "rewind", "verify", "events", "hook",
-        "forget", "completion",
+        "forget", "op log", "undo", "completion",
     },
     "universes": {
         "fork", "forks", "radar", "claim", "claims", "release", "merge", "run", "exec",
@@ -108,6 +108,10 @@ def test_the_timeline_verbs(story: Story, folder: Path) -> None:
     assert story("unpin", first)["snapshot"]["pinned"] is False
     rewound = story("rewind", first, "--paths", "README.md", "--yes")
     assert rewound["undo"] and (folder / "README.md").read_text() == "# demo\n"
+    op = story("op log", "-n", "1")["operations"][0]
+    assert op["verb"] == "workspace.rewind"
+    assert story("undo", op["id"], "--yes")["applied"] is True
+    assert (folder / "README.md").read_text() == "# changed\n"
     assert story("verify")["ok"] is True
     assert story("events", "-n", "5")[0]["kind"] == "sealed"
     assert story("hook", "turn-end", "--agent", "claude-code", stdin="{}")["snapshot"]

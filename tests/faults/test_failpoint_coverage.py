@@ -9,6 +9,7 @@ import tillage
 from tests.faults.harness import GC_FAILPOINTS, REWIND_FAILPOINTS, SEAL_FAILPOINTS
 from tests.forks.test_fork_crash import FORK_FAILPOINTS, REMOVE_FAILPOINTS
 from tests.merge.test_merge import MERGE_FAILPOINTS
+from tests.oplog.test_undo_crashes import RESTORE_FAILPOINTS, UNDO_FAILPOINTS
 from tests.sync.test_clone import CLONE_FAILPOINTS
 from tests.sync.test_sync_faults import PULL_FAILPOINTS
 
@@ -42,4 +43,5 @@ def test_every_failpoint_in_the_code_is_exercised_by_a_fault_test() -> None:
     covered |= set(FORK_FAILPOINTS) | set(REMOVE_FAILPOINTS) | set(MERGE_FAILPOINTS)
     covered |= set(CLONE_FAILPOINTS)  # tests/sync/test_clone.py
     covered |= set(PULL_FAILPOINTS)  # tests/sync/test_sync_faults.py
+    covered |= set(UNDO_FAILPOINTS) | set(RESTORE_FAILPOINTS)  # tests/oplog/test_undo_crashes.py
     assert marked <= covered

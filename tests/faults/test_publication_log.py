@@ -110,7 +110,11 @@ def test_a_last_log_line_cut_short_is_no_longer_a_snapshot_anywhere(
     ids = _snapshots(till, folder)
     path = log_path(till.home)
     data = path.read_bytes()
-    path.write_bytes(data[: len(data) - 40])  # the final newline and some bytes before it
+    # The last snapshot's line (an `operation` line follows it: the snap's) cut short there,
+    # its final newline and some bytes before it gone with everything after.
+    end = data.rindex(b'"kind":"snapshot"')
+    end = data.index(b"\n", end) + 1
+    path.write_bytes(data[: end - 40])
 
     status = till.json("status")
     assert status["head"]["id"] == ids[-2]
@@ -180,8 +184,9 @@ def test_repair_drops_a_log_line_edited_in_place_instead_of_replaying_it(
     ids = _snapshots(till, folder)
     live = manifest(folder)
     lines = log_path(till.home).read_bytes().splitlines(keepends=True)
-    assert b'"files"' in lines[-1]
-    lines[-1] = lines[-1].replace(b'"files"', b'"filez"', 1)
+    last = max(i for i, line in enumerate(lines) if b'"kind":"snapshot"' in line)
+    assert b'"files"' in lines[last]
+    lines[last] = lines[last].replace(b'"files"', b'"filez"', 1)
     log_path(till.home).write_bytes(b"".join(lines))
     remove_index(till.home)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from tillage.errors import BusyError
 from tillage.platform.errors import DiskFullError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -62,6 +62,10 @@ CREATE TABLE IF NOT EXISTS sync_refs(
 CREATE TABLE IF NOT EXISTS sessions(
     workspace TEXT NOT NULL, id TEXT NOT NULL, created_ns INT NOT NULL, updated_ns INT NOT NULL,
     commits INT NOT NULL, head TEXT NOT NULL, ended_ns INT, PRIMARY KEY(workspace, id));
+CREATE TABLE IF NOT EXISTS operations(
+    id TEXT PRIMARY KEY, workspace TEXT, seq INT NOT NULL, at_ns INT NOT NULL,
+    verb TEXT NOT NULL, undoes TEXT, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS operations_ws ON operations(workspace, seq);
 """
 
 
@@ -171,6 +175,7 @@ TABLES = (
     "dropped",
     "thinned",
     "sync_refs",
+    "operations",
 )
 
 

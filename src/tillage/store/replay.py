@@ -98,7 +98,7 @@ def apply_record(c: sqlite3.Connection, r: LogRecord) -> None:
                 b["pattern"],
                 b["owner"],
                 b.get("expires_ns"),
-                r.at_ns,
+                b.get("claimed_ns", r.at_ns),  # a claim put back by `till undo` keeps its time
                 b.get("workspace"),  # the workspace that took it (None: a fact without it)
             ),
         )
@@ -141,6 +141,20 @@ def apply_record(c: sqlite3.Connection, r: LogRecord) -> None:
             # And what it pulled (its sync timeline) and its sync refs: nothing keeps them.
             c.execute("DELETE FROM snapshots WHERE workspace=?", (f"{b['workspace']}.sync",))
             c.execute("DELETE FROM sync_refs WHERE workspace=?", (b["workspace"],))
+    elif r.kind == "operation":
+        # The operation log (store/oplog.py): one line per mutating verb, `till undo`'s basis.
+        c.execute(
+            "INSERT OR REPLACE INTO operations VALUES (?,?,?,?,?,?,?)",
+            (
+                b["id"],
+                b.get("workspace"),
+                r.seq,
+                r.at_ns,
+                b["verb"],
+                b.get("undoes"),
+                json.dumps(b, sort_keys=True),
+            ),
+        )
     # Any other kind (an `event`, or one a later version adds) holds no index state: the
     # index only moves past it (store/events.py reads events from the log itself).
     ix.set_meta(c, "log_offset", str(r.end_offset))

@@ -347,6 +347,14 @@ class Contract(Generic[Req, Res]):
     # The door a command line hands its process to after parsing (`till mcp` serves MCP on
     # stdio): the host's name. The verb's handler describes what that door would serve.
     serves: str | None = None
+    # A success of a verb that is not `read` is one operation in the operation log
+    # (verbs/oplog_record.py); False for a verb that records its own (`till undo`) or changes
+    # nothing a person would undo (a server's session, a remote's check).
+    records_operation: bool = True
+    # What a crash interrupted of this verb, finished by the next command of any kind (ctx:
+    # the resolved workspace); the invoker calls it when the store's intents hold one of the
+    # verb's (invoke.PENDING_INTENTS). Found through the registry: the invoker imports no verb.
+    finish_pending: Callable[[Any], None] | None = None
 
     def tool_name(self) -> str | None:
         """The tool this verb is offered as, or None when it is not one (see ToolSpec)."""

@@ -101,6 +101,12 @@ class ForkInfo:
 class ForkResult:
     fork: ForkInfo
 
+    def undo_plan(self, _req: Any) -> dict[str, Any] | None:
+        """`till undo`: remove the fork made (sealed first: undoing the undo restores it)."""
+        if not self.fork.created:
+            return {"kind": "none", "why": "the command ran in a fork that existed already"}
+        return {"kind": "fork_rm", "forks": [self.fork.workspace]}
+
     def exit_status(self) -> int:
         """The command's own status (0 when no command ran)."""
         return self.fork.exit_code or 0
@@ -329,6 +335,14 @@ class ForkRemoveResult:
     path: str | None
     # The claims the fork had taken, released with it (each a `released` event): IDs.
     claims_released: tuple[str, ...]
+    # The fork's own workspace ID (its timeline).
+    workspace: str | None = None
+
+    def undo_plan(self, _req: ForkRemoveRequest) -> dict[str, Any] | None:
+        """`till undo`: the fork back, the same fork, from its last state."""
+        if not self.removed or self.workspace is None:
+            return None
+        return {"kind": "fork_restore", "forks": [self.workspace]}
 
 
 def fork_remove(ctx: Context, req: ForkRemoveRequest) -> ForkRemoveResult:
@@ -359,6 +373,7 @@ def fork_remove(ctx: Context, req: ForkRemoveRequest) -> ForkRemoveResult:
         kept_files=done.kept_files,
         path=done.folder,
         claims_released=released,
+        workspace=done.row.workspace,
     )
 
 
@@ -471,6 +486,12 @@ class PlanInfo:
 class ExecResult:
     universes: tuple[UniverseInfo, ...]
     plan: PlanInfo | None
+
+    def undo_plan(self, _req: Any) -> dict[str, Any] | None:
+        """`till undo`: remove the universes made (each sealed first); none for a plan."""
+        if not self.universes:
+            return None
+        return {"kind": "fork_rm", "forks": [u.workspace for u in self.universes]}
 
     def exit_status(self) -> int:
         """The first non-zero status, in universe order (0 when all passed or planned)."""

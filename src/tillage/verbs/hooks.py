@@ -96,6 +96,13 @@ class HookResult:
     # install: whether the folder's watcher runs now (null: not asked, --no-watcher).
     watching: bool | None = None
 
+    def undo_plan(self, _req: Any) -> dict[str, Any] | None:
+        """A hook's seal is in the timeline, its record: no operation (an agent's session would
+        bury the log in them). Installing or uninstalling hooks is one; each undoes the other."""
+        if self.event in (INSTALL, UNINSTALL):
+            return {"kind": "none", "why": "`till hook install` and `uninstall` undo each other"}
+        return None
+
 
 def hook(ctx: Context, req: HookRequest) -> HookResult:
     from tillage.core.agent_hooks import EVENTS, read_payload

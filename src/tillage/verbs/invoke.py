@@ -69,7 +69,35 @@ def resolve_context(verb: Verb[Any, Any], settings: Settings, store: Any = None)
         finish_clones(settings.home, store)  # before the lookup: it may be that folder's
         ctx.workspace = open_workspace(settings.home, settings.folder, settings.user_home, store)
         finish_forks(ctx.workspace.store)
+        finish_undos(ctx)
     return ctx
+
+
+# Verbs whose interrupted work the next command finishes (Contract.finish_pending), by the
+# prefix of their intents' names: loaded through the registry only when one is there.
+PENDING_INTENTS = {"undo-": "undo"}
+
+
+def finish_undos(ctx: Context) -> None:
+    """An undo a crash interrupted is finished by the next command of any kind (as a killed
+    fork is): one listing of the store's intents, the undo verb loaded only when one of them
+    is an undo's (verbs/oplog.py)."""
+    import os
+
+    store = ctx.workspace.store
+    if store.read_only:
+        return
+    try:
+        names = os.listdir(store.intents_dir)
+    except FileNotFoundError:
+        return
+    for prefix, command in PENDING_INTENTS.items():
+        if any(n.startswith(prefix) for n in names):
+            from tillage.verbs.registry import verb_for_command
+
+            verb = verb_for_command(command)
+            if verb is not None and verb.contract.finish_pending is not None:
+                verb.contract.finish_pending(ctx)
 
 
 def finish_forks(store: Any) -> None:
@@ -264,7 +292,15 @@ def _invoke(
                 next_step=_confirm_step(contract, request, previewed=shown is not None),
             )
         request = contract.confirmed(request) if contract.confirmed else request
+    before: str | None = None
+    recording = contract.effect is not Effect.READ and contract.records_operation
+    if recording and ctx.workspace is not None:
+        from tillage.verbs.oplog_record import head_of
+
+        before = head_of(ctx.workspace.store, ctx.workspace.id)
     result = verb.handler(ctx, request)
+    if recording:
+        _record_operation(ctx, contract, request, result, before)
     if ctx.workspace is not None and contract.effect is not Effect.READ:
         from tillage.features.after_write import after_write
 
@@ -284,14 +320,37 @@ def _confirm_step(contract: Any, request: Any, *, previewed: bool) -> str:
         return f"to go ahead, run {run}"
     preview = f"`{command_line(contract, request, dry_run=True)}`"
     target = getattr(request, "id", None)
-    if isinstance(target, str) and not _is_hex(target):
-        # A name (head~1) moves with the next seal: the preview names the exact snapshot.
+    if (hasattr(request, "id") and target is None) or (
+        isinstance(target, str) and not _is_hex(target)
+    ):
+        # No target (`till undo`: the newest), or a name (head~1) that moves with the next
+        # seal: the preview names the exact one, and --yes needs it named.
         return f"preview with {preview}: it ends with the exact command that applies it"
     return f"preview with {preview}, then run {run}"
 
 
 def _is_hex(text: str) -> bool:
     return bool(text) and all(c in "0123456789abcdef" for c in text)
+
+
+def _record_operation(
+    ctx: Context, contract: Any, request: Any, result: Any, before: str | None
+) -> None:
+    """The verb's operation in the operation log (verbs/oplog_record.py). The verb's change
+    stands whatever happens here: a record the store cannot take (a full disk) is lost, and
+    the verb is not reported as failed for it."""
+    import contextlib
+
+    from tillage.errors import TillageError
+    from tillage.verbs import oplog_record
+
+    settings = ctx.settings
+    with contextlib.suppress(TillageError, OSError):
+        if ctx.workspace is not None:
+            ws = ctx.workspace
+            oplog_record.record(ws.store, ws.id, settings.agent, contract, request, result, before)
+        elif contract.scope is Scope.NONE:
+            oplog_record.record_storewide(settings.home, settings.agent, contract, request, result)
 
 
 def _event(kind: str | None, request: Any, result: Any) -> tuple[str, Any] | None:

@@ -41,6 +41,14 @@ class GcResult:
     removed: tuple[str, ...]
     thinned: tuple[str, ...]
 
+    def undo_plan(self, _req: GcRequest) -> dict[str, Any] | None:
+        """A gc deleted bytes for good: its operation is recorded, and cannot be undone. One
+        that found nothing to do changed nothing: no operation."""
+        done = (self.snapshots_removed, self.snapshots_thinned, self.objects_removed)
+        if self.dry_run or (not any(done) and not self.packs_rewritten):
+            return None
+        return {"kind": "none", "why": "a gc deletes what it removed for good"}
+
 
 def _gc_result(outcome: GcOutcome) -> GcResult:
     return GcResult(
@@ -120,6 +128,12 @@ class RetentionResult:
     retention: dict[str, str]
     changed: bool
 
+    def undo_plan(self, _req: RetentionRequest) -> dict[str, Any] | None:
+        """Only showing the policy changes nothing; setting it is recorded, not undone."""
+        if not self.changed:
+            return None
+        return {"kind": "none", "why": "set the policy back with `till retention`"}
+
 
 def retention(ctx: Context, req: RetentionRequest) -> RetentionResult:
     from dataclasses import replace as with_fields
@@ -194,6 +208,12 @@ class BudgetResult:
     over_budget: bool
     enforced: GcResult | None
     held_by: tuple[HolderInfo, ...]
+
+    def undo_plan(self, req: BudgetRequest) -> dict[str, Any] | None:
+        """Only showing the budget changes nothing; setting it is recorded, not undone."""
+        if req.max is None and req.reserve_free is None:
+            return None
+        return {"kind": "none", "why": "set the budget back with `till budget`"}
 
 
 def budget_document(store: Store, enforced: GcResult | None = None) -> BudgetResult:

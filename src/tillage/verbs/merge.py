@@ -151,6 +151,18 @@ class MergeResult:
             return 0
         return LANDED_NOTHING if self.conflicts or self.check_failed else 0
 
+    def undo_plan(self, _req: MergeRequest) -> dict[str, Any] | None:
+        """`till undo`: the folder back to its `pre_merge` seal, which also gives the fork
+        its base back (a whole rewind to before a merge does: features/merge/unmerge.py)."""
+        if not self.landed:
+            return None
+        if self.into_fork or self.undo is None:
+            return {
+                "kind": "none",
+                "why": "a merge into a fork is undone in the fork (`till rewind` there)",
+            }
+        return {"kind": "rewind", "to": self.undo, "paths": None}
+
     def event_detail(self, _req: MergeRequest) -> dict[str, Any] | None:
         """None: a landed merge records its own `merged` (a fork's `fork_merged` fact, or an
         event appended with the merge's seal, so a merge finished by recovery has it too)."""

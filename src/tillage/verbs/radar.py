@@ -184,6 +184,12 @@ class ClaimResult:
     # True when the owner already held this very pattern: same ID, later expiry.
     renewed: bool
 
+    def undo_plan(self, _req: ClaimRequest) -> dict[str, Any] | None:
+        """`till undo`: release the claim taken (a renewal only moved its expiry)."""
+        if self.renewed:
+            return {"kind": "none", "why": "a renewal only moved the claim's expiry"}
+        return {"kind": "release", "claim": self.claim.id, "owner": self.claim.owner}
+
 
 def claim(ctx: Context, req: ClaimRequest) -> ClaimResult:
     from tillage.features.radar.claims import take
@@ -219,6 +225,10 @@ class ReleaseRequest:
 class ReleaseResult:
     # The claim as it was until released.
     released: ClaimInfo
+
+    def undo_plan(self, _req: ReleaseRequest) -> dict[str, Any] | None:
+        """`till undo`: the claim back as it was taken (its expiry unchanged)."""
+        return {"kind": "claim", "claim": self.released.id}
 
 
 def release(ctx: Context, req: ReleaseRequest) -> ReleaseResult:

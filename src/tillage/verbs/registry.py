@@ -40,6 +40,7 @@ VERB_MODULES = (
     "tillage.verbs.remote",
     "tillage.verbs.estimate",
     "tillage.verbs.remote_serve",
+    "tillage.verbs.oplog",
     "tillage.verbs.completion",
 )
 
@@ -108,6 +109,8 @@ COMMANDS = {
     "work": "tillage.verbs.sync",
     "estimate": "tillage.verbs.estimate",
     "remote-serve": "tillage.verbs.remote_serve",
+    "op log": "tillage.verbs.oplog",
+    "undo": "tillage.verbs.oplog",
     "completion": "tillage.verbs.completion",
 }
 

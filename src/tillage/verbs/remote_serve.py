@@ -55,6 +55,7 @@ VERBS = (
     Verb(
         Contract(
             name="remote.serve",
+            records_operation=False,  # a server for another machine: its calls are theirs
             since=1,
             scope=Scope.NONE,
             audience=Audience.INTERNAL,

@@ -55,6 +55,12 @@ class RewindResult:
     # The exact command to run next: to apply a dry run, or to undo an applied rewind.
     next: str
 
+    def undo_plan(self, req: RewindRequest) -> dict[str, Any] | None:
+        """`till undo`: back to the seal made before writing (the same paths only)."""
+        if not self.applied or self.undo is None:
+            return None
+        return {"kind": "rewind", "to": self.undo, "paths": list(req.paths) if req.paths else None}
+
     def event_detail(self, req: RewindRequest) -> dict[str, Any] | None:
         """The `rewound` event's detail (`till events`); None when nothing was applied."""
         if not self.applied:

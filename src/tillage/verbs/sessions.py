@@ -423,6 +423,12 @@ class SessionRevertResult:
         )
         return fit(head, lines, "path", tail)
 
+    def undo_plan(self, _req: SessionRevertRequest) -> dict[str, Any] | None:
+        """`till undo`: back to the seal the revert made before writing."""
+        if not self.applied or self.undo is None:
+            return None
+        return {"kind": "rewind", "to": self.undo, "paths": None}
+
     def event_detail(self, req: SessionRevertRequest) -> dict[str, Any] | None:
         """The `rewound` event's detail (a revert is a rewind); None when nothing applied."""
         if not self.applied:

@@ -36,6 +36,12 @@ class VerifyResult:
     reclaimed_bytes: int
     finished_rewinds: tuple[str, ...]
 
+    def undo_plan(self, _req: Any) -> dict[str, Any] | None:
+        """A check changes nothing (no operation); a repair is recorded, not undoable."""
+        if not self.repaired and not self.fixed:
+            return None
+        return {"kind": "none", "why": "a repair sets damage aside; it is not undone"}
+
     def exit_status(self) -> int:
         """A store that is not ok is a failed check: exit 1, with this document on stdout."""
         return 0 if self.ok else 1

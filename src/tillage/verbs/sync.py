@@ -270,6 +270,15 @@ class SyncResult:
     # With `diverged`: the exact command that lands the incoming snapshot here.
     next: str | None = field(default=None, metadata={"omit_none": True})
 
+    def undo_plan(self, req: SyncRequest) -> dict[str, Any] | None:
+        """`till undo` of a pull that landed: the folder back to its pre-pull seal. A push
+        changed the remote, which no undo here takes back."""
+        if req.push:
+            return {"kind": "none", "why": "a push changed the remote; push an older state"}
+        if self.undo is None:
+            return None  # up to date, or diverged: nothing landed
+        return {"kind": "rewind", "to": self.undo, "paths": None}
+
     def exit_status(self) -> int:
         """A pull that diverged completed but landed nothing: 3, with this document."""
         return 3 if self.disposition == "diverged" else 0

@@ -66,6 +66,12 @@ class SnapRequest:
 @dataclass(frozen=True)
 class SnapResult:
     snapshot: SnapshotInfo
+
+    def undo_plan(self, _req: SnapRequest) -> dict[str, Any] | None:
+        """A seal changes no file and no fact but the timeline's, and the timeline is its
+        record: it is no operation (a watcher or an agent's hooks would bury the log)."""
+        return None
+
     policy_problems: tuple[PolicyProblemInfo, ...]
 
 
@@ -392,6 +398,14 @@ class PinRequest:
 @dataclass(frozen=True)
 class PinResult:
     snapshot: SnapshotInfo
+    # False when it was pinned (or unpinned) already: nothing changed.
+    changed: bool = True
+
+    def undo_plan(self, _req: PinRequest) -> dict[str, Any] | None:
+        """`till undo`: unpin what was pinned, pin what was unpinned."""
+        if not self.changed:
+            return None
+        return {"kind": "unpin" if self.snapshot.pinned else "pin", "snapshot": self.snapshot.id}
 
 
 def pin(ctx: Context, req: PinRequest) -> PinResult:
@@ -413,10 +427,11 @@ def _set_pin(ctx: Context, ref: str, *, pinned: bool) -> PinResult:
             f"snapshot {row.id[:12]} is partial: a gc dropped its {lost} bytes, and a pin "
             "cannot bring them back"
         )
-    if row.pinned != pinned:
+    changed = row.pinned != pinned
+    if changed:
         ws.store.publish("pin" if pinned else "unpin", {"snapshot": row.id})
         row = ws.store.snapshot(row.id)
-    return PinResult(snapshot=snapshot_info(row))
+    return PinResult(snapshot=snapshot_info(row), changed=changed)
 
 
 def _contract(

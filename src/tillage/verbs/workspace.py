@@ -386,6 +386,13 @@ class ForgetResult:
     snapshots: int
     note: str
 
+    def undo_plan(self, _req: ForgetRequest) -> dict[str, Any] | None:
+        """`till undo` (from the detached folder): attach it again, its timeline whole. A
+        purge dropped the timeline: nothing brings it back."""
+        if self.purged:
+            return {"kind": "none", "why": "a purge dropped the timeline from the store for good"}
+        return {"kind": "attach", "root": self.workspace}
+
 
 def forget(ctx: Context, req: ForgetRequest) -> ForgetResult:
     import shutil

@@ -84,7 +84,7 @@ SOCKET_COMMANDS = frozenset(
 )
 # Command words that name a group of two-word commands (`session start`); a test keeps this
 # equal to the groups in registry.COMMANDS.
-GROUPS = frozenset({"session", "project", "remote", "coord"})
+GROUPS = frozenset({"session", "project", "remote", "coord", "op"})
 # Of those, the commands whose contract reads a document on stdin (`stdin_param`); a test
 # keeps this equal to the registry. Only their stdin is read and sent.
 STDIN_COMMANDS = frozenset({"hook"})

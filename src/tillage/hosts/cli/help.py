@@ -114,6 +114,11 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("till ls head", "the newest snapshot's files and folders"),
         ("till ls head~3 src -l", "what src/ held three snapshots back, in detail"),
     ),
+    "op log": (("till op log", "the operations that changed this folder, newest first"),),
+    "undo": (
+        ("till undo", "preview undoing the newest operation that can be undone"),
+        ("till undo 71ae2e --yes", "undo that operation (an undo can be undone in turn)"),
+    ),
     "pin": (("till pin 80d3bc2a9f01", "keep that snapshot exact through every gc"),),
     "unpin": (("till unpin 80d3bc2a9f01", "let it be thinned again"),),
     "rewind": (

@@ -349,11 +349,13 @@ def _unlinked(page: Page, unlinked: list[str], verb: str) -> None:
 
 
 def _pin(page: Page) -> None:
-    page.add("Pinned " + page.snap("snapshot"))
+    changed = page.take("changed") is not False
+    page.add(("Pinned " if changed else "Pinned already: ") + page.snap("snapshot"))
 
 
 def _unpin(page: Page) -> None:
-    page.add("Unpinned " + page.snap("snapshot"))
+    changed = page.take("changed") is not False
+    page.add(("Unpinned " if changed else "Not pinned: ") + page.snap("snapshot"))
 
 
 def _forget(page: Page) -> None:
@@ -448,6 +450,7 @@ FEATURE_PAGES = {
     "store.budget": "tillage.hosts.cli.human_lifecycle",
     "remote.": "tillage.hosts.cli.human_sync",
     "sync.": "tillage.hosts.cli.human_sync",
+    "operation.": "tillage.hosts.cli.human_oplog",
 }
 
 

@@ -96,6 +96,7 @@ def _fork_rm(page: Page) -> None:
     kept = page.take("kept_files")
     path = page.take("path")
     released = page.take("claims_released") or []
+    page.take("workspace")  # the fork's timeline, for machines (`till undo` restores it)
     short = _short(snap.get("id")) if isinstance(snap, dict) else "-"
     if not removed:
         page.add(f"Removing fork {name} would delete {path} ({units.count(files, 'file')}).")
