@@ -9,7 +9,6 @@ stderr said to be a terminal and the printer replaced by a recorder of what the 
 from __future__ import annotations
 
 import io
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from tests.helpers import make_project
 from tillage.core.progress import PAUSE, Meter, Progress
 from tillage.hosts.cli import main
 from tillage.hosts.cli.progress import ProgressPrinter
+from tillage.workspace.capture import RACY_WINDOW_NS
 
 
 class Clock:
@@ -158,12 +158,10 @@ def attached(till: Till, folder: Path) -> None:
     make_project(folder)
     for i in range(30):
         (folder / f"f{i:02}.txt").write_text(f"file {i}\n" * 50)
-    # Written a minute ago: a file changed within the clock's grain of the seal that read it is
-    # read again by the next one (racily clean), which would make what a seal reads a race.
-    past = time.time() - 60
-    for path in folder.rglob("*"):
-        if not path.is_symlink():
-            os.utime(path, (past, past))
+    # A file changed (mtime or ctime) within RACY_WINDOW_NS of the seal that read it is read
+    # again by the next seal (INV-8): the seal starts past that window, so what the next one
+    # reads is only what changed, not a race with the clock.
+    time.sleep(4 * RACY_WINDOW_NS / 1e9)
     till.json("watch", "--no-daemon")
 
 
