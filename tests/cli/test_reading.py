@@ -90,6 +90,21 @@ def test_ls_prints_mode_size_and_path_and_long_adds_the_content_id(
     assert app["content"][:12] not in till("ls", "head", "src/app.py").stdout
 
 
+def test_a_positional_word_after_a_flag_is_taken_as_git_takes_it(
+    till: Till, folder: Path
+) -> None:
+    # `till ls head -l src` is how git and restic users type it: the PATH after the flag
+    # fills the positional still empty; a word with no place left is still refused.
+    _project(folder)
+    till.json("watch", "--no-daemon")
+    late = till("ls", "head", "-l", "src")
+    assert late.code == 0, late.stderr
+    assert late.stdout == till("ls", "head", "src", "-l").stdout
+    assert "src/app.py" in late.stdout and "README" not in late.stdout
+    extra = till("ls", "head", "-l", "src", "more")
+    assert extra.code == 2 and "unrecognized arguments: more" in extra.stderr
+
+
 def test_ls_is_a_capped_read_only_tool(till: Till, folder: Path) -> None:
     for i in range(5):
         (folder / f"f{i}").write_text("x")

@@ -24,6 +24,7 @@ from tillage.hosts.cli.parser import (
     ParserExitError,
     build_parser,
     fold_positionals,
+    parse_words,
 )
 from tillage.hosts.cli.payload import ask_secret, read_payload, read_value
 from tillage.hosts.cli.where import absolute, command_of, expand_user, store_home, user_home
@@ -408,7 +409,7 @@ def _run(argv: list[str], call: _Call) -> int:
     argv, command = _split_command(only, argv)
     try:
         parser = build_parser(only, out=call.out, width=int(columns) if columns.isdigit() else 100)
-        ns = parser.parse_args(argv)
+        ns = parse_words(parser, argv, only)
     except ArgparseError as exc:
         return _usage(_flag_hint(str(exc), only), call, only)
     except ParserExitError as exc:

@@ -5,6 +5,7 @@ argparse's complaints and exits come back as exceptions the host turns into its 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -205,6 +206,41 @@ def _add_param(p: argparse.ArgumentParser, prm: Any) -> None:
     elif prm.default not in (None, False, ()) and "default:" not in prm.doc:
         kwargs["help"] = f"{prm.doc} (default: {prm.default})"
     p.add_argument(*names, **kwargs)
+
+
+def parse_words(
+    parser: argparse.ArgumentParser, argv: Sequence[str], verb: Any
+) -> argparse.Namespace:
+    """`parser.parse_args(argv)`, with an optional positional word allowed after a flag
+    (`till ls head -l src`, as git and restic take it): argparse fills the positionals that
+    stand together in one go, so a later one would be "unrecognized"; such words fill the
+    positionals still empty, in their order."""
+    ns, extras = parser.parse_known_args(argv)
+    if extras and verb is not None:
+        empty = [
+            name
+            for name, default in _positionals(verb.contract)
+            if getattr(ns, name, None) == default
+        ]
+        while extras and empty and not extras[0].startswith("-"):
+            setattr(ns, empty.pop(0), extras.pop(0))
+    if extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return ns
+
+
+def _positionals(contract: Any) -> list[tuple[str, Any]]:
+    """(namespace name, default) of each optional positional, in the order they are added."""
+    found: list[tuple[str, Any]] = []
+    for prm in contract.params():
+        if prm.spec.remainder:
+            continue
+        if prm.spec.or_positional:
+            found.append((_positional_dest(prm.name), None))
+        words = set(prm.type.split(" | ")) <= {"string", "null"}  # taken as typed
+        if prm.spec.positional and prm.optional and words:
+            found.append((prm.name, prm.default))
+    return found
 
 
 def _positional_dest(name: str) -> str:
