@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tillage.core.progress import ProgressFn
 from tillage.errors import BusyError, echo
@@ -252,6 +253,33 @@ def _intent_path(store: Store, fork_id: str) -> Path:
     return store.intents_dir / f"{INTENT_PREFIX}{fork_id}.json"
 
 
+def write_intent(
+    store: Store,
+    fork_id: str,
+    parent: str,
+    name: str,
+    dest: Path,
+    staging: Path,
+    *,
+    restore: bool = False,
+) -> Path:
+    """Writes the intent a fork (or a fork's restore) is made under, before anything else:
+    the next command finishes or undoes what it names (INV-12). Returns its path."""
+    doc: dict[str, Any] = {
+        "fork": fork_id,
+        "parent": parent,
+        "name": name,
+        "root": str(dest),
+        "staging": str(staging),
+        "pid": os.getpid(),
+    }
+    if restore:
+        doc["restore"] = True
+    intent = _intent_path(store, fork_id)
+    atomic_write(intent, json.dumps(doc).encode())
+    return intent
+
+
 def _maker_lock(store: Store, fork_id: str) -> Path:
     return store.locks_dir / f"fork-{fork_id}.lock"
 
@@ -388,20 +416,7 @@ def create_fork(
         fork_id = random_hex(16)
         staging = staging_path(dest, fork_id)
         with file_lock(_maker_lock(store, fork_id), timeout=0, what="this fork"):
-            intent = _intent_path(store, fork_id)
-            atomic_write(
-                intent,
-                json.dumps(
-                    {
-                        "fork": fork_id,
-                        "parent": ws.id,
-                        "name": name,
-                        "root": str(dest),
-                        "staging": str(staging),
-                        "pid": os.getpid(),
-                    }
-                ).encode(),
-            )
+            intent = write_intent(store, fork_id, ws.id, name, dest, staging)
             failpoints.hit("fork.after_intent")
             try:
                 if base is not None and at is not None:

@@ -11,24 +11,23 @@ command (fork.finish_pending_anywhere).
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from tillage.errors import NotFoundError
 from tillage.features.forks.errors import DestinationExistsError, ForkExistsError
 from tillage.features.forks.fork import (
-    _intent_path,
     _make_durable,
     _maker_lock,
     _remove_folder,
     forks_lock,
     staging_path,
+    write_intent,
 )
 from tillage.platform import failpoints
 from tillage.platform.clone import rename_noreplace
 from tillage.platform.folders import folder_identity
-from tillage.platform.fs import atomic_write, fsync_dir
+from tillage.platform.fs import fsync_dir
 from tillage.platform.locks import file_lock
 from tillage.store.rows import ForkRow
 from tillage.workspace import pathindex
@@ -79,21 +78,7 @@ def restore_fork(ws: Workspace, fork_id: str) -> ForkRow:
             )
         staging = staging_path(dest, fork_id)
         with file_lock(_maker_lock(store, fork_id), timeout=0, what="this fork"):
-            intent = _intent_path(store, fork_id)
-            atomic_write(
-                intent,
-                json.dumps(
-                    {
-                        "fork": fork_id,
-                        "parent": ws.id,
-                        "name": row.name,
-                        "root": str(dest),
-                        "staging": str(staging),
-                        "pid": os.getpid(),
-                        "restore": True,
-                    }
-                ).encode(),
-            )
+            intent = write_intent(store, fork_id, ws.id, row.name, dest, staging, restore=True)
             try:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 rows = materialize(store, last, staging)
