@@ -274,7 +274,8 @@ def test_remote_adds_page_never_shows_the_key_and_its_next_command_works_as_prin
         ["sh", "-c", printed[-1]], cwd=tmp_path / "b", env=b.env(), capture_output=True, text=True
     )
     assert ran.returncode == 0, ran.stderr
-    assert (tmp_path / "b" / "remote" / "src.txt").read_text() == "source\n"
+    # The clone it prints makes a folder named as this one (not as the remote's folder).
+    assert (tmp_path / "b" / folder.name / "src.txt").read_text() == "source\n"
 
 
 def test_a_key_file_that_cannot_be_written_adds_no_remote(
