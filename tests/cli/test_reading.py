@@ -90,9 +90,7 @@ def test_ls_prints_mode_size_and_path_and_long_adds_the_content_id(
     assert app["content"][:12] not in till("ls", "head", "src/app.py").stdout
 
 
-def test_a_positional_word_after_a_flag_is_taken_as_git_takes_it(
-    till: Till, folder: Path
-) -> None:
+def test_a_positional_word_after_a_flag_is_taken_as_git_takes_it(till: Till, folder: Path) -> None:
     # `till ls head -l src` is how git and restic users type it: the PATH after the flag
     # fills the positional still empty; a word with no place left is still refused.
     _project(folder)
