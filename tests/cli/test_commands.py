@@ -296,6 +296,7 @@ def test_forget_detaches_and_purge_needs_yes(
     assert till.json("status")["attached"] is True
     doc = till.json("forget", "--purge", "--yes")
     assert doc["purged"] is True
+    assert doc["snapshots"] == 1 and "(1 snapshot)" in doc["note"], doc["note"]
     assert not (folder / ".tillage").exists()
     assert till("--json", "status").error["code"] == -32060
 

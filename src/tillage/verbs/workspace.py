@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tillage.core import units
 from tillage.errors import BusyError, InvalidArgumentError
 from tillage.verbs.contract import Audience, Contract, Effect, Scope, Verb, param
 from tillage.verbs.invoke import Context, finish_clones
@@ -426,10 +427,10 @@ def forget(ctx: Context, req: ForgetRequest) -> ForgetResult:
         from tillage.features.sync.remotes import forget_remotes
 
         forget_remotes(ws.store, ws.id)  # its remotes' keys go with it
-        note = f"dropped this folder's timeline ({count} snapshots) from the store"
+        note = f"dropped this folder's timeline ({units.count(count, 'snapshot')}) from the store"
     else:
         note = (
-            f"detached; the timeline ({count} snapshots) stays in the store, and "
+            f"detached; the timeline ({units.count(count, 'snapshot')}) stays in the store, and "
             "`till watch` here picks it up again (`till forget --purge --yes` drops it)"
         )
     return ForgetResult(workspace=str(ws.root), purged=req.purge, snapshots=count, note=note)
@@ -450,7 +451,8 @@ def _purge_kept(settings: Any) -> ForgetResult | None:
         count = store.snapshot_count(row.id)
         store.publish("forget", {"workspace": row.id, "purge": True})
         forget_remotes(store, row.id)
-    note = f"dropped the timeline `till forget` kept for this folder ({count} snapshots)"
+    kept = units.count(count, "snapshot")
+    note = f"dropped the timeline `till forget` kept for this folder ({kept})"
     return ForgetResult(workspace=str(settings.folder), purged=True, snapshots=count, note=note)
 
 
