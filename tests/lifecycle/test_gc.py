@@ -3,6 +3,7 @@ removes, what a thinned snapshot can still restore, and that nothing else change
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -164,6 +165,55 @@ def test_forget_purge_is_reclaimed_by_the_next_gc(till: Till, folder: Path) -> N
     assert doc["bytes_reclaimed"] >= (3 << 20) - (64 << 10)  # the log grew by two lines
     assert doc["store_bytes_after"] < 1 << 20
     assert not any(p.stat().st_size > 1 << 20 for p in (till.home / "packs").iterdir())
+
+
+def _trust_the_rewinds_rows(till: Till, folder: Path) -> None:
+    """The path index as a rewind leaves it when its last write ended beyond the racy window
+    before it settled (a large folder on a real disk, where fsync takes its time): every row
+    trusted with the file's stat facts, none marked for reading again (INV-8)."""
+    from tillage.store.store import Store
+    from tillage.workspace import pathindex
+
+    workspace = till.json("status")["id"]
+    store = Store.open(till.home)
+    try:
+        index = pathindex.load(store, workspace)
+        for path, row in index.files.items():
+            if row[1] == -1 and os.path.lexists(folder / path):
+                facts = pathindex.stat_facts(os.lstat(folder / path), row[6])
+                index.files[path] = (*facts, *row[pathindex.FACTS :])
+        pathindex.save(store, workspace, index)
+    finally:
+        store.close()
+
+
+def test_a_seal_after_a_gc_never_names_bytes_the_gc_swept_from_a_rewinds_target(
+    till: Till, folder: Path
+) -> None:
+    # Data loss (issue 26, item 1): a rewind leaves its target's content in the path index; a
+    # gc that thins the target (its dependency bytes are old) swept that content, and the next
+    # seal reused the rows unread: a head graded exact that named swept bytes. A gc keeps what
+    # a path index names, so the head reads back whole.
+    (folder / "node_modules" / "dep").mkdir(parents=True)
+    dep = folder / "node_modules" / "dep" / "index.js"
+    dep.write_bytes(random.Random(5).randbytes(100_000))
+    old_bytes = dep.read_bytes()
+    old = till.json("watch", "--no-daemon", env=at(T0))["head"]["id"]
+    dep.write_bytes(random.Random(6).randbytes(100_000))
+    till.json("snap", env=at(T0 + HOUR))
+    (folder / "a.js").write_text("2\n")
+    till.json("snap", env=at(T0 + 5 * DAY))
+    till.json("rewind", old, "--yes", env=at(T0 + 5 * DAY + 60))
+    _trust_the_rewinds_rows(till, folder)
+    till.json("gc", "--yes", env=at(T0 + 5 * DAY + 120))
+    (folder / "b.js").write_text("x\n")
+    head = till.json("snap", env=at(T0 + 5 * DAY + 180))["snapshot"]
+    assert head["grade"] == "exact"
+    report = till.json("verify")
+    assert report["ok"] is True, report["problems"]
+    doc = till.json("cat", head["id"], "node_modules/dep/index.js")
+    assert base64.b64decode(doc["content_base64"]) == old_bytes
+    assert till.json("rewind", head["id"], "--yes")["applied"] is not None
 
 
 def _thinned_workspace(till: Till, folder: Path) -> tuple[str, str, bytes]:

@@ -24,12 +24,14 @@ from tillage.platform import clock, failpoints
 from tillage.platform.locks import SHARED_WAIT
 from tillage.store.lost import lost_snapshots
 from tillage.store.sweep import REWRITE_THRESHOLD, plan, store_bytes, sweep
+from tillage.workspace import pathindex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from tillage.store.store import Store
+    from tillage.workspace.pathindex import PathIndex
 
 # Snapshots that exist so a step can be undone: kept whole while younger than the keep-all window
 # whatever the schedule says.
@@ -218,6 +220,24 @@ class _Marker:
                 _size, refs = codec.decode_blob(self.store.read(content))
                 self.live.update(r.id for r in refs if not is_hole(r))
 
+    def keep_indexed(self, index: PathIndex) -> None:
+        """Marks what a workspace's path index names: its next seal reuses those rows and trees
+        without reading the files again (INV-8), so they must outlive any snapshot that held
+        them (a rewind leaves its target's content there, and that target may be thinned or
+        removed). Naming an ID live costs nothing when it is gone already; only a blob is read
+        (for its chunks), and one that cannot be is left to that seal to read again."""
+        from tillage.errors import TillageError
+
+        self.live.update(index.dirs.values())
+        for row in index.files.values():
+            content_kind, content = row[7], row[8]
+            if not content:
+                continue
+            try:
+                self._keep_content(content_kind, content)
+            except TillageError:  # a blob the store no longer reads: nothing of it to keep
+                continue
+
     def rules(self, tree: bytes) -> ClassRules:
         """The class rules of the `.tillagepolicy` a snapshot's root tree holds."""
         found = self._rules.get(tree)
@@ -351,6 +371,9 @@ def decide(
             marker.keep_all(tree)
         else:
             thinning.append((snapshot, tree, dropped, before))
+    # What each workspace's path index names: its next seal reuses it unread.
+    for (workspace,) in store.conn.execute("SELECT id FROM workspaces").fetchall():
+        marker.keep_indexed(pathindex.load(store, workspace))
     # A snapshot a pack holds but the log lost (store/lost.py) is taken back by `till watch` in
     # its folder or by `verify --repair`: until then a gc keeps every byte of it, or the
     # timeline those commands promise would be swept before they run.
