@@ -216,3 +216,44 @@ def test_a_fork_killed_while_it_probes_how_to_copy_leaves_no_probe_file(
     left = [*temp_leftovers(project), *temp_leftovers(forks_dir)]
     assert left == []
     assert leftovers(forks_dir) == []
+
+
+# Kills the process (or fails as a full disk would) at the Nth seal that reaches
+# `seal.before_publish` (a fork seals its parent first, then the fork itself).
+NTH_SEAL_KILL = """import os, signal, sys
+from tillage.platform import failpoints
+nth, how, hits = int(sys.argv[1]), sys.argv[2], [0]
+def at_publish():
+    hits[0] += 1
+    if hits[0] == nth and how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if hits[0] == nth:
+        raise OSError(28, "No space left on device")
+failpoints.arm("seal.before_publish", at_publish)
+from tillage.hosts.cli.main import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+@pytest.mark.parametrize("how", ["kill", "disk_full"])
+@pytest.mark.parametrize("nth", [1, 2])
+def test_a_fork_killed_before_a_seal_publishes_leaves_no_lost_timeline_to_keep_or_report(
+    till: Till, project: Path, nth: int, how: str
+) -> None:
+    # A fork killed after its seal wrote a pack but before it published leaves that seal's
+    # snapshot for a workspace the log never records. The next command undoes the fork and
+    # drops it: `verify` stays ok (it is no lost timeline to take back) and a gc reclaims it.
+    (project / "edit.txt").write_text("changed since the head\n")
+    killed = subprocess.run(
+        [sys.executable, "-c", NTH_SEAL_KILL, str(nth), how, "--json", "fork", "k"],
+        cwd=project,
+        env=till.env(),
+        capture_output=True,
+        check=False,
+    )
+    assert killed.returncode == (-9 if how == "kill" else 1), killed.stdout
+    assert till.json("forks")["forks"] == []  # the next command undoes the fork
+    report = till.json("verify")
+    assert report["ok"] is True, report["problems"]
+    till.json("gc", "--yes")
+    assert till.json("verify")["ok"] is True

@@ -115,7 +115,7 @@ def apply_record(c: sqlite3.Connection, r: LogRecord) -> None:
         merged = json.loads(ix.get_meta(c, "settings") or "{}")
         merged.update({k: v for k, v in b.items() if isinstance(v, dict)})
         ix.set_meta(c, "settings", json.dumps(merged, sort_keys=True))
-    elif r.kind == "gc":
+    elif r.kind in ("gc", "drop"):  # drop: a never-made fork's first seal (forks/fork.py)
         _apply_gc(c, b)
     elif r.kind == "sync_ref":
         # What this machine last synced with a remote's ref: the remote's snapshot, and the

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tillage.core.progress import ProgressFn
-from tillage.errors import BusyError, echo
+from tillage.errors import BusyError, TillageError, echo
 from tillage.features.forks import ports
 from tillage.features.forks.copy import Seeder, copy_live, match_base, materialized_stats
 from tillage.features.forks.errors import (
@@ -365,6 +365,17 @@ def _settle_trash(row: ForkRow) -> None:
         _remove_folder(trash)
 
 
+def _abandon(store: Store, fork_id: str) -> None:
+    """A fork that was never made may have left its first seal in a pack, for a workspace the
+    log never records: dropped (as a gc's removed snapshots are), so no gc keeps it as a lost
+    timeline and no `verify` reports one (store/lost.py)."""
+    from tillage.store.lost import lost_snapshots
+
+    found = [snapshot for _at, snapshot, _record in lost_snapshots(store, {fork_id})]
+    if found:
+        store.publish("drop", {"removed": found, "thinned": []})
+
+
 def _finish_intent(store: Store, intent: Path, fork_id: str) -> None:
     try:
         doc = json.loads(intent.read_bytes())
@@ -379,6 +390,10 @@ def _finish_intent(store: Store, intent: Path, fork_id: str) -> None:
         if not os.path.lexists(root) and holds_pointer(staging, fork_id):
             rename_noreplace(staging, root)
             fsync_dir(root.parent)
+    elif row is None:
+        if os.path.lexists(staging) and STAGING_MARK in staging.name:
+            _remove_folder(staging)
+        _abandon(store, fork_id)
     elif os.path.lexists(staging) and STAGING_MARK in staging.name:
         _remove_folder(staging)
     intent.unlink(missing_ok=True)
@@ -456,6 +471,8 @@ def create_fork(
             except BaseException as exc:
                 if store.fork_of(fork_id) is None and os.path.lexists(staging):
                     _remove_folder(staging)
+                    with contextlib.suppress(TillageError, OSError):  # the next command's
+                        _abandon(store, fork_id)
                     intent.unlink(missing_ok=True)
                 if isinstance(exc, DiskFullError):
                     exc.details.setdefault("path", str(dest.parent))
