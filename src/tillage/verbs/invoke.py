@@ -68,9 +68,23 @@ def resolve_context(verb: Verb[Any, Any], settings: Settings, store: Any = None)
 
         finish_clones(settings.home, store)  # before the lookup: it may be that folder's
         ctx.workspace = open_workspace(settings.home, settings.folder, settings.user_home, store)
-        finish_forks(ctx.workspace.store)
-        finish_undos(ctx)
+        names = pending_intents(ctx.workspace.store)  # one listing for both: forks touch no undo's
+        finish_forks(ctx.workspace.store, names)
+        finish_undos(ctx, names)
     return ctx
+
+
+def pending_intents(store: Any) -> list[str]:
+    """The names in the store's intents folder, what a crash may have left unfinished (none
+    for a read-only store: nothing there can be finished)."""
+    import os
+
+    if store.read_only:
+        return []
+    try:
+        return os.listdir(store.intents_dir)
+    except FileNotFoundError:
+        return []
 
 
 # Verbs whose interrupted work the next command finishes (Contract.finish_pending), by the
@@ -78,19 +92,12 @@ def resolve_context(verb: Verb[Any, Any], settings: Settings, store: Any = None)
 PENDING_INTENTS = {"undo-": "undo"}
 
 
-def finish_undos(ctx: Context) -> None:
+def finish_undos(ctx: Context, names: list[str] | None = None) -> None:
     """An undo a crash interrupted is finished by the next command of any kind (as a killed
-    fork is): one listing of the store's intents, the undo verb loaded only when one of them
-    is an undo's (verbs/oplog.py)."""
-    import os
-
-    store = ctx.workspace.store
-    if store.read_only:
-        return
-    try:
-        names = os.listdir(store.intents_dir)
-    except FileNotFoundError:
-        return
+    fork is): one listing of the store's intents (`names`, when the caller has it), the undo
+    verb loaded only when one of them is an undo's (verbs/oplog.py)."""
+    if names is None:
+        names = pending_intents(ctx.workspace.store)
     for prefix, command in PENDING_INTENTS.items():
         if any(n.startswith(prefix) for n in names):
             from tillage.verbs.registry import verb_for_command
@@ -100,18 +107,13 @@ def finish_undos(ctx: Context) -> None:
                 verb.contract.finish_pending(ctx)
 
 
-def finish_forks(store: Any) -> None:
+def finish_forks(store: Any, names: list[str] | None = None) -> None:
     """What a killed fork or fork-rm left is finished by the next command of any kind, not
     only by the next fork command (issue 21's kill campaign): one listing of the store's
-    intents, and the forks feature loaded only when one of them is a fork's."""
-    import os
-
-    if store.read_only:
-        return
-    try:
-        names = os.listdir(store.intents_dir)
-    except FileNotFoundError:
-        return
+    intents (`names`, when the caller has it), and the forks feature loaded only when one of
+    them is a fork's."""
+    if names is None:
+        names = pending_intents(store)
     if any(n.startswith("fork") for n in names):
         from tillage.features.forks.fork import finish_pending_anywhere
 
