@@ -86,7 +86,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 # Command lines that must be a process of their own: they serve on stdio until it closes, or
 # become the watcher; a served call refuses them, as the watcher's socket would.
-_SERVES = frozenset({"mcp", "remote-serve"})
+_SERVES = frozenset({"mcp", "remote-serve", "ui"})
 
 
 def _must_be_a_process(args: tuple[str, ...], env: dict[str, str]) -> bool:

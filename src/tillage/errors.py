@@ -32,6 +32,7 @@ MODULE_RANGES: Mapping[str, tuple[int, int]] = {
     "sync": (-32309, -32290),
     "oplog": (-32319, -32310),
     "names": (-32324, -32320),  # names for snapshots (head, head~N, latest, @, fork names)
+    "ui": (-32339, -32330),  # Mission Control's web door (verbs/ui.py)
 }
 
 

@@ -37,6 +37,7 @@ NOT_PAGES = {
     "coord read": "prints the value's bytes",
     "completion": "prints the shell's completion script",
     "remote-serve": "serves the remote protocol on stdio",
+    "ui": "serves Mission Control until stopped; it prints only its URL (tests/web)",
 }
 # `till mcp` serves on stdio; `till mcp --list` is its page (run in the scene).
 

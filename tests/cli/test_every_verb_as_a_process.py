@@ -52,6 +52,27 @@ class Story:
             return [json.loads(line) for line in lines]
         return json.loads(lines[0]) if lines else None
 
+    def serve(self, verb: str, *args: str) -> Any:
+        """Starts `till --json VERB ARGS...`, a door that serves until a signal: its first line
+        (where it serves), then SIGTERM, which must end it with status 0."""
+        self.covered.add(verb)
+        argv = [sys.executable, "-m", "tillage", "--json", *verb.split(), *args]
+        with subprocess.Popen(
+            argv,
+            cwd=self.till.cwd,
+            env=self.till.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as proc:
+            assert proc.stdout is not None
+            first = json.loads(proc.stdout.readline())
+            proc.terminate()
+            _out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, (verb, proc.returncode, err)
+        return first
+
 
 # The verbs each story runs (a story may run more, to get where it is going).
 STORIES = {
@@ -63,6 +84,7 @@ STORIES = {
     "universes": {
         "fork", "forks", "radar", "claim", "claims", "release", "merge", "run", "exec",
         "watch-fork", "fork-rm", "try", "bisect", "coord write", "coord read", "coord list",
+        "ui",
     },
     "sessions": {
         "session start", "session record", "session log", "sessions", "session diff",
@@ -141,6 +163,7 @@ def test_the_universe_verbs(story: Story, folder: Path) -> None:
     assert story("coord list")["entries"] == [written]
     assert story("try", "--", "true")["exit_code"] == 0
     assert story("bisect", "--good", first, "--", "test ! -e from-fork.txt")["first_bad"]
+    assert story.serve("ui")["url"].startswith("http://127.0.0.1:")
     assert story.covered == STORIES["universes"] | {"watch", "timeline"}
 
 

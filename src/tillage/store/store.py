@@ -427,13 +427,19 @@ class Store:
         trigger: str | None = None,
         session: str | None = None,
         before_ns: int | None = None,
+        after: SnapshotRow | None = None,
     ) -> list[SnapshotRow]:
-        """Returns a workspace's snapshots, newest first (sealed at or before `before_ns`)."""
+        """Returns a workspace's snapshots, newest first (sealed at or before `before_ns`;
+        listed after `after`, the last row of a previous page: a keyset cursor, so a page
+        costs the same at the 2,000th snapshot as at the first)."""
         sql = f"SELECT {SNAP_COLS} FROM snapshots WHERE workspace=?"
         args: list[Any] = [workspace_id]
         if before_ns is not None:
             sql += " AND sealed_at_ns <= ?"
             args.append(before_ns)
+        if after is not None:
+            sql += " AND (sealed_at_ns < ? OR (sealed_at_ns = ? AND seq < ?))"
+            args.extend((after.sealed_at_ns, after.sealed_at_ns, after.seq))
         if trigger:
             sql += " AND trigger=?"
             args.append(trigger)

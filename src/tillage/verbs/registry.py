@@ -42,6 +42,7 @@ VERB_MODULES = (
     "tillage.verbs.remote_serve",
     "tillage.verbs.oplog",
     "tillage.verbs.completion",
+    "tillage.verbs.ui",
 )
 
 
@@ -112,6 +113,7 @@ COMMANDS = {
     "op log": "tillage.verbs.oplog",
     "undo": "tillage.verbs.oplog",
     "completion": "tillage.verbs.completion",
+    "ui": "tillage.verbs.ui",
 }
 
 

@@ -107,6 +107,12 @@ class TimelineRequest:
         default=None,
         metavar="TIME",
     )
+    after: str | None = param(
+        "go on from this snapshot, listed before (the last of a previous page: `more` said "
+        "there were more): only the snapshots older than it",
+        default=None,
+        metavar="ID",
+    )
 
 
 @dataclass(frozen=True)
@@ -127,26 +133,48 @@ def timeline(ctx: Context, req: TimelineRequest) -> TimelineResult:
             f"unknown trigger {echo(req.trigger)}", next_step="use one of: " + ", ".join(TRIGGERS)
         )
     before_ns = None if req.before is None else _time_ns(req.before)
-    store = ctx.workspace.store
-    rows = store.snapshots(
-        ctx.workspace.id,
+    ws = ctx.workspace
+    after = None if req.after is None else _own_snapshot(ws, req.after)
+    rows = ws.store.snapshots(
+        ws.id,
         limit=req.limit,
         trigger=req.trigger,
         session=req.session,
         before_ns=before_ns,
+        after=after,
     )
     more = 0
     if len(rows) == req.limit:
-        if req.trigger is None and req.session is None and before_ns is None:
-            more = store.snapshot_count(ctx.workspace.id) - len(rows)
+        filtered = (req.trigger, req.session, before_ns, after) != (None, None, None, None)
+        if filtered:
+            more = _count_after(ws, req, before_ns, rows[-1])
         else:
-            more = _count(ctx.workspace, req, before_ns) - len(rows)
+            more = ws.store.snapshot_count(ws.id) - len(rows)
     return TimelineResult(snapshots=tuple(snapshot_info(r) for r in rows), more=max(more, 0))
 
 
-def _count(ws: Any, req: TimelineRequest, before_ns: int | None) -> int:
-    """How many snapshots the filters match in all (one index query, no rows read)."""
-    sql, args = "SELECT COUNT(*) FROM snapshots WHERE workspace=?", [ws.id]
+def _own_snapshot(ws: Any, ref: str) -> Any:
+    """The snapshot a page goes on from: one of this timeline's own (a fork's base belongs to
+    its parent's timeline, and listing after it would list nothing of this one)."""
+    from tillage.workspace.timeline import resolve
+
+    row = resolve(ws, ref)
+    if row.workspace != ws.id:
+        raise InvalidArgumentError(
+            f"snapshot {row.id[:12]} is not in this workspace's own timeline",
+            next_step="give one listed by `till timeline` here",
+        )
+    return row
+
+
+def _count_after(ws: Any, req: TimelineRequest, before_ns: int | None, last: Any) -> int:
+    """How many snapshots the filters match beyond `last`, the page's last row (one index
+    query, no rows read)."""
+    sql = (
+        "SELECT COUNT(*) FROM snapshots WHERE workspace=?"
+        " AND (sealed_at_ns < ? OR (sealed_at_ns = ? AND seq < ?))"
+    )
+    args: list[Any] = [ws.id, last.sealed_at_ns, last.sealed_at_ns, last.seq]
     for clause, value in (
         (" AND sealed_at_ns <= ?", before_ns),
         (" AND trigger=?", req.trigger),

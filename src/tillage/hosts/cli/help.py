@@ -34,6 +34,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "bisect",
             "radar",
             "watch-fork",
+            "ui",
         ),
     ),
     (
@@ -156,6 +157,10 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "merge": (
         ("till merge try-redis --dry-run", "what landing the fork would change"),
         ("till merge try-redis --check 'make test'", "land it if the merged result passes"),
+    ),
+    "ui": (
+        ("till ui", "Mission Control: every fork, its timeline and collisions, in a browser"),
+        ("till ui --port 8765 --open", "on that port, and open the page"),
     ),
     "radar": (("till radar", "paths that more than one fork (or the folder) changed"),),
     "claim": (("till claim 'src/db/*' --owner me", "tell other agents you are editing these"),),

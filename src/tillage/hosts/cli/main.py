@@ -495,7 +495,7 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
             from tillage.errors import UnavailableError
 
             raise UnavailableError(f"`till {verb.contract.cli}` serves only in its own process")
-        return _serve(verb.contract.serves, settings, result)
+        return _serve(verb.contract.serves, settings, result, call)
     if callable(getattr(result, "stream", None)):
         if getattr(result, "note", None) and not quiet:  # where the stream starts
             call.err.write(f"till: {result.note}\n")
@@ -533,14 +533,19 @@ def _execute(verb: Any, ns: argparse.Namespace, call: _Call) -> int:
     return code
 
 
-def _serve(door: str, settings: Any, result: Any) -> int:
+def _serve(door: str, settings: Any, result: Any, call: Any) -> int:
     """Hands this process to another door (`till mcp`: an MCP server on stdio; `till
-    remote-serve --stdio PATH`: the far side of an SSH remote): stdout is that door's protocol
-    from here on, so nothing else is printed."""
+    remote-serve --stdio PATH`: the far side of an SSH remote; `till ui`: Mission Control on
+    127.0.0.1, which prints only its URL): stdout is that door's from here on, so nothing else
+    is printed."""
     if door == "mcp":
         from tillage.hosts.mcp.server import serve_stdio
 
         return serve_stdio(settings)
+    if door == "web":
+        from tillage.hosts.web.server import serve
+
+        return serve(settings, result, out=call.out, json_mode=call.json_mode)
     if door == "remote":
         from tillage.remote.serve import serve_stdio as serve_remote
 
