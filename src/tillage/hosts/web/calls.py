@@ -233,6 +233,14 @@ class Door:
                 return own
         return digest(doc)
 
+    def latest_cursor(self) -> int:
+        """The cursor of the store's newest event: a live feed started from it, by a page that
+        read its overview just before, misses nothing published in between."""
+        from tillage.store.store import Store
+
+        with Store.open(self.settings.home) as store:
+            return store.last_seq()
+
     # -- the family --------------------------------------------------------------------------
 
     def universes(self) -> list[dict[str, Any]]:

@@ -156,13 +156,20 @@ class Handler(BaseHTTPRequestHandler):
 
     def _overview(self) -> Any:
         door = self.server.door
+        cursor = door.latest_cursor()  # first: what happens while the rest is read is after it
         universes = door.universes()
         root = universes[0]
         radar = door.run("radar.scan", Path(root["folder"]), {"family": True})
         claims = door.run("claim.list", Path(root["folder"]), {})
         here = str(door.settings.folder)
         selected = next((u["id"] for u in universes if u["folder"] == here), root["id"])
-        return {"universes": universes, "radar": radar, "claims": claims, "here": selected}
+        return {
+            "universes": universes,
+            "radar": radar,
+            "claims": claims,
+            "here": selected,
+            "cursor": cursor,
+        }
 
     def _call(self, body: dict[str, Any]) -> Any:
         verb, universe, params = _parts(body)
@@ -184,15 +191,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def _events(self) -> None:
         """The family's events as server-sent events: those after `Last-Event-ID` (or
-        `?after=`), else only those from now on; a comment now and then while idle, so a page
-        gone away is noticed."""
+        `?after=`: the overview's `cursor`), else those from now on; a comment now and then
+        while idle, so a page gone away is noticed."""
         from tillage.store.store import close_stores_opened_by
 
         query = parse_qs(urlsplit(self.path).query)
         resume = self.headers.get("Last-Event-ID") or (query.get("after") or [""])[0]
-        after = resume or None
         door = self.server.door
         try:
+            after = resume or str(door.latest_cursor())
             root = door.universes()[0]
             stream = _follow(door, Path(root["folder"]), after)
         except TillageError as err:
@@ -203,7 +210,6 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        history = after is None  # without a cursor, what was there before is not sent
         idle = 0
         try:
             self.wfile.write(b": tillage events\n\n")
@@ -212,14 +218,11 @@ class Handler(BaseHTTPRequestHandler):
                 if self.server.stopping.is_set():
                     return
                 if event is None:
-                    history = False
                     idle += 1
                     if idle >= KEEPALIVE_POLLS:
                         idle = 0
                         self.wfile.write(b": idle\n\n")
                         self.wfile.flush()
-                    continue
-                if history:
                     continue
                 from tillage.verbs.wire import to_wire
 
@@ -348,6 +351,16 @@ def _follow(door: Door, folder: Path, after: str | None) -> Any:
     return invoke(verb, dataclasses.replace(door.settings, folder=folder), request)
 
 
+def _warm(door: Door) -> None:
+    import contextlib
+
+    from tillage.store.store import close_stores_opened_by
+
+    with contextlib.suppress(Exception):  # a failure here is answered to the page's own call
+        door.universes()
+    close_stores_opened_by(threading.get_ident())
+
+
 def new_token() -> str:
     """A random token for one run (256 bits)."""
     import secrets
@@ -373,6 +386,9 @@ def serve(settings: Settings, result: Any, *, out: IO[str], json_mode: bool) -> 
             "(the link carries this run's token; Ctrl-C stops it)\n"
         )
     out.flush()
+    # The first call imports the verbs (a third of a second): done now, while the person
+    # is still reaching for the link, so the first paint costs what every later one does.
+    threading.Thread(target=_warm, args=(server.door,), daemon=True).start()
     if result.open:
         import webbrowser
 

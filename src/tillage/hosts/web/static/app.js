@@ -139,6 +139,7 @@ async function loadOverview() {
   state.universes = doc.universes;
   state.radar = doc.radar;
   state.claims = doc.claims.claims || [];
+  if (state.cursor === null) state.cursor = doc.cursor; // the feed goes on from here
   if (!state.selected || !universe(state.selected)) state.selected = doc.here;
   renderUniverses();
   renderCollisions();
