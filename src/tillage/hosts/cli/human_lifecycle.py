@@ -96,13 +96,9 @@ def _budget(page: Page) -> None:
     for key in list(doc):
         page.take(key)
     page.add(f"Budget: {budget_line(doc)}")
-    enforced = doc.get("enforced")
-    if isinstance(enforced, dict):
-        gone = units.count(int(enforced.get("snapshots_removed") or 0), "snapshot")
-        thin = units.count(int(enforced.get("snapshots_thinned") or 0), "snapshot")
-        freed = units.size(int(enforced.get("bytes_reclaimed") or 0))
-        page.add(f"Enforced: removed {gone}, thinned {thin}, reclaimed {freed}.")
     held_by(page, list(doc.get("held_by") or []))
+    if doc.get("over_budget"):
+        page.next("Nothing was removed. See what getting under would remove:", "till gc --dry-run")
 
 
 def missing(page: Page, items: list[dict[str, Any]], intro: str) -> None:
