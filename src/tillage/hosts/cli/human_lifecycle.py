@@ -62,7 +62,10 @@ def _retention(page: Page) -> None:
             ("Weekly", f"the newest of each ISO week up to {policy.get('weekly')}"),
         ]
     )
-    page.add("Heads, pins, fork bases, session commits and recent undo points are always kept.")
+    page.add(
+        "Heads, pins, fork bases, each session's first and newest commit and recent undo points "
+        "are always kept."
+    )
 
 
 def budget_line(budget: dict[str, Any]) -> str:
