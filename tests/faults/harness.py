@@ -58,6 +58,7 @@ REWIND_FAILPOINTS = (
 # before the first.
 GC_FAILPOINTS = (
     "gc.after_publish",
+    "gc.after_dead_index",
     "gc.after_copy",
     "gc.after_pack_fsync",
     "gc.after_index",

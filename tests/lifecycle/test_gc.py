@@ -344,12 +344,14 @@ def test_budget_shows_sets_enforces_and_never_takes_the_head(till: Till, folder:
             till.json("snap", env=at(T0 + n * DAY))
     shown = till.json("budget")
     assert shown["max_bytes"] == 20 << 30 and shown["reserve_free_bytes"] == 512 << 20
-    assert shown["over_budget"] is False and shown["enforced"] is None
+    assert shown["over_budget"] is False and shown["next"] is None
     assert shown["store_bytes"] > 2_000_000
 
     doc = till.json("budget", "--max", "1m", env=at(T0 + 6 * DAY))
-    assert doc["max_bytes"] == 1 << 20
-    assert doc["enforced"]["snapshots_removed"] >= 3
+    assert doc["max_bytes"] == 1 << 20 and doc["over_budget"] is True  # set, nothing removed
+    enforced = till.json("gc", "--yes", env=at(T0 + 6 * DAY))
+    assert enforced["snapshots_removed"] >= 3
+    doc = till.json("budget")
     assert doc["over_budget"] is False
     assert doc["store_bytes"] <= 1 << 20
     head = timeline(till)[0]
@@ -358,7 +360,9 @@ def test_budget_shows_sets_enforces_and_never_takes_the_head(till: Till, folder:
     till.json("rewind", head["id"], "--yes")  # the head restores whole
     assert (folder / "blob.bin").read_bytes() == latest
 
-    tiny = till.json("budget", "--max", "10k")
+    till.json("budget", "--max", "10k")
+    till.json("gc", "--yes")
+    tiny = till.json("budget")
     assert tiny["over_budget"] is True
     assert any(h["why"] == "head" for h in tiny["held_by"])
     assert len(timeline(till)) >= 1
@@ -401,7 +405,9 @@ def test_a_store_that_cannot_get_under_is_not_collected_again_at_every_seal(
     till.json("watch", "--no-daemon", env=at(T0))
     (folder / "blob.bin").write_bytes(random.Random(9).randbytes(200_000))
     till.json("snap", env=at(T0 + 2 * DAY))
-    held = till.json("budget", "--max", "10k", env=at(T0 + 2 * DAY))
+    till.json("budget", "--max", "10k", env=at(T0 + 2 * DAY))
+    till.json("gc", "--yes", env=at(T0 + 2 * DAY))
+    held = till.json("budget", env=at(T0 + 2 * DAY))
     assert held["over_budget"] is True
     assert [h["why"] for h in held["held_by"]] == ["head"]
     lines = _gc_lines(till)
@@ -422,6 +428,7 @@ def test_a_budget_never_takes_a_recent_undo_point(till: Till, folder: Path) -> N
     (folder / "blob.bin").write_bytes(rng.randbytes(300_000))
     till.json("snap", env=at(T0 + 3 * HOUR))
     till.json("budget", "--max", "10k", env=at(T0 + 3 * HOUR))
+    till.json("gc", "--yes", env=at(T0 + 3 * HOUR))
     assert undo in {s["id"] for s in timeline(till)}  # younger than the keep-all window
 
 

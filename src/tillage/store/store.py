@@ -19,6 +19,7 @@ from pathlib import Path
 from tillage.core.format import PACK_TARGET_BYTES
 from tillage.errors import IntegrityError
 from tillage.platform import clock, failpoints
+from tillage.platform.errors import DiskFullError
 from tillage.platform.fs import atomic_write
 from tillage.platform.locks import SHARED_WAIT, file_lock, maintenance_lock
 from tillage.store import index as ix
@@ -99,6 +100,7 @@ class Store:
         self._conn: sqlite3.Connection | None = None
         self.repairing = False
         self.read_only = False
+        self.disk_full = False  # read-only because its disk is full: a write answers disk_full
         self._packs_epoch: str | None = None
         self.log_problem: str | None = None
         self.marker_problem: str | None = None
@@ -122,14 +124,16 @@ class Store:
         try:
             store._ensure_layout()
             store._open_index()
-        except (OSError, sqlite3.OperationalError) as exc:
-            if not ix.is_read_only_failure(exc) or not cls.exists(home):
+        except (OSError, sqlite3.OperationalError, DiskFullError) as exc:
+            full = isinstance(exc, DiskFullError)
+            if not (full or ix.is_read_only_failure(exc)) or not cls.exists(home):
                 raise
             # A read-only store (permissions, a read-only mount) still answers every reading
-            # command: its index is read into memory and caught up there.
+            # command: its index is read into memory and caught up there. So does a store on
+            # a full disk: SQLite cannot make the index's WAL side files there, even to read.
             store.close()
             store = cls(home)
-            store.repairing, store.read_only = repairing, True
+            store.repairing, store.read_only, store.disk_full = repairing, True, full
             store._ensure_layout()
             store._open_index_read_only()
         return store
@@ -203,7 +207,10 @@ class Store:
             self.catch_up()
 
     def require_writable(self) -> None:
-        """Raises store.read_only when this process cannot write the store."""
+        """Raises store.read_only when this process cannot write the store (store.disk_full
+        when it is its full disk that keeps it from writing)."""
+        if self.disk_full:
+            raise DiskFullError(f"no space left on the disk holding the store {self.home}")
         if self.read_only:
             raise StoreReadOnlyError.at(self.home)
 

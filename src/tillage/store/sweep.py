@@ -1,10 +1,12 @@
 """Reclaiming the bytes no kept snapshot needs (INV-14).
 
 The caller names every object that must stay (the mark, `features/lifecycle/gc.py`) and holds the
-store's maintenance lock exclusively. A pack with nothing live is deleted; a pack whose garbage
-reaches the threshold is rewritten: its live records are copied verbatim (they verify on their
-own, INV-3) into new packs, the new packs are made durable, the index is moved to them in one
-durable transaction, and only then are the old packs deleted. That is restic's prune and borg's
+store's maintenance lock exclusively. A pack with nothing live is deleted first (the index
+forgets its objects, then the file goes: that needs no space, so a nearly full disk gets it
+back even when no record can be copied); a pack whose garbage reaches the threshold is
+rewritten: its live records are copied verbatim (they verify on their own, INV-3) into new
+packs, the new packs are made durable, the index is moved to them in one durable transaction,
+and only then are the old packs deleted. That is restic's prune and borg's
 compact order: at every instant each live object is in a pack the index or a rebuild finds, so
 a gc killed anywhere loses nothing, and the next gc (or `verify`) deletes what it left.
 """
@@ -123,10 +125,13 @@ def sweep(
     _count, reclaimed = reclaim_abandoned_packs(store)
     packs = _packs(store, live)
     delete, rewrite = _choose(packs, threshold)
+    # What needs no space next: packs with nothing live go before any record is copied, so a
+    # gc on a nearly full disk gives their bytes back even when it cannot copy (issue 26).
+    reclaimed += _delete_dead_packs(store, delete)
     damaged: list[str] = []
     writers: list[PackWriter] = []
     moves: list[tuple[str, int, int, bytes]] = []
-    old: list[_Pack] = list(delete)
+    old: list[_Pack] = []
     total = sum(p.size for p in rewrite)
     tally = meter(on_progress, "rewriting packs", len(rewrite), total, unit="pack")
     try:
@@ -143,7 +148,8 @@ def sweep(
         for writer in writers:
             writer.sync()
         failpoints.hit("gc.after_pack_fsync")
-        dead = [oid for p in packs.values() for oid in p.dead]
+        gone = {p.name for p in delete}  # forgotten already
+        dead = [oid for p in packs.values() if p.name not in gone for oid in p.dead]
         _move_index(store, moves, dead)
     except BaseException:
         for writer in writers:
@@ -160,12 +166,30 @@ def sweep(
     for n, pack in enumerate(old):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(store.packs_dir / pack.name)
-        if n == 0:
+        if n == 0 and not delete:
             failpoints.hit("gc.after_first_delete")
     if old:
         fsync_dir(store.packs_dir)
     freed = reclaimed + sum(p.size for p in old) - new_bytes
-    return SweepReport(len(dead), len(old), max(0, freed), tuple(damaged))
+    removed = len(dead) + sum(len(p.dead) for p in delete)
+    return SweepReport(removed, len(delete) + len(old), max(0, freed), tuple(damaged))
+
+
+def _delete_dead_packs(store: Store, delete: list[_Pack]) -> int:
+    """Forgets every object of packs with nothing live (one durable transaction, a few pages
+    of the index's log), then deletes the packs; returns their bytes. Killed between the two,
+    the packs are ones no index row points into: the next gc (or `verify`) reclaims them."""
+    if not delete:
+        return 0
+    _move_index(store, [], [oid for p in delete for oid in p.dead])
+    failpoints.hit("gc.after_dead_index")
+    for n, pack in enumerate(delete):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(store.packs_dir / pack.name)
+        if n == 0:
+            failpoints.hit("gc.after_first_delete")
+    fsync_dir(store.packs_dir)
+    return sum(p.size for p in delete)
 
 
 def _copy_live(

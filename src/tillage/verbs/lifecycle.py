@@ -70,13 +70,21 @@ def _nothing(dry_run: bool) -> GcResult:
 
 
 def gc(ctx: Context, req: GcRequest) -> GcResult:
+    from tillage.features.lifecycle import budget as budgeted
     from tillage.features.lifecycle.gc import collect
     from tillage.store.store import Store
 
     if not Store.exists(ctx.settings.home):
         return _nothing(req.dry_run)  # no store: nothing to collect, and none is created
     with Store.open(ctx.settings.home) as store:
-        return _gc_result(collect(store, dry_run=req.dry_run, on_progress=ctx.on_progress))
+        first = collect(store, dry_run=req.dry_run, on_progress=ctx.on_progress)
+        if req.dry_run:
+            return _gc_result(budgeted.preview(store, first))
+        # Confirmed: the budget too, tightening past the schedule while the store is over it
+        # (a budget set below what the store held waits for this; seals enforce it after).
+        total = budgeted.enforce(store, after=first) or first
+        budgeted.confirmed(store)
+        return _gc_result(total)
 
 
 def _gc_needs_yes(req: GcRequest) -> bool:
@@ -206,8 +214,8 @@ class BudgetResult:
     store_bytes: int
     filesystem_free_bytes: int
     over_budget: bool
-    enforced: GcResult | None
     held_by: tuple[HolderInfo, ...]
+    next: str | None = None
 
     def undo_plan(self, req: BudgetRequest) -> dict[str, Any] | None:
         """Only showing the budget changes nothing; setting it is recorded, not undone."""
@@ -216,7 +224,7 @@ class BudgetResult:
         return {"kind": "none", "why": "set the budget back with `till budget`"}
 
 
-def budget_document(store: Store, enforced: GcResult | None = None) -> BudgetResult:
+def budget_document(store: Store) -> BudgetResult:
     """The budget as `till budget` and `till status` tell it; what holds the bytes is listed
     only when the store is over (it cannot get under without removing what is protected)."""
     from tillage.features.lifecycle.budget import holders, state
@@ -233,13 +241,20 @@ def budget_document(store: Store, enforced: GcResult | None = None) -> BudgetRes
         store_bytes=now.store_bytes,
         filesystem_free_bytes=now.filesystem_free_bytes,
         over_budget=now.over_budget,
-        enforced=enforced,
         held_by=held,
+        next=OVER_BUDGET_STEP if now.over_budget else None,
     )
 
 
+OVER_BUDGET_STEP = (
+    "nothing was removed: see what getting under the budget would remove with "
+    "`till gc --dry-run`, then remove it with `till gc --yes` (or raise the budget)"
+)
+
+
 def budget(ctx: Context, req: BudgetRequest) -> BudgetResult:
-    from tillage.features.lifecycle.budget import enforce, limits_of
+    """Shows the budget, or records a new one; never removes anything (a gc --yes does)."""
+    from tillage.features.lifecycle.budget import Limits, limits_of, set_limits
     from tillage.store.store import Store
 
     given = {
@@ -255,18 +270,14 @@ def budget(ctx: Context, req: BudgetRequest) -> BudgetResult:
     with Store.open(ctx.settings.home) as store:
         if given:
             limits = limits_of(store)
-            merged = {
-                "max_bytes": limits.max_bytes,
-                "reserve_free_bytes": limits.reserve_free_bytes,
-                **given,
-            }
-            if merged != {
-                "max_bytes": limits.max_bytes,
-                "reserve_free_bytes": limits.reserve_free_bytes,
-            }:
-                store.publish("settings", {"budget": merged})
-        outcome = enforce(store)
-        return budget_document(store, None if outcome is None else _gc_result(outcome))
+            set_limits(
+                store,
+                Limits(
+                    given.get("max_bytes", limits.max_bytes),
+                    given.get("reserve_free_bytes", limits.reserve_free_bytes),
+                ),
+            )
+        return budget_document(store)
 
 
 def _budget_without_store(ctx: Context) -> BudgetResult:
@@ -282,7 +293,10 @@ def _budget_without_store(ctx: Context) -> BudgetResult:
             continue
         free = st.f_bavail * st.f_frsize
         break
-    return BudgetResult(DEFAULT_MAX, DEFAULT_RESERVE, 0, free, free < DEFAULT_RESERVE, None, ())
+    over = free < DEFAULT_RESERVE
+    return BudgetResult(
+        DEFAULT_MAX, DEFAULT_RESERVE, 0, free, over, (), OVER_BUDGET_STEP if over else None
+    )
 
 
 def _size(flag: str, text: str) -> int:
@@ -316,8 +330,10 @@ VERBS = (
             doc="Apply the retention schedule to every workspace in the store, drop the bytes "
             "of content classes past their window (dependency and build after 3 days, scratch "
             "after 1, databases after 30; the head and pins keep everything), then reclaim "
-            "every byte no kept snapshot needs. Removed snapshots answer not_found; thinned "
-            "ones are graded partial. Needs --yes (or --dry-run to see what it would do).",
+            "every byte no kept snapshot needs; while the store is over its budget, thinning "
+            "tightens step by step as after a seal (never a protected snapshot). Removed "
+            "snapshots answer not_found; thinned ones are graded partial. Needs --yes (or "
+            "--dry-run to see what it would do).",
         ),
         gc,
     ),
@@ -350,11 +366,13 @@ VERBS = (
             result=BudgetResult,
             cli="budget",
             errors=(InvalidArgumentError, BusyError),
-            doc="Show the store's space budget, or set it and enforce it at once: at most --max "
-            "on disk (default 20g) and at least --reserve-free left on its file system (default "
-            "512m). Checked after every seal; when over, gc runs with thinning tightened step by "
-            "step, never removing a head, a pin or another protected snapshot (`held_by` names "
-            "them when the store cannot get under).",
+            doc="Show the store's space budget, or set it: at most --max on disk (default 20g) "
+            "and at least --reserve-free left on its file system (default 512m). Neither removes "
+            "anything. Checked after every seal; when over, gc runs with thinning tightened step "
+            "by step, never removing a head, a pin or another protected snapshot (`held_by` "
+            "names them when the store cannot get under). A budget set below what the store "
+            "holds is enforced by `till gc --yes` (`--dry-run` first shows what it would "
+            "remove), not by the next seal.",
         ),
         budget,
     ),

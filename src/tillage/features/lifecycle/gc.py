@@ -85,11 +85,11 @@ def retention_of(store: Store) -> Retention:
 
 
 def protected(store: Store, now_ns: int, policy: Retention) -> Protected:
-    """The snapshots no gc removes: every timeline's head, pins, bases of live forks, snapshots
-    a session commit names, undo points younger than the keep-all window, anything an
-    unfinished rewind or merge names, and what a sync ref names. Heads, pins, fork bases,
-    intents and sync refs keep all their bytes (a fork merges against its base; an intent is
-    finished from its target; a sync continues from its ref)."""
+    """The snapshots no gc removes: every timeline's head, pins, bases of live forks, the
+    snapshots of each session's first and newest commit, undo points younger than the keep-all
+    window, anything an unfinished rewind or merge names, and what a sync ref names. Heads,
+    pins, fork bases, intents and sync refs keep all their bytes (a fork merges against its
+    base; an intent is finished from its target; a sync continues from its ref)."""
     kept: dict[str, str] = {}
     whole: set[str] = set()
     conn = store.conn
@@ -125,7 +125,19 @@ def protected(store: Store, now_ns: int, policy: Retention) -> Protected:
         "fork_base",
         all_bytes=True,
     )
-    add(conn.execute("SELECT DISTINCT snapshot FROM session_commits"), "session", all_bytes=False)
+    # A session's ends: its first commit (where it began: its baseline) and its newest (what
+    # the next record diffs against). Its commits between follow the schedule like any
+    # snapshot (issue 26: hooks commit every turn); their records stay in the log.
+    add(
+        conn.execute(
+            "SELECT c.snapshot FROM session_commits c JOIN (SELECT workspace, session, "
+            "MIN(seq) AS first, MAX(seq) AS last FROM session_commits "
+            "GROUP BY workspace, session) e ON c.workspace = e.workspace "
+            "AND c.session = e.session AND c.seq IN (e.first, e.last)"
+        ),
+        "session",
+        all_bytes=False,
+    )
     marks = ",".join("?" * len(UNDO_TRIGGERS))
     since = now_ns - policy.keep_all if policy.keep_all >= 0 else -(1 << 62)  # FOREVER: all
     add(

@@ -62,7 +62,10 @@ def _retention(page: Page) -> None:
             ("Weekly", f"the newest of each ISO week up to {policy.get('weekly')}"),
         ]
     )
-    page.add("Heads, pins, fork bases, session commits and recent undo points are always kept.")
+    page.add(
+        "Heads, pins, fork bases, each session's first and newest commit and recent undo points "
+        "are always kept."
+    )
 
 
 def budget_line(budget: dict[str, Any]) -> str:
@@ -96,13 +99,9 @@ def _budget(page: Page) -> None:
     for key in list(doc):
         page.take(key)
     page.add(f"Budget: {budget_line(doc)}")
-    enforced = doc.get("enforced")
-    if isinstance(enforced, dict):
-        gone = units.count(int(enforced.get("snapshots_removed") or 0), "snapshot")
-        thin = units.count(int(enforced.get("snapshots_thinned") or 0), "snapshot")
-        freed = units.size(int(enforced.get("bytes_reclaimed") or 0))
-        page.add(f"Enforced: removed {gone}, thinned {thin}, reclaimed {freed}.")
     held_by(page, list(doc.get("held_by") or []))
+    if doc.get("over_budget"):
+        page.next("Nothing was removed. See what getting under would remove:", "till gc --dry-run")
 
 
 def missing(page: Page, items: list[dict[str, Any]], intro: str) -> None:
