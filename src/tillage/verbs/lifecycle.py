@@ -216,6 +216,9 @@ class BudgetResult:
     over_budget: bool
     held_by: tuple[HolderInfo, ...]
     next: str | None = None
+    # What setting the budget removed: always null, since setting one removes nothing (a
+    # `gc --yes` enforces it). Kept for the contract's callers, who read it.
+    enforced: GcResult | None = None
 
     def undo_plan(self, req: BudgetRequest) -> dict[str, Any] | None:
         """Only showing the budget changes nothing; setting it is recorded, not undone."""

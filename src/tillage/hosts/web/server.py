@@ -18,8 +18,10 @@ stops on SIGINT, SIGTERM or SIGHUP.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
+from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -40,6 +42,7 @@ from tillage.verbs.ui import (
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 1 << 20  # a call's JSON body; anything larger is refused unread
+SHUTDOWN_WAIT_S = 10.0  # how long a stopping server lets running calls finish
 KEEPALIVE_POLLS = 100  # an idle event feed sends a comment every this many polls (~10 s)
 TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -87,6 +90,32 @@ class MissionControl(ThreadingHTTPServer):
         self.token = token
         self.door = Door(settings)
         self.stopping = threading.Event()
+        self._busy = 0
+        self._idle = threading.Condition()
+
+    def working(self) -> Any:
+        """Counts a request (or the warm-up) as running while the block runs: the process
+        exits only once none runs, since an interpreter that ends while a thread is inside
+        SQLite can crash on its way out."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def counted() -> Iterator[None]:
+            with self._idle:
+                self._busy += 1
+            try:
+                yield
+            finally:
+                with self._idle:
+                    self._busy -= 1
+                    self._idle.notify_all()
+
+        return counted()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Waits until no request runs; False when some still did after `timeout` seconds."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._busy == 0, timeout)
 
     @property
     def port(self) -> int:
@@ -351,14 +380,15 @@ def _follow(door: Door, folder: Path, after: str | None) -> Any:
     return invoke(verb, dataclasses.replace(door.settings, folder=folder), request)
 
 
-def _warm(door: Door) -> None:
+def _warm(server: MissionControl) -> None:
     import contextlib
 
     from tillage.store.store import close_stores_opened_by
 
-    with contextlib.suppress(Exception):  # a failure here is answered to the page's own call
-        door.universes()
-    close_stores_opened_by(threading.get_ident())
+    with server.working():
+        with contextlib.suppress(Exception):  # a failure here is answered to the page's call
+            server.door.universes()
+        close_stores_opened_by(threading.get_ident())
 
 
 def new_token() -> str:
@@ -388,7 +418,7 @@ def serve(settings: Settings, result: Any, *, out: IO[str], json_mode: bool) -> 
     out.flush()
     # The first call imports the verbs (a third of a second): done now, while the person
     # is still reaching for the link, so the first paint costs what every later one does.
-    threading.Thread(target=_warm, args=(server.door,), daemon=True).start()
+    threading.Thread(target=_warm, args=(server,), daemon=True).start()
     if result.open:
         import webbrowser
 
@@ -404,5 +434,11 @@ def serve(settings: Settings, result: Any, *, out: IO[str], json_mode: bool) -> 
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        server.stopping.set()  # live feeds end at their next poll
         server.server_close()
+    if not server.wait_idle(SHUTDOWN_WAIT_S):
+        # A call still runs (a merge's check): the engine finishes or rolls back what a
+        # process stopped mid-change leaves, so it is stopped as a kill would stop it.
+        out.flush()
+        os._exit(0)
     return 0
