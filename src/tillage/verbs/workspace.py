@@ -153,7 +153,7 @@ def _stop_watching(ctx: Context) -> WatchResult:
 
     s = ctx.settings
     ws = require_workspace(s.home, s.folder, s.user_home)
-    stopped = daemon.stop(ws.store.home, ws.id)
+    stopped = daemon.stop(ws.store.home, ws.id, ws.root)
     head = ws.store.head(ws.id)
     return WatchResult(
         workspace=str(ws.root),
@@ -238,12 +238,19 @@ class FidelityInfo:
 
 @dataclass(frozen=True)
 class WatcherInfo:
+    """The running watcher. `mode` is "inotify", "rescan" (beyond inotify's limit: `reason`
+    says why, `unwatched` which folders have no watch, `rescan_every_s` how often a full walk
+    covers them) or "starting" (still adding its first watches: `watches` so far)."""
+
     pid: int | None
     mode: str | None
     reason: str | None
     debounce_ms: int | None
     since: str | None
     foreground: bool | None
+    watches: int | None = None  # folders with an inotify watch
+    unwatched: str | None = None
+    rescan_every_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -371,6 +378,9 @@ def _watcher_info(ws: Any) -> WatcherInfo | None:
         debounce_ms=get("debounce_ms", int),
         since=get("started_at", str),
         foreground=get("foreground", bool),
+        watches=get("watches", int),
+        unwatched=get("unwatched", str),
+        rescan_every_s=get("rescan_every_s", float),
     )
 
 
@@ -417,7 +427,7 @@ def forget(ctx: Context, req: ForgetRequest) -> ForgetResult:
         return kept
     finish_forks(ws.store)
     ctx.workspace = ws
-    daemon.stop(ws.store.home, ws.id)  # a forgotten folder is watched no more
+    daemon.stop(ws.store.home, ws.id, ws.root)  # a forgotten folder is watched no more
     count = ws.store.snapshot_count(ws.id)
     ws.store.publish("forget", {"workspace": ws.id, "purge": req.purge})
     control = ws.root / CONTROL_DIR

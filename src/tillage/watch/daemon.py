@@ -22,7 +22,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-START_TIMEOUT = 20.0  # seconds `till watch` waits for the daemon to answer
+# Seconds `till watch` waits for the daemon to answer, counted from its last sign of progress:
+# a daemon still adding its first watches (126,785 folders took 85 s at load 5) reports how
+# many it holds in its info file, and every new count starts the wait again.
+START_TIMEOUT = 20.0
 STOP_TIMEOUT = 60.0  # seconds `till watch --stop` waits (the daemon seals what is pending)
 PING_TIMEOUT = 1.0
 
@@ -100,6 +103,7 @@ def _spawn_and_wait(
     import subprocess
 
     run = watchstate.ensure_run_dir(home)
+    seen = _progress(home, workspace_id)  # a crashed daemon's stale file is no progress
     log_fd = os.open(
         watchstate.log_path(home, workspace_id),
         os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
@@ -130,9 +134,21 @@ def _spawn_and_wait(
             break  # it failed; a loser of the race exits 0 and we wait for the winner
         if code == 0 and not watchstate.is_watching(home, workspace_id):
             return None  # the process that beat ours to the lock has gone too
+        now = _progress(home, workspace_id)
+        if now is not None and now != seen:
+            seen = now  # still adding watches: starting, not stuck
+            deadline = time.monotonic() + START_TIMEOUT
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
     return _not_started(home, workspace_id)
+
+
+def _progress(home: Path, workspace_id: str) -> tuple[object, object] | None:
+    """(pid, watches) of a daemon that reports it is still adding its first watches."""
+    info = watchstate.read_info(home, workspace_id)
+    if info is None or info.get("mode") != "starting":
+        return None
+    return info.get("pid"), info.get("watches")
 
 
 # The daemons this process started, kept until they exit: a caller that lives on (the MCP
@@ -155,9 +171,59 @@ def _not_started(home: Path, workspace_id: str) -> NoReturn:
     )
 
 
-def stop(home: Path, workspace_id: str) -> bool:
+def stop(home: Path, workspace_id: str, root: Path | None = None) -> bool:
     """Stops the workspace's watcher (SIGTERM, then waits until its lock is free); returns
-    whether one was running."""
+    whether one was running. With `root`, a stray watcher of that folder is stopped too: one
+    whose store at `home` was deleted (or made anew) under it holds no lock there, and would
+    otherwise run on after "stopped" (it stops itself once it notices, see service.py)."""
+    stopped = _stop_locked(home, workspace_id)
+    for pid in _strays(home, root) if root is not None else ():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+            stopped = True
+        if not _wait_exited(pid, STOP_TIMEOUT):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            if not _wait_exited(pid, 5.0):
+                raise UnavailableError(
+                    f"a watcher of this folder (pid {pid}) did not stop",
+                    next_step=f"stop it with `kill -9 {pid}`",
+                )
+    return stopped
+
+
+def _strays(home: Path, root: Path) -> list[int]:
+    """The watcher daemons of folder `root` started with a store at `home` that are still
+    running (after the one holding the lock was stopped: those of a store deleted under
+    them). Read from /proc, where the daemons' command lines name both."""
+    want = (os.path.realpath(home), os.path.realpath(root))
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = [os.fsdecode(a) for a in f.read().split(b"\0")]
+        except OSError:
+            continue
+        if "tillage.hosts.daemon" not in args:
+            continue
+        named = (_option(args, "--home"), _option(args, "--root"))
+        if None in named:
+            continue
+        if tuple(os.path.realpath(str(n)) for n in named) == want and not _exited(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def _option(args: list[str], name: str) -> str | None:
+    with contextlib.suppress(ValueError, IndexError):
+        return args[args.index(name) + 1]
+    return None
+
+
+def _stop_locked(home: Path, workspace_id: str) -> bool:
+    """Stops the watcher holding the workspace's watch lock; whether one did."""
     if not watchstate.is_watching(home, workspace_id):
         return False
     pid = _pid(home, workspace_id)

@@ -7,6 +7,11 @@ nothing. Every event becomes "folder F changed" for the change log; a new folder
 for its whole subtree (added first, then listed, so nothing created meanwhile is missed), and
 every folder in it is noted. A lost event queue, a watch that could not be added, or a changed
 `.tillagepolicy` is reported to `on_lost`: the next seal walks everything.
+
+Beyond inotify's watch limit (ENOSPC, fs.inotify.max_user_watches) the watcher degrades to
+periodic rescans and gives back every watch but the workspace folder's own and the cookie
+folder's: watches it cannot use for a delta walk would only starve the user's editors and other
+watchers of the same limit. A policy change tries the whole tree again.
 """
 
 from __future__ import annotations
@@ -61,11 +66,53 @@ FOLDER_MASK = (
     | IN_EXCL_UNLINK
 )
 COOKIE_MASK = IN_CREATE | IN_ONLYDIR | IN_DONT_FOLLOW
+# The store folder: an entry of it deleted or moved away may be the store going (`rm -rf`
+# empties it first; the folder's own deletion is told only once no file in it is open, and the
+# daemon's log and lock are).
+STORE_MASK = IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
 BUFFER = 64 * 1024
+# The limit is the lowest of the system's and those of the user namespaces the process is in.
+WATCH_LIMITS = (
+    Path("/proc/sys/fs/inotify/max_user_watches"),
+    Path("/proc/sys/user/max_inotify_watches"),
+)
 
 
 class WatchLimitError(Exception):
     """inotify's watch limit (max_user_watches) is exhausted."""
+
+
+def add_watch(fd: int, path: bytes, mask: int) -> int:
+    """inotify_add_watch(2): the watch descriptor, or -1 when the folder cannot be watched
+    (gone, not a folder, unreadable). Raises WatchLimitError when inotify's limits are
+    reached, however the bindings tell it (-1 with errno, or a raised OSError)."""
+    import ctypes
+
+    wd: int
+    try:
+        wd = int(inotify_c.inotify_add_watch(fd, path, mask))
+        err = ctypes.get_errno() if wd < 0 else 0
+    except OSError as exc:
+        wd, err = -1, exc.errno or 0
+    if wd >= 0:
+        return wd
+    if err == errno.ENOSPC:
+        raise WatchLimitError(
+            f"the tree has more folders than inotify allows to watch ({_limit_now()})"
+        )
+    if err == errno.EMFILE:
+        raise WatchLimitError("inotify's instance limit is reached")
+    return -1
+
+
+def _limit_now() -> str:
+    """The watch limit as a phrase: "fs.inotify.max_user_watches, 8192 here"."""
+    limits = []
+    for path in WATCH_LIMITS:
+        with contextlib.suppress(OSError, ValueError):
+            limits.append(int(path.read_text()))
+    here = f", {min(limits)} here" if limits else ""
+    return f"fs.inotify.max_user_watches{here}"
 
 
 class FolderWatcher:
@@ -75,7 +122,9 @@ class FolderWatcher:
     changed in ways not told by name), `on_lost(reason)` (events may
     have been missed), `on_degraded(reason)` (watches cannot cover the tree: fall back to
     periodic rescans), `on_cookie(name)` (a sync cookie arrived), `on_batch()` after every read,
-    `on_gone()` (the workspace folder itself was deleted or moved away).
+    `on_gone()` (the workspace folder itself was deleted or moved away), `on_store_event()`
+    (an entry of the store folder `store_dir`, or the folder, was deleted or moved: the store
+    may be going), `on_progress(watches)` while the walks add watches.
     """
 
     def __init__(
@@ -91,8 +140,14 @@ class FolderWatcher:
         on_batch: Callable[[], None],
         max_watches: int | None = None,
         on_gone: Callable[[], None] | None = None,
+        store_dir: Path | None = None,
+        on_store_event: Callable[[], None] | None = None,
+        on_progress: Callable[[int], None] | None = None,
     ) -> None:
         self.root = root
+        self.store_dir = store_dir
+        self.on_store_event = on_store_event
+        self.on_progress = on_progress
         # The workspace folder itself was deleted or moved: nothing is left to watch here.
         self.on_gone = on_gone
         self.max_watches = max_watches  # a test's stand-in for fs.inotify.max_user_watches
@@ -105,6 +160,7 @@ class FolderWatcher:
         self.on_batch = on_batch
         self.policy = Policy.load(root)
         self.degraded: str | None = None
+        self.released = 0  # watches given back when it degraded
         self._fd = inotify_c.inotify_init()
         if self._fd < 0:
             raise OSError(errno.EMFILE, "cannot create an inotify instance")
@@ -113,6 +169,7 @@ class FolderWatcher:
         self._rel_for_wd: dict[int, str] = {}
         self._wd_for_rel: dict[str, int] = {}
         self._cookie_wd = -1
+        self._store_wd = -1
         self._lock = threading.RLock()  # guards the maps: the reader and a policy reload
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -149,18 +206,8 @@ class FolderWatcher:
                 f"the tree has more folders than inotify allows to watch ({self.max_watches})"
             )
         path = os.fsencode(str(self._abs(rel)))
-        wd = inotify_c.inotify_add_watch(self._fd, path, FOLDER_MASK)
+        wd = add_watch(self._fd, path, FOLDER_MASK)
         if wd < 0:
-            import ctypes
-
-            err = ctypes.get_errno()
-            if err == errno.ENOSPC:
-                raise WatchLimitError(
-                    "the tree has more folders than inotify allows to watch "
-                    "(fs.inotify.max_user_watches)"
-                )
-            if err == errno.EMFILE:
-                raise WatchLimitError("inotify's instance limit is reached")
             return False  # gone, not a folder, or unreadable: the seal's walk reports it
         old = self._rel_for_wd.get(wd)
         if old is not None and old != rel:
@@ -171,7 +218,15 @@ class FolderWatcher:
 
     def add_tree(self, rel: str, *, note: bool) -> None:
         """Watches folder `rel` and everything below it that is not excluded; with `note`,
-        reports every folder in it as changed (a folder that just appeared)."""
+        reports every folder in it as changed (a folder that just appeared). A degraded watcher
+        adds none but the workspace folder's own: the periodic rescan covers the rest."""
+        if self.degraded is not None:
+            if rel == "":
+                with contextlib.suppress(WatchLimitError):
+                    self._add("")
+            elif note:
+                self.on_change(rel, None)
+            return
         stack = [rel]
         while stack:
             current = stack.pop()
@@ -181,8 +236,10 @@ class FolderWatcher:
                 if not self._add(current):
                     continue
             except WatchLimitError as exc:
-                self._degrade(str(exc))
+                self._degrade(f"{exc}; {len(self._wd_for_rel)} folders were watched then")
                 return
+            if self.on_progress is not None:
+                self.on_progress(len(self._wd_for_rel))
             if note:
                 self.on_change(current, None)
             try:
@@ -212,8 +269,25 @@ class FolderWatcher:
     def _degrade(self, reason: str) -> None:
         if self.degraded is None:
             self.degraded = reason
+            self.released = self._release()
             self.on_degraded(reason)
         self.on_lost(reason)
+
+    def _release(self) -> int:
+        """Gives back every watch but the workspace folder's own; returns how many."""
+        gone = [r for r in self._wd_for_rel if r != ""]
+        for r in gone:
+            wd = self._wd_for_rel.pop(r)
+            self._rel_for_wd.pop(wd, None)
+            inotify_c.inotify_rm_watch(self._fd, inotify_c.WatchDescriptor(wd))
+        return len(gone)
+
+    def unwatched(self) -> str | None:
+        """Which folders have no watch, and what covers them; None when every one has one."""
+        if self.degraded is None:
+            return None
+        kept = "the workspace folder itself" if "" in self._wd_for_rel else "no folder"
+        return f"every folder but {kept}"
 
     def watch_count(self) -> int:
         with self._lock:
@@ -222,17 +296,38 @@ class FolderWatcher:
     # -- life cycle -----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Watches the tree and the cookie folder, then reads events on a thread."""
+        """Watches the cookie folder, the store folder and the tree, then reads events on a
+        thread. The tree comes last: beyond the watch limit it leaves none for the others."""
         with self._lock:
+            self._watch_cookies()
+            self._watch_store()
             self.add_tree("", note=False)
-            wd = inotify_c.inotify_add_watch(
-                self._fd, os.fsencode(str(self.cookie_dir)), COOKIE_MASK
-            )
-            if wd < 0:
-                raise OSError(errno.ENOENT, f"cannot watch the cookie folder {self.cookie_dir}")
-            self._cookie_wd = wd
         self._thread = threading.Thread(target=self._run, name="tillage-inotify", daemon=True)
         self._thread.start()
+
+    def _watch_cookies(self) -> None:
+        """Watches the cookie folder; without a watch left for it, the watcher degrades (a
+        degraded watcher's answers need no cookie)."""
+        if self._cookie_wd >= 0:
+            return
+        try:
+            wd = add_watch(self._fd, os.fsencode(str(self.cookie_dir)), COOKIE_MASK)
+        except WatchLimitError as exc:
+            self._degrade(f"{exc}; no watch was left for the cookie folder")
+            return
+        if wd < 0:
+            raise OSError(errno.ENOENT, f"cannot watch the cookie folder {self.cookie_dir}")
+        self._cookie_wd = wd
+
+    def _watch_store(self) -> None:
+        """Watches the store folder, for its deletion or move; without a watch left for it,
+        the watcher degrades (every seal looks at the store first, and rescans seal often)."""
+        if self.store_dir is None or self._store_wd >= 0:
+            return
+        try:
+            self._store_wd = add_watch(self._fd, os.fsencode(str(self.store_dir)), STORE_MASK)
+        except WatchLimitError as exc:
+            self._degrade(f"{exc}; no watch was left for the store folder")
 
     def stop(self) -> None:
         """Stops the reader thread and closes the inotify instance."""
@@ -253,6 +348,10 @@ class FolderWatcher:
             if self.degraded is not None:
                 self._drop_tree("")  # start again: the tree may fit the limit now
                 self.degraded = None
+                self.released = 0
+                with contextlib.suppress(OSError):
+                    self._watch_cookies()
+                self._watch_store()
             for rel in sorted(self._wd_for_rel):
                 if rel in self._wd_for_rel and self._excluded_here_or_above(rel):
                     self._drop_tree(rel)
@@ -297,6 +396,12 @@ class FolderWatcher:
             for wd, mask, _cookie, raw_name in events:
                 if mask & IN_Q_OVERFLOW:
                     self.on_lost("the inotify event queue overflowed")
+                    continue
+                if wd == self._store_wd:
+                    if mask & IN_IGNORED:
+                        self._store_wd = -1
+                    elif self.on_store_event is not None:
+                        self.on_store_event()
                     continue
                 if wd == self._cookie_wd:
                     if reload:  # every change before the cookie is answered, a reload too

@@ -6,6 +6,9 @@ a sync cookie is dropped into the store's run folder and awaited on the same ino
 every event the kernel queued before the question has been noted (watchman's cookies).
 
 The seal loop sleeps on a condition: no events, no wake-ups, no disk writes, no seals.
+
+The service belongs to the store it started in: a store deleted (or replaced by another at the
+same path) stops it, through `on_gone`, before it seals into a store that is not its own.
 """
 
 from __future__ import annotations
@@ -32,6 +35,22 @@ if TYPE_CHECKING:
 COOKIE_TIMEOUT = 2.0  # seconds a since() waits for its cookie before it vouches for nothing
 
 
+def store_identity(home: Path, workspace_id: str) -> tuple[int, int, int] | None:
+    """What makes the store at `home` the one a watcher started in: the folder's device and
+    inode, and the inode of the watch lock it holds there (None: no store, or no marker, as
+    while `rm -rf` empties it). Another store made at the same path differs in both."""
+    from tillage.store.marker import MARKER
+
+    try:
+        st = os.stat(home)
+        lock = os.stat(watchstate.lock_path(home, workspace_id))
+    except OSError:
+        return None
+    if not os.path.lexists(home / MARKER):
+        return None
+    return st.st_dev, st.st_ino, lock.st_ino
+
+
 def _log(message: str) -> None:
     """One line in the daemon's log (its stderr); nothing is written while idle."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -56,8 +75,10 @@ class WatchService:
         on_mode: Callable[[], None] | None = None,
         max_watches: int | None = None,
         on_gone: Callable[[], None] | None = None,
+        on_progress: Callable[[int], None] | None = None,
     ) -> None:
         self.home = home
+        self.store = store_identity(home, workspace_id)
         self.root = root
         self.id = workspace_id
         self.debounce_ms = debounce_ms
@@ -95,6 +116,9 @@ class WatchService:
             on_batch=lambda: None,
             max_watches=max_watches,
             on_gone=on_gone,
+            store_dir=home,
+            on_store_event=self._store_changed,
+            on_progress=on_progress,
         )
         self.on_gone = on_gone
         self._loop: threading.Thread | None = None
@@ -141,6 +165,25 @@ class WatchService:
             self._cookies_seen.add(name)
             self._cookie_cond.notify_all()
 
+    def store_gone(self) -> bool:
+        """Tells whether the store this service started in is gone (deleted, moved, or
+        another one made at its path)."""
+        return self.store is None or store_identity(self.home, self.id) != self.store
+
+    def _store_changed(self) -> None:
+        """An entry of the store folder went away: if the store is going, the watcher stops."""
+        if self.store_gone():
+            self._gone_store()
+
+    def _gone_store(self) -> None:
+        with self._cond:
+            if not self._stopping:
+                _log(f"the store {self.home} is gone (deleted, moved or made anew): stopping")
+            self._stopping = True
+            self._cond.notify_all()
+        if self.on_gone is not None:
+            self.on_gone()
+
     def sync(self) -> bool:
         """Waits until every event queued before this call has been noted (a cookie file's
         own event has come through the same queue); False on timeout."""
@@ -167,7 +210,11 @@ class WatchService:
             return self._changes.token()
 
     def since(self, token: str | None) -> Changes:
-        """What changed since `token` (None: the watcher cannot vouch; walk everything)."""
+        """What changed since `token` (None: the watcher cannot vouch; walk everything). In
+        rescan mode the answer is always "walk everything": no cookie is needed for it."""
+        with self._cond:
+            if self.mode == "rescan":
+                return Changes(self._changes.token(), None)
         synced = self.sync()
         with self._cond:
             if not synced:
@@ -248,6 +295,9 @@ class WatchService:
         from tillage.workspace.recovery import recover_if_interrupted
         from tillage.workspace.seal import SealOptions, seal
 
+        if self.store_gone():
+            self._gone_store()  # never seal into a store that is not the one it started in
+            return
         self.seal_attempts += 1
         try:
             # Never the one to put a removed pointer back: this runs on every quiet moment,
@@ -281,6 +331,7 @@ class WatchService:
     def describe(self) -> dict[str, Any]:
         """The watcher's state for `tillage.ping` and the info file."""
         watches = self.watcher.watch_count()  # before _cond: the reader takes them in that order
+        unwatched = self.watcher.unwatched()
         with self._cond:
             return {
                 "workspace": str(self.root),
@@ -292,6 +343,9 @@ class WatchService:
                 "debounce_ms": self.debounce_ms,
                 "started_at": _rfc3339(self.started_at),
                 "watches": watches,
+                "unwatched": unwatched,
+                "released": self.watcher.released,
+                "rescan_every_s": RESCAN_INTERVAL if self.mode == "rescan" else None,
                 "seals": self.seals,
                 "seal_attempts": self.seal_attempts,
                 "pending": self._first is not None or self._sealing,

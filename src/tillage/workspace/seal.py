@@ -249,7 +249,11 @@ def seal_result_locked(
             manifest_out.update(capture.manifest)
         token = changes.token if changes is not None else None
         # Its hints name the head's objects, which no gc removes (the head keeps every byte).
-        pathindex.save(store, ws.id, capture.index(token, fingerprint))
+        # An index equal to the one loaded is not written again: a watcher's idle rescan
+        # over a large tree would otherwise rewrite megabytes a minute for nothing.
+        index = capture.index(token, fingerprint)
+        if index != walker.prior:
+            pathindex.save(store, ws.id, index)
     return sealed
 
 

@@ -135,7 +135,12 @@ def _watcher_line(watching: Any, watcher: Any) -> str:
     if watcher.get("foreground"):
         how += ", in a terminal"
     if watcher.get("mode") == "rescan":
-        return f"on ({how}), rescanning periodically: {watcher.get('reason')}"
+        unwatched = watcher.get("unwatched")
+        every = watcher.get("rescan_every_s")
+        cover = f" ({unwatched} unwatched, walked every {every:g} s)" if unwatched and every else ""
+        return f"on ({how}), rescanning periodically: {watcher.get('reason')}{cover}"
+    if watcher.get("mode") == "starting":
+        return f"starting ({how}), {watcher.get('watches')} folders watched so far"
     return f"on ({how}, seals {watcher.get('debounce_ms')} ms after the last change)"
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 LOCK_RETRY = 0.5  # seconds: `status` holds the lock shared for microseconds when it checks it
 LOG_LIMIT = 1 << 20  # a log larger than this is started afresh by the next daemon
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+PROGRESS_EVERY = 0.5  # seconds between the info file's reports while the first watches go in
 
 
 def _parse(argv: list[str]) -> tuple[Path, Path, int, bool]:
@@ -58,6 +59,23 @@ def _write_info(path: Path, doc: dict[str, object]) -> None:
     with os.fdopen(fd, "wb") as f:
         f.write(json.dumps(doc).encode() + b"\n")
     os.replace(tmp, path)
+
+
+def _starting_info(
+    root: Path, workspace_id: str, debounce_ms: int, foreground: bool, watches: int
+) -> dict[str, object]:
+    """The info file while the daemon adds its first watches (it does not answer yet)."""
+    return {
+        "foreground": foreground,
+        "workspace": str(root),
+        "id": workspace_id,
+        "pid": os.getpid(),
+        "mode": "starting",
+        "reason": None,
+        "debounce_ms": debounce_ms,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "watches": watches,
+    }
 
 
 def _trim_log() -> None:
@@ -195,17 +213,37 @@ def _serve(
         os.unlink(sock_path)  # a crashed watcher's socket: we hold the lock, it is stale
 
     service: WatchService
+    starting = True
+    reported = 0.0
 
     def write_info() -> None:
         doc = service.describe()
         doc["foreground"] = foreground
         _write_info(info_path, doc)
 
+    def progress(watches: int) -> None:
+        """While the first watches go in (a minute for a huge tree on a busy machine), the
+        info file says so: `till watch` waits as long as the count moves."""
+        nonlocal reported
+        if not starting:
+            return
+        now = time.monotonic()
+        if slow or now - reported >= PROGRESS_EVERY:
+            reported = now
+            _write_info(
+                info_path, _starting_info(root, workspace_id, debounce_ms, foreground, watches)
+            )
+        if slow:
+            time.sleep(slow)  # test-only: a tree that takes long to watch
+
     from tillage.platform import clock
 
     clock.pin_process(clock.parse_pin(os.environ.get("TILLAGE_NOW")))  # as the CLI's seals
     debug = os.environ.get("TILLAGE_WATCH_DEBUG") == "1"
     limit = os.environ.get("TILLAGE_WATCH_MAX_WATCHES", "") if debug else ""
+    slow_ms = os.environ.get("TILLAGE_WATCH_SLOW_ADD_MS", "") if debug else ""
+    slow = int(slow_ms) / 1000.0 if slow_ms.isdigit() else 0.0
+    _write_info(info_path, _starting_info(root, workspace_id, debounce_ms, foreground, 0))
     service = WatchService(
         home,
         root,
@@ -215,8 +253,15 @@ def _serve(
         on_mode=write_info,
         max_watches=int(limit) if limit.isdigit() else None,
         on_gone=stop.set,  # a folder deleted or moved away is not watched by a lingering daemon
+        on_progress=progress,
     )
-    service.start()
+    try:
+        service.start()
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(info_path)  # no "starting" left behind by a daemon that did not start
+        raise
+    starting = False
     server = Server(
         watchstate.bind_socket(sock_path),
         sock_path,
@@ -242,9 +287,13 @@ def _serve(
         while not stop.wait(3600):
             pass
     finally:
-        server.close()
-        with contextlib.suppress(OSError):
-            os.unlink(info_path)
+        # A store deleted or made anew at its path is not ours: its socket and info file (a
+        # new watcher's, perhaps) stay as they are.
+        ours = not service.store_gone()
+        server.close(remove_socket=ours)
+        if ours:
+            with contextlib.suppress(OSError):
+                os.unlink(info_path)
         service.stop(final_seal=True)
         sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} stopped\n")
         sys.stderr.flush()

@@ -78,11 +78,13 @@ class Server:
     def start(self) -> None:
         self._thread.start()
 
-    def close(self, *, wait: float = 60.0) -> None:
-        """Stops accepting, removes the socket, and waits (bounded) for calls in flight."""
+    def close(self, *, wait: float = 60.0, remove_socket: bool = True) -> None:
+        """Stops accepting, removes the socket (unless told it is not ours any more), and
+        waits (bounded) for calls in flight."""
         self._closing = True
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
+        if remove_socket:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
         os.write(self._wake_w, b"x")
         self._thread.join(timeout=5)
         self.listener.close()
