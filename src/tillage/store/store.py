@@ -128,9 +128,9 @@ class Store:
             full = isinstance(exc, DiskFullError)
             if not (full or ix.is_read_only_failure(exc)) or not cls.exists(home):
                 raise
-            # A read-only store (permissions, a read-only mount) still answers every reading
-            # command: its index is read into memory and caught up there. So does a store on
-            # a full disk: SQLite cannot make the index's WAL side files there, even to read.
+            # A read-only store (permissions, a read-only mount), or one on a full disk (where
+            # SQLite cannot make the WAL side files even to read), answers every reading
+            # command: its index is read into memory and caught up there.
             store.close()
             store = cls(home)
             store.repairing, store.read_only, store.disk_full = repairing, True, full
@@ -207,8 +207,7 @@ class Store:
             self.catch_up()
 
     def require_writable(self) -> None:
-        """Raises store.read_only when this process cannot write the store (store.disk_full
-        when it is its full disk that keeps it from writing)."""
+        """Raises store.read_only (disk_full on a full disk) when this process cannot write."""
         if self.disk_full:
             raise DiskFullError(f"no space left on the disk holding the store {self.home}")
         if self.read_only:
@@ -436,9 +435,8 @@ class Store:
         before_ns: int | None = None,
         after: SnapshotRow | None = None,
     ) -> list[SnapshotRow]:
-        """Returns a workspace's snapshots, newest first (sealed at or before `before_ns`;
-        listed after `after`, the last row of a previous page: a keyset cursor, so a page
-        costs the same at the 2,000th snapshot as at the first)."""
+        """A workspace's snapshots, newest first (sealed at or before `before_ns`; older than
+        `after`, a previous page's last row: a keyset cursor, every page costs the same)."""
         sql = f"SELECT {SNAP_COLS} FROM snapshots WHERE workspace=?"
         args: list[Any] = [workspace_id]
         if before_ns is not None:
@@ -460,10 +458,8 @@ class Store:
         return [snapshot_row(r) for r in self.conn.execute(sql, args)]
 
     def snapshot_count(self, workspace_id: str) -> int:
-        row = self.conn.execute(
-            "SELECT COUNT(*) FROM snapshots WHERE workspace=?", (workspace_id,)
-        ).fetchone()
-        return int(row[0])
+        sql = "SELECT COUNT(*) FROM snapshots WHERE workspace=?"
+        return int(self.conn.execute(sql, (workspace_id,)).fetchone()[0])
 
     def head(self, workspace_id: str) -> SnapshotRow | None:
         rows = self.snapshots(workspace_id, limit=1)

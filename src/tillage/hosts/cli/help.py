@@ -259,7 +259,11 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("PORT", "the base of the ports forks get (default: 3000)"),
     ("NO_COLOR", "set: no colour (--color always still colours)"),
     ("COLUMNS", "the width help text is wrapped to"),
-    ("TILLAGE_WATCH_DEBUG", "1: the watcher logs what it does (with TILLAGE_WATCH_MAX_WATCHES)"),
+    (
+        "TILLAGE_WATCH_DEBUG",
+        "1: the watcher logs what it does (tests: with TILLAGE_WATCH_MAX_WATCHES and "
+        "TILLAGE_WATCH_SLOW_ADD_MS)",
+    ),
 )
 
 # What tillage sets for the commands it runs (fork, run, exec, bisect, merge --check, work).

@@ -402,6 +402,13 @@ def serve(settings: Settings, result: Any, *, out: IO[str], json_mode: bool) -> 
     """Serves Mission Control until SIGINT, SIGTERM or SIGHUP: prints its URL (one JSON line
     under --json) once it listens, and opens it in a browser when asked."""
     server = MissionControl(settings, int(result.port), new_token())
+
+    def stop(_signum: int, _frame: Any) -> None:
+        server.stopping.set()
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    # Before the URL is printed: a signal sent as soon as it is read stops the server too.
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     if json_mode:
         doc = {
             "url": server.url,
@@ -423,12 +430,6 @@ def serve(settings: Settings, result: Any, *, out: IO[str], json_mode: bool) -> 
         import webbrowser
 
         webbrowser.open(server.url)
-
-    def stop(_signum: int, _frame: Any) -> None:
-        server.stopping.set()
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         server.serve_forever(poll_interval=0.2)
     finally:
