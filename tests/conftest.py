@@ -140,6 +140,19 @@ class Till:
             return _as_process(args, where, full_env, stdin, timeout)
         return _in_process(args, where, full_env, stdin)
 
+    def spawn(self, *args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
+        """Starts `till ARGS...` as a process of its own that runs until stopped (a door that
+        serves, a follower), with stdout and stderr piped as text and no stdin."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "tillage", *args],
+            cwd=cwd or self.cwd,
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
     def json(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Any:
         """Runs with --json, asserts success, and returns the parsed document."""
         run = self("--json", *args, cwd=cwd, env=env)

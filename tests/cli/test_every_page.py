@@ -15,8 +15,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -110,15 +108,7 @@ def test_every_page_is_the_verbs_own(scene: Scene) -> None:
 
 def _follow_once(till: Till) -> list[Any]:
     """`till --json sync --follow`'s first cycle: it runs until interrupted, so as a process."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tillage", "--json", "sync", "--follow"],
-        cwd=till.cwd,
-        env=till.env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = till.spawn("--json", "sync", "--follow")
     assert proc.stdout is not None
     first = proc.stdout.readline()
     proc.send_signal(signal.SIGINT)

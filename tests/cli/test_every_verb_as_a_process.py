@@ -56,16 +56,7 @@ class Story:
         """Starts `till --json VERB ARGS...`, a door that serves until a signal: its first line
         (where it serves), then SIGTERM, which must end it with status 0."""
         self.covered.add(verb)
-        argv = [sys.executable, "-m", "tillage", "--json", *verb.split(), *args]
-        with subprocess.Popen(
-            argv,
-            cwd=self.till.cwd,
-            env=self.till.env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ) as proc:
+        with self.till.spawn("--json", *verb.split(), *args) as proc:
             assert proc.stdout is not None
             first = json.loads(proc.stdout.readline())
             proc.terminate()

@@ -7,7 +7,6 @@ import http.client
 import json
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,15 +124,7 @@ class Mission:
 
 def start_ui(till: Till, folder: Path, *args: str) -> Mission:
     """`till --json ui` in `folder`, as its own process, once it prints its URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tillage", "--json", "ui", *args],
-        cwd=folder,
-        env=till.env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = till.spawn("--json", "ui", *args, cwd=folder)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     running = Mission(proc, 0, "", "", folder)
