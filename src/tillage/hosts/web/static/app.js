@@ -186,6 +186,7 @@ function renderUniverses() {
         ),
         el("div", { class: "facts" },
           head ? `head ${short(head.id)} · sealed ${ago(head.sealed_at)}` : "no snapshot yet",
+          head ? ` · ${head.files.toLocaleString()} files, ${bytes(head.bytes)}` : "",
           fork ? ` · ${bytes(fork.disk_bytes)} on disk · ${fork.changed_paths} changed` : "",
           u.status ? ` · ${u.status.snapshots} snapshots` : "",
         ),
