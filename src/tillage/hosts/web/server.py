@@ -21,7 +21,7 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -299,7 +299,7 @@ class Handler(BaseHTTPRequestHandler):
             return None
         return body
 
-    def _answer(self, make: Any) -> None:
+    def _answer(self, make: Callable[[], Any]) -> None:
         try:
             result = make()
         except TillageError as err:
