@@ -278,6 +278,16 @@ def test_the_story_of_two_agents_in_two_forks(
     page.locator("#claims li button").click()
     expect(page.locator("#claims li")).to_contain_text("No claims held")
 
+    # The operation log, and an undo from it: the pin above is undone.
+    pinned = page.locator('#operations li:has-text("pin")').first
+    expect(pinned).to_be_visible()
+    gallery.take(page, "12-operations", "the universe's operations, newest first, each undoable")
+    pinned.get_by_role("button").click()
+    expect(page.get_by_test_id("dialog")).to_contain_text("Undo")
+    page.locator("#dialog-apply").click()
+    expect(page.locator("#timeline li").first).not_to_contain_text("★")
+    assert not any(s["pinned"] for s in till.json("timeline")["snapshots"])
+
 
 def test_the_timeline_scrolls_through_a_long_history(page: Any, till: Till, folder: Path) -> None:
     (folder / "counter.txt").write_text("0\n")

@@ -409,3 +409,34 @@ def test_a_signal_stops_it_even_with_a_live_feed_open(
     response.readline()
     assert running.stop(sig) == 0
     conn.close()
+
+
+def test_an_operation_is_undone_through_its_preview(
+    mission: Mission, till: Till, folder: Path
+) -> None:
+    root = mission.universe("project")
+    first = till.json("timeline")["snapshots"][-1]["id"]
+    previewed = _rewind_preview(mission, root, first)
+    assert _apply(mission, "workspace.rewind", root, {"id": first}, previewed).status == 200
+    assert (folder / "app.py").read_text() == "print('v1')\n"
+    ops = mission.result("/api/call", {"verb": "operation.log", "universe": root})["operations"]
+    rewound = next(op for op in ops if op["command"] == "rewind")
+    undo = mission.result(
+        "/api/preview",
+        {"verb": "operation.undo", "universe": root, "params": {"id": rewound["id"]}},
+    )
+    assert undo["confirm_operation"] == rewound["id"]
+    body = {
+        "verb": "operation.undo",
+        "universe": root,
+        "params": {"id": rewound["id"]},
+        "preview_digest": undo["preview_digest"],
+    }
+    wrong = mission.post("/api/apply", {**body, "confirm_operation": ops[-1]["id"]})
+    assert (wrong.status, wrong.error) == (409, "ui.confirm_mismatch")
+    missing = mission.post("/api/apply", {**body, "confirm_snapshot": rewound["id"]})
+    assert (missing.status, missing.error) == (400, "invalid_argument")
+    assert (folder / "app.py").read_text() == "print('v1')\n"
+    done = mission.post("/api/apply", {**body, "confirm_operation": rewound["id"]})
+    assert done.status == 200, done.body
+    assert (folder / "app.py").read_text() == "print('v2')\n"

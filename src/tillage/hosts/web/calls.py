@@ -4,7 +4,7 @@ Every call is a registry verb run through verbs/invoke.py, as the command line a
 them: the same contracts, the same confirmation rules, the same public errors. What this
 adds is the page's own safety for actions it previews: a rewind, a fork removal or a merge is
 first previewed (`preview`), and applied (`apply`) only with the preview's digest and the
-snapshot it showed (`confirm_snapshot`). Apply previews again first and refuses a digest that
+snapshot it showed (`confirm_snapshot`; an undo, the operation: `confirm_operation`). Apply previews again first and refuses a digest that
 no longer matches (ui.stale_preview, with the fresh preview), so a person lands exactly what
 they saw; a merge's digest is its own `preview_digest`, which the verb checks again under its
 lock (`expect`).
@@ -63,6 +63,9 @@ class Confirmed:
     preview: Mapping[str, Any]
     apply: Mapping[str, Any]
     target: Callable[[Mapping[str, Any]], str | None]
+    # What the person confirms, by name: the snapshot a rewind goes to, a fork's last state, a
+    # merge's head; an undo's operation.
+    field: str = "confirm_snapshot"
     # The preview document's own digest field (merge's `preview_digest`), checked again by
     # the verb itself when applied (`expect`), or None: the page digests the document.
     own_digest: str | None = None
@@ -90,7 +93,19 @@ CONFIRMED: dict[str, Confirmed] = {
         target=lambda doc: doc.get("theirs"),
         own_digest="preview_digest",
     ),
+    "operation.undo": Confirmed(
+        preview={"dry_run": True, "yes": False},
+        apply={"dry_run": False, "yes": True},
+        target=lambda doc: (doc.get("operation") or {}).get("id"),
+        field="confirm_operation",
+    ),
 }
+
+
+def confirm_field(verb: str) -> str:
+    """The name an apply of `verb` carries its confirmed target under."""
+    how = CONFIRMED.get(verb)
+    return how.field if how is not None else "confirm_snapshot"
 
 
 def offered() -> tuple[str, ...]:
@@ -142,7 +157,7 @@ class Door:
         return {
             "preview": doc,
             "preview_digest": self._digest_of(how, doc),
-            "confirm_snapshot": how.target(doc),
+            how.field: how.target(doc),
         }
 
     def apply(
@@ -152,7 +167,7 @@ class Door:
         params: Mapping[str, Any],
         *,
         preview_digest: Any,
-        confirm_snapshot: Any,
+        confirmed: Any,
     ) -> Any:
         """Applies a previewed action, only while a fresh preview still has the digest and
         the snapshot the person confirmed."""
@@ -161,8 +176,8 @@ class Door:
             raise _not_offered(verb)
         if not isinstance(preview_digest, str) or not preview_digest:
             raise InvalidArgumentError("an apply needs the preview's preview_digest")
-        if not isinstance(confirm_snapshot, str) or not confirm_snapshot:
-            raise InvalidArgumentError("an apply needs confirm_snapshot, the snapshot previewed")
+        if not isinstance(confirmed, str) or not confirmed:
+            raise InvalidArgumentError(f"an apply needs {how.field}, what the preview showed")
         folder = self.folder(universe)
         fresh = self.preview(verb, universe, params)
         if fresh["preview_digest"] != preview_digest:
@@ -171,18 +186,18 @@ class Door:
                 details={
                     "preview": fresh["preview"],
                     "preview_digest": fresh["preview_digest"],
-                    "confirm_snapshot": fresh["confirm_snapshot"],
+                    how.field: fresh[how.field],
                 },
             )
-        if fresh["confirm_snapshot"] != confirm_snapshot:
+        if fresh[how.field] != confirmed:
             raise ConfirmMismatchError(
-                f"the preview is of snapshot {fresh['confirm_snapshot']}, not "
-                f"{confirm_snapshot[:64]!r}; nothing was changed",
-                details={"confirm_snapshot": fresh["confirm_snapshot"]},
+                f"the preview is of {fresh[how.field]}, not {confirmed[:64]!r}; "
+                "nothing was changed",
+                details={how.field: fresh[how.field]},
             )
         values = {**params, **how.apply}
-        if verb == "workspace.rewind":
-            values["id"] = confirm_snapshot  # the very snapshot shown, not a name that moved
+        if verb in ("workspace.rewind", "operation.undo"):
+            values["id"] = confirmed  # the very one shown, not a name that moved since
         if how.own_digest is not None:
             values["expect"] = preview_digest
         return self.run(verb, folder, values)

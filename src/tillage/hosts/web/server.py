@@ -5,7 +5,8 @@ Routes (every answer carries guard.SECURITY_HEADERS):
 - `GET /api/overview`: the family's universes (status and fork line each) and the radar.
 - `POST /api/call` `{verb, universe, params}`: a read or a small action (calls.READS, ACTIONS).
 - `POST /api/preview` and `POST /api/apply` `{verb, universe, params, preview_digest,
-  confirm_snapshot}`: the actions a person confirms (calls.CONFIRMED).
+  confirm_snapshot}` (an undo: `confirm_operation`): the actions a person confirms
+  (calls.CONFIRMED).
 - `GET /api/events`: the family's events as server-sent events, live (`Last-Event-ID` or
   `?after=` resumes after a cursor).
 An answer is `{"result": ...}`, or `{"error": {code, name, message, next, details}}` with an
@@ -30,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from tillage.errors import InternalError, TillageError
 from tillage.hosts.web import guard
-from tillage.hosts.web.calls import Door
+from tillage.hosts.web.calls import Door, confirm_field
 from tillage.verbs.invoke import Settings
 from tillage.verbs.ui import (
     HostRefusedError,
@@ -215,7 +216,7 @@ class Handler(BaseHTTPRequestHandler):
             universe,
             params,
             preview_digest=body.get("preview_digest"),
-            confirm_snapshot=body.get("confirm_snapshot"),
+            confirmed=body.get(confirm_field(verb)),
         )
 
     def _events(self) -> None:

@@ -59,6 +59,8 @@ const call = (verb, universe, params = {}) =>
   request("POST", "/api/call", { verb, universe, params });
 const preview = (verb, universe, params = {}) =>
   request("POST", "/api/preview", { verb, universe, params });
+// An apply gives back what its preview showed: the digest, and the snapshot (an undo: the
+// operation) the person confirms.
 const apply = (verb, universe, params, previewed) =>
   request("POST", "/api/apply", {
     verb,
@@ -66,6 +68,7 @@ const apply = (verb, universe, params, previewed) =>
     params,
     preview_digest: previewed.preview_digest,
     confirm_snapshot: previewed.confirm_snapshot,
+    confirm_operation: previewed.confirm_operation,
   });
 
 // -- small helpers -------------------------------------------------------------------------
@@ -260,6 +263,70 @@ async function release(c) {
 
 // -- the timeline --------------------------------------------------------------------------
 
+async function loadOperations() {
+  const id = state.selected;
+  if (!id) return;
+  const doc = await call("operation.log", id, { limit: 15 });
+  if (state.selected !== id) return;
+  const u = universe(id);
+  $("operations-title").textContent = `Operations · ${u ? u.name : ""}`;
+  const list = $("operations");
+  if (!doc.operations.length) {
+    list.replaceChildren(el("li", { class: "muted" }, "No operation changed this universe yet."));
+    return;
+  }
+  list.replaceChildren(
+    ...doc.operations.map((op) =>
+      el("li", { dataset: { operation: op.id } },
+        el("span", {}, op.command), " ",
+        el("span", { class: "muted" }, `${ago(op.at)}${op.agent ? ` · ${op.agent}` : ""}`),
+        op.undone_by ? el("span", { class: "badge" }, "undone") : null,
+        op.undoable && !op.undone_by
+          ? el("button", { type: "button", class: "small", title: op.description, onclick: () => undo(u, op) }, "Undo…")
+          : null,
+      ),
+    ),
+  );
+}
+
+async function undo(u, op) {
+  let previewed;
+  try {
+    previewed = await preview("operation.undo", u.id, { id: op.id });
+  } catch (err) {
+    toast(explain(err), true);
+    return;
+  }
+  const body = (doc, note) => [
+    note ? el("p", { class: "error", "data-testid": "stale" }, note) : null,
+    el("p", {}, `Undo `, el("code", {}, op.command), ` (${ago(op.at)}): ${doc.description}.`),
+    changeList(doc.changes || []),
+    el("p", { class: "muted" }, "An undo is an operation too: it can be undone in turn."),
+  ].filter(Boolean);
+  const result = await confirmDialog({
+    title: "Undo an operation",
+    body: body(previewed.preview),
+    applyLabel: "Undo it",
+    danger: true,
+    run: async ({ setBody }) => {
+      try {
+        return await apply("operation.undo", u.id, { id: op.id }, previewed);
+      } catch (err) {
+        if (err instanceof CallError && err.error.name === "ui.stale_preview") {
+          previewed = err.error.details;
+          setBody(body(previewed.preview, "This universe changed since this preview. This is what the undo would do now:"));
+          return undefined;
+        }
+        throw err;
+      }
+    },
+  });
+  if (!result) return;
+  toast(`undone: ${result.description}`);
+  await loadOverview();
+  if (universe(state.selected)) await Promise.all([refreshHead(), loadOperations()]);
+}
+
 async function select(id) {
   state.selected = id;
   state.snapshots = [];
@@ -269,7 +336,7 @@ async function select(id) {
   renderUniverseHead();
   $("timeline").replaceChildren();
   $("snapshot").replaceChildren(el("p", { class: "muted" }, "Pick a snapshot in the timeline."));
-  await loadPage();
+  await Promise.all([loadPage(), loadOperations()]);
 }
 
 function renderUniverseHead() {
@@ -714,7 +781,7 @@ function scheduleRefresh(event) {
     refreshTimer = null;
     try {
       await loadOverview();
-      if (touchesSelected) await refreshHead();
+      if (touchesSelected) await Promise.all([refreshHead(), loadOperations()]);
     } catch (err) {
       toast(explain(err), true);
     }
@@ -780,7 +847,7 @@ async function start() {
     return;
   }
   follow();
-  await loadPage();
+  await Promise.all([loadPage(), loadOperations()]);
   document.body.dataset.ready = "true";
   performance.mark("tillage-ready"); // bench/ui.py: the first paint with the page's data
 }
