@@ -245,7 +245,7 @@ async function claim(event) {
     const doc = await call("claim.take", root.id, { pattern, owner });
     toast(`claimed ${doc.claim.pattern} for ${doc.claim.owner}`);
     $("claim-pattern").value = "";
-    await loadOverview();
+    await Promise.all([loadOverview(), loadOperations()]);
   } catch (err) {
     toast(explain(err), true);
   }
@@ -255,7 +255,7 @@ async function release(c) {
   try {
     await call("claim.release", state.universes[0].id, { claim: c.id, owner: c.owner });
     toast(`released ${c.pattern}`);
-    await loadOverview();
+    await Promise.all([loadOverview(), loadOperations()]);
   } catch (err) {
     toast(explain(err), true);
   }
@@ -559,7 +559,7 @@ async function pin(u, s) {
   try {
     await call(s.pinned ? "timeline.unpin" : "timeline.pin", u.id, { id: s.id });
     toast(`${s.pinned ? "unpinned" : "pinned"} ${short(s.id)}`);
-    await refreshHead();
+    await Promise.all([refreshHead(), loadOperations()]);
     const i = state.snapshots.findIndex((x) => x.id === s.id);
     if (i >= 0) state.snapshots[i] = { ...state.snapshots[i], pinned: !s.pinned };
     await showSnapshot(s.id);
