@@ -54,6 +54,8 @@ from tillage.workspace.pathindex import (
     Folder,
     PathIndex,
     Row,
+    shard_of,
+    shard_of_path,
     stat_facts,
 )
 from tillage.workspace.policy import Policy
@@ -117,6 +119,8 @@ class Capture:
     manifest: dict[str, Entry] | None = None
     folders: dict[str, Folder] = field(default_factory=dict)
     links: set[str] = field(default_factory=set)
+    # The folders whose entries this walk looked at again (listed, or told by name).
+    walked: set[str] = field(default_factory=set)
     # What the walk cost the file system: folders listed and names stat'ed.
     listed: int = 0
     statted: int = 0
@@ -224,6 +228,25 @@ class Walker:
         self.links: _Links = {}
         self.carry = True  # skipped folders' rows carried into the result: off for status
 
+    def index(self, token: str | None, policy: bytes) -> PathIndex:
+        """The path index this walk leaves, its dirty shards those of the folders it looked at
+        again and of those gone since the last seal (every shard, when the last index was not
+        one a seal stored whole)."""
+        index = self.result.index(token, policy)
+        prior = self.prior
+        index.generation, index.shards = prior.generation, prior.shards
+        if not prior.exact or not prior.generation:
+            return index  # dirty None: every shard is written, and `exact` found anew
+        dirty = {shard_of(folder) for folder in self.result.walked}
+        gone = (prior.dirs.keys() - index.dirs.keys()) | (
+            prior.folders.keys() - index.folders.keys()
+        )
+        for folder in gone:
+            dirty.add(shard_of(folder))
+            dirty.add(shard_of_path(folder))
+        index.dirty, index.exact = dirty, True
+        return index
+
     # -- the walk -------------------------------------------------------------------------
 
     def run(self) -> Capture:
@@ -249,6 +272,7 @@ class Walker:
             fd = _open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             self._note(".", f"directory unreadable: {exc.strerror}")
+            self.result.walked.add("")
             self.result.root = self._tree("", [])
             return
         try:
@@ -314,6 +338,7 @@ class Walker:
         """Captures the open folder `fd` (a step of _walk_tree); only the descriptors of the
         folders above it are open meanwhile, so memory and descriptors grow with depth, not
         with the tree."""
+        self.result.walked.add(rel)
         kept = self._unchanged_entries(rel)
         if kept is not None:
             partial = yield from self._partial(rel, fd, abs_dir, *kept)
@@ -548,6 +573,7 @@ class Walker:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 return None  # replaced by a link or a file since the stat: seen next time
             self._note(path, f"directory unreadable: {exc.strerror}")
+            self.result.walked.add(path)
             xattrs = user_xattrs(f"/proc/self/fd/{dir_fd}/{name}")
             tid = self._tree(path, [])
         else:

@@ -2,15 +2,20 @@
 reading what did not change (INV-8), and, with a watcher's changed folders, skip even listing
 the folders that did not change. It is a hint, never a fact: losing it costs a full read.
 
-Stored as one marshal blob per workspace in the advisory index, because a seal loads all of it
-at once and must do so in a few milliseconds; a blob that does not load is treated as empty.
+Stored in the advisory index as a header row (token, policy, notes, links, and the generation
+each shard was written at) and SHARDS marshal blobs grouped by parent folder, so a seal that
+listed a few folders writes a few shards, not the whole index. Any part that does not load, or
+a header of another format or shard count, makes the whole index empty: a full read follows.
 """
 
 from __future__ import annotations
 
 import marshal
 import os
+import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import zstandard
 
@@ -39,7 +44,22 @@ Xattrs = tuple[tuple[bytes, bytes], ...]
 Folder = tuple[int, int, Xattrs, int, int, int, int]
 FOLDER_FACTS = 3
 
-FORMAT = 6
+FORMAT = 7
+# The index is stored in SHARDS rows, an entry in the one of its parent folder (a stable hash),
+# so a seal that listed a few folders rewrites only their shards. At 1M files the whole index
+# compresses to about 110 MiB: 4096 shards keep one near 27 KiB, and a one-file change (its
+# folder and the folders above it) writes a few of them.
+SHARDS = 4096
+
+
+def shard_of(folder: str) -> int:
+    """The shard that holds the entries whose parent folder is `folder` (stable across runs)."""
+    return zlib.crc32(folder.encode("utf-8", "surrogateescape")) % SHARDS
+
+
+def shard_of_path(path: str) -> int:
+    """The shard that holds the entry at `path` (its parent folder's; the root's own is "")."""
+    return shard_of(path.rpartition("/")[0])
 
 
 @dataclass
@@ -47,7 +67,12 @@ class PathIndex:
     """What the last seal saw. `dirs` holds every folder's tree ID and `folders` its summary;
     `notes` the seal's fidelity notes as (path, reason); `links` the folders that held a
     multiply linked file (always visited); `token` names the watcher's view the index reflects
-    (None: no watcher vouched for it); `policy` fingerprints the policy it was captured under."""
+    (None: no watcher vouched for it); `policy` fingerprints the policy it was captured under.
+
+    `dirty` names the shards that changed since the index was loaded (None: all of them, as
+    for an index made anew); `generation` is the stored header's it was loaded from (0: none);
+    `exact` tells that every file's folder is in `dirs`, so that a folder gone from `dirs`
+    names every shard a removal touched."""
 
     files: dict[str, Row] = field(default_factory=dict)
     dirs: dict[str, bytes] = field(default_factory=dict)
@@ -56,51 +81,182 @@ class PathIndex:
     links: frozenset[str] = frozenset()
     token: str | None = None
     policy: bytes = b""
+    dirty: set[int] | None = field(default=None, compare=False)
+    generation: int = field(default=0, compare=False)
+    exact: bool = field(default=False, compare=False)
+    shards: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def update_files(self, rows: Mapping[str, Row]) -> None:
+        """Puts `rows` in, marking their shards dirty."""
+        self.files.update(rows)
+        if self.dirty is not None:
+            self.dirty.update(shard_of_path(p) for p in rows)
+        self.exact = self.exact and all(p.rpartition("/")[0] in self.dirs for p in rows)
 
 
-def load(store: Store, workspace_id: str) -> PathIndex:
-    """Returns the workspace's path index; an empty one when there is none or it won't load."""
-    row = store.conn.execute(
-        "SELECT data FROM pathindex WHERE workspace=?", (workspace_id,)
-    ).fetchone()
-    if row is None:
-        return PathIndex()
+def _header(data: bytes) -> tuple[Any, ...] | None:
+    """The stored header's fields, or None when it is damaged or of another format."""
     try:
-        loaded = marshal.loads(zstandard.ZstdDecompressor().decompress(row[0]))
-        fmt, files, dirs, folders, notes, links, token, policy = loaded
+        fields = marshal.loads(zstandard.ZstdDecompressor().decompress(data))
     except (ValueError, EOFError, TypeError, zstandard.ZstdError):
-        return PathIndex()  # damaged, or an older format (which had fewer fields)
+        return None
+    if not isinstance(fields, tuple) or len(fields) != 10 or fields[0] != FORMAT:
+        return None  # an older format (FORMAT 6 was one blob of 8 fields): read in full once
+    _fmt, count, generation, shards, notes, links, token, policy, exact, _spare = fields
     if (
-        fmt != FORMAT
-        or not isinstance(files, dict)
-        or not isinstance(dirs, dict)
-        or not isinstance(folders, dict)
+        count != SHARDS
+        or not isinstance(generation, int)
+        or not isinstance(shards, dict)
         or not isinstance(notes, list)
         or not isinstance(links, frozenset)
         or not isinstance(token, str | None)
         or not isinstance(policy, bytes)
+        or not isinstance(exact, bool)
     ):
+        return None
+    return fields
+
+
+def load(store: Store, workspace_id: str) -> PathIndex:
+    """Returns the workspace's path index; an empty one when there is none or any part of it
+    won't load (a hint, never a fact: a full read follows, never a wrong answer)."""
+    conn = store.conn
+    row = conn.execute("SELECT data FROM pathindex WHERE workspace=?", (workspace_id,)).fetchone()
+    fields = None if row is None else _header(row[0])
+    if fields is None:
         return PathIndex()
-    return PathIndex(files, dirs, folders, notes, links, token, policy)
+    _fmt, _count, generation, shards, notes, links, token, policy, exact, _spare = fields
+    index = PathIndex(
+        notes=notes,
+        links=links,
+        token=token,
+        policy=policy,
+        dirty=set(),
+        generation=generation,
+        exact=exact,
+        shards=shards,
+    )
+    seen = 0
+    decompress = zstandard.ZstdDecompressor().decompress
+    for shard, data in conn.execute(
+        "SELECT shard, data FROM pathshards WHERE workspace=?", (workspace_id,)
+    ):
+        try:
+            part = marshal.loads(decompress(data))
+            fmt, number, written, files, dirs, folders = part
+        except (ValueError, EOFError, TypeError, zstandard.ZstdError):
+            return PathIndex()
+        if (
+            fmt != FORMAT
+            or number != shard
+            or shards.get(shard) != written
+            or not isinstance(files, dict)
+            or not isinstance(dirs, dict)
+            or not isinstance(folders, dict)
+        ):
+            return PathIndex()
+        index.files.update(files)
+        index.dirs.update(dirs)
+        index.folders.update(folders)
+        seen += 1
+    if seen != len(shards):
+        return PathIndex()  # a shard the header names is missing
+    return index
+
+
+_Part = tuple[dict[str, Row], dict[str, bytes], dict[str, Folder]]
+
+
+def _parts(index: PathIndex, wanted: set[int] | None) -> tuple[dict[int, _Part], bool]:
+    """The entries of the `wanted` shards (all: None), and whether every file's folder is in
+    `dirs` (told only when all are wanted)."""
+    parts: dict[int, _Part] = {}
+    where: dict[str, int] = {}
+
+    def part(path: str, kind: int) -> dict[Any, Any] | None:
+        folder = path.rpartition("/")[0]
+        shard = where.get(folder)
+        if shard is None:
+            shard = where[folder] = shard_of(folder)
+        if wanted is not None and shard not in wanted:
+            return None
+        found = parts.get(shard)
+        if found is None:
+            found = parts[shard] = ({}, {}, {})
+        return found[kind]
+
+    exact = True
+    dirs = index.dirs
+    for path, row in index.files.items():
+        into = part(path, 0)
+        if into is not None:
+            into[path] = row
+        if wanted is None and exact and path.rpartition("/")[0] not in dirs:
+            exact = False
+    for kind, table in ((1, index.dirs), (2, index.folders)):
+        for path, value in table.items():
+            into = part(path, kind)
+            if into is not None:
+                into[path] = value
+    return parts, exact and wanted is None
 
 
 def save(store: Store, workspace_id: str, index: PathIndex) -> None:
-    """Replaces the workspace's path index."""
-    data = zstandard.ZstdCompressor(level=1).compress(
-        marshal.dumps(
-            (
-                FORMAT,
-                index.files,
-                index.dirs,
-                index.folders,
-                index.notes,
-                index.links,
-                index.token,
-                index.policy,
+    """Stores the workspace's path index: only its dirty shards when the stored one is still
+    the one it was loaded from, all of them otherwise, and the header, in one transaction."""
+    compress = zstandard.ZstdCompressor(level=1, write_checksum=True).compress
+    conn = store.conn
+    with ix.write_txn(conn):
+        row = conn.execute(
+            "SELECT data FROM pathindex WHERE workspace=?", (workspace_id,)
+        ).fetchone()
+        stored = None if row is None else _header(row[0])
+        whole = (
+            index.dirty is None
+            or stored is None
+            or stored[2] != index.generation
+            or index.generation == 0
+        )
+        generation = (stored[2] if stored is not None else index.generation) + 1
+        if whole:
+            parts, exact = _parts(index, None)
+            shards: dict[int, int] = {}
+            conn.execute("DELETE FROM pathshards WHERE workspace=?", (workspace_id,))
+            wanted: set[int] = set(parts)
+        else:
+            assert index.dirty is not None
+            wanted = set(index.dirty)
+            parts, _all = _parts(index, wanted)
+            exact = index.exact
+            shards = dict(index.shards)
+        for shard in sorted(wanted):
+            found = parts.get(shard)
+            if found is None or not any(found):
+                shards.pop(shard, None)
+                conn.execute(
+                    "DELETE FROM pathshards WHERE workspace=? AND shard=?", (workspace_id, shard)
+                )
+                continue
+            shards[shard] = generation
+            data = compress(marshal.dumps((FORMAT, shard, generation, *found)))
+            conn.execute(
+                "INSERT OR REPLACE INTO pathshards(workspace, shard, data) VALUES (?, ?, ?)",
+                (workspace_id, shard, data),
             )
+        header = (
+            FORMAT,
+            SHARDS,
+            generation,
+            shards,
+            index.notes,
+            index.links,
+            index.token,
+            index.policy,
+            exact,
+            None,
         )
-    )
-    with ix.write_txn(store.conn):
-        store.conn.execute(
-            "INSERT OR REPLACE INTO pathindex(workspace, data) VALUES (?, ?)", (workspace_id, data)
+        conn.execute(
+            "INSERT OR REPLACE INTO pathindex(workspace, data) VALUES (?, ?)",
+            (workspace_id, compress(marshal.dumps(header))),
         )
+    index.generation, index.shards, index.exact, index.dirty = generation, shards, exact, set()

@@ -251,7 +251,7 @@ def seal_result_locked(
         # Its hints name the head's objects, which no gc removes (the head keeps every byte).
         # An index equal to the one loaded is not written again: a watcher's idle rescan
         # over a large tree would otherwise rewrite megabytes a minute for nothing.
-        index = capture.index(token, fingerprint)
+        index = walker.index(token, fingerprint)
         if index != walker.prior:
             pathindex.save(store, ws.id, index)
     return sealed
