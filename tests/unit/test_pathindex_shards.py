@@ -6,6 +6,7 @@ what a full walk gives, and the index it leaves holds exactly what a full walk's
 from __future__ import annotations
 
 import marshal
+import random
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -74,8 +75,12 @@ def _full(ws: Workspace) -> Capture:
 
 
 def _index_is_a_full_walks(ws: Workspace) -> None:
-    """The stored index holds what a full walk sees: no stale row, none missing."""
+    """The stored index (and the one this process keeps) holds what a full walk sees: no
+    stale row, none missing."""
+    kept = pathindex.load(ws.store, ws.id)
+    pathindex._CACHE.clear()  # what another process reads: the stored shards
     index, full = pathindex.load(ws.store, ws.id), _full(ws)
+    assert index == kept
     assert index.files.keys() == full.rows.keys()
     assert index.dirs == full.dirs
     assert index.folders.keys() == full.folders.keys()
@@ -123,14 +128,18 @@ def test_a_removed_folder_leaves_no_stale_rows(ws: Workspace) -> None:
     _index_is_a_full_walks(ws)
 
 
-def test_a_damaged_shard_makes_the_next_seal_a_full_read_that_is_exact(ws: Workspace) -> None:
-    log = _ready(ws)
-    shard = pathindex.shard_of("t02/s05")
+def _damage(ws: Workspace, folder: str) -> None:
     with ix.write_txn(ws.store.conn):
         ws.store.conn.execute(
             "UPDATE pathshards SET data=? WHERE workspace=? AND shard=?",
-            (b"\x28\xb5\x2f\xfd not really zstd", ws.id, shard),
+            (b"\x28\xb5\x2f\xfd not really zstd", ws.id, pathindex.shard_of(folder)),
         )
+
+
+def test_a_damaged_shard_makes_the_next_seal_a_full_read_that_is_exact(ws: Workspace) -> None:
+    log = _ready(ws)
+    _damage(ws, "t02/s05")
+    pathindex._CACHE.clear()  # as another process finds it
     assert pathindex.load(ws.store, ws.id) == PathIndex()
     (ws.root / "t09" / "s09" / "f00.txt").write_text("changed\n")
     log.note("t09/s09", "f00.txt")
@@ -156,7 +165,28 @@ def test_a_missing_shard_is_damage_too(ws: Workspace) -> None:
             "DELETE FROM pathshards WHERE workspace=? AND shard=?",
             (ws.id, pathindex.shard_of("t01")),
         )
+    pathindex._CACHE.clear()
     assert pathindex.load(ws.store, ws.id) == PathIndex()
+
+
+def test_the_process_that_wrote_the_index_reads_only_its_header_until_another_writes(
+    ws: Workspace,
+) -> None:
+    """The watcher's daemon serves the seals: it keeps the index it saved, and reads the
+    shards again only once another process has stored another index."""
+    _ready(ws)
+    kept = pathindex.load(ws.store, ws.id)
+    _damage(ws, "t02/s05")  # unseen while the header is the one this process wrote
+    assert pathindex.load(ws.store, ws.id) == kept
+    ours = dict(pathindex._CACHE)
+    pathindex._CACHE.clear()  # another process: it finds the damage, and stores anew
+    other = pathindex.load(ws.store, ws.id)
+    assert other == PathIndex()
+    other.update_files({"t00/s00/new.txt": next(iter(kept.files.values()))})
+    pathindex.save(ws.store, ws.id, other)
+    pathindex._CACHE.update(ours)
+
+    assert pathindex.load(ws.store, ws.id).files.keys() == {"t00/s00/new.txt"}
 
 
 def test_an_index_of_the_one_blob_format_is_read_in_full_once(ws: Workspace) -> None:
@@ -197,3 +227,32 @@ def test_rows_put_in_outside_known_folders_make_the_next_seal_write_it_whole(
 
     _index_is_a_full_walks(ws)
     assert pathindex.load(ws.store, ws.id).exact
+
+
+def test_seals_of_changes_of_every_kind_store_what_a_full_walk_sees(ws: Workspace) -> None:
+    """Edits, new files and folders, removed and renamed folders, each sealed through the
+    watcher's names: after each seal the stored shards hold exactly a full walk's index."""
+    log = _ready(ws)
+    rng = random.Random(26)
+    for step in range(24):
+        t, s = f"t{rng.randrange(TOP):02d}", f"s{rng.randrange(SUBS):02d}"
+        folder = ws.root / t / s
+        if not folder.exists():
+            continue
+        kind = step % 4
+        if kind == 0:
+            (folder / "f00.txt").write_text(f"edit {step}\n")
+            log.note(f"{t}/{s}", "f00.txt")
+        elif kind == 1:
+            (folder / f"n{step}").mkdir()
+            (folder / f"n{step}" / "x.txt").write_text("new\n")
+            log.note(f"{t}/{s}", f"n{step}")
+        elif kind == 2:
+            shutil.rmtree(folder)
+            log.note(t, s)
+        else:
+            folder.rename(ws.root / t / f"r{step}")
+            log.note(t, s)
+            log.note(t, f"r{step}")
+        _seal(ws)
+        _index_is_a_full_walks(ws)

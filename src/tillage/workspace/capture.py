@@ -54,8 +54,6 @@ from tillage.workspace.pathindex import (
     Folder,
     PathIndex,
     Row,
-    shard_of,
-    shard_of_path,
     stat_facts,
 )
 from tillage.workspace.policy import Policy
@@ -119,23 +117,13 @@ class Capture:
     manifest: dict[str, Entry] | None = None
     folders: dict[str, Folder] = field(default_factory=dict)
     links: set[str] = field(default_factory=set)
-    # The folders whose entries this walk looked at again (listed, or told by name).
+    # The folders whose entries this walk looked at again (listed, or told by name), and the
+    # keys of the rows, dirs and folders it made (the others were carried from the last seal).
     walked: set[str] = field(default_factory=set)
+    fresh: tuple[list[str], list[str], list[str]] | None = None
     # What the walk cost the file system: folders listed and names stat'ed.
     listed: int = 0
     statted: int = 0
-
-    def index(self, token: str | None, policy: bytes) -> PathIndex:
-        """The path index that lets the next seal skip what this one saw unchanged."""
-        return PathIndex(
-            self.rows,
-            self.dirs,
-            self.folders,
-            [(n.path, n.reason) for n in self.notes],
-            frozenset(self.links),
-            token,
-            policy,
-        )
 
 
 _CONTENT_KINDS = {int(k): k for k in ContentKind}
@@ -228,25 +216,6 @@ class Walker:
         self.links: _Links = {}
         self.carry = True  # skipped folders' rows carried into the result: off for status
 
-    def index(self, token: str | None, policy: bytes) -> PathIndex:
-        """The path index this walk leaves, its dirty shards those of the folders it looked at
-        again and of those gone since the last seal (every shard, when the last index was not
-        one a seal stored whole)."""
-        index = self.result.index(token, policy)
-        prior = self.prior
-        index.generation, index.shards = prior.generation, prior.shards
-        if not prior.exact or not prior.generation:
-            return index  # dirty None: every shard is written, and `exact` found anew
-        dirty = {shard_of(folder) for folder in self.result.walked}
-        gone = (prior.dirs.keys() - index.dirs.keys()) | (
-            prior.folders.keys() - index.folders.keys()
-        )
-        for folder in gone:
-            dirty.add(shard_of(folder))
-            dirty.add(shard_of_path(folder))
-        index.dirty, index.exact = dirty, True
-        return index
-
     # -- the walk -------------------------------------------------------------------------
 
     def run(self) -> Capture:
@@ -291,6 +260,8 @@ class Walker:
             st.st_ctime_ns,
             *ident,
         )
+        made = self.result
+        made.fresh = (list(made.rows), list(made.dirs), list(made.folders))
         self._carry()
 
     def _carry(self) -> None:
@@ -313,9 +284,10 @@ class Walker:
                 below[folder] = answer
             return answer
 
-        prior, result = self.prior, self.result
-        for path, row in prior.files.items():
-            if under(path.rpartition("/")[0]):
+        prior, result, known = self.prior, self.result, below.get
+        for path, row in prior.files.items():  # a call per folder, not per file
+            parent = path.rpartition("/")[0]
+            if known(parent) or (known(parent) is None and under(parent)):
                 result.rows[path] = row
         for path, tid in prior.dirs.items():
             if path not in self.skipped and under(path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import sqlite3
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ class PathIndex:
 
     `dirty` names the shards that changed since the index was loaded (None: all of them, as
     for an index made anew); `generation` is the stored header's it was loaded from (0: none);
+    `stamp` is unique to each stored header (a rebuilt index restarts the generations);
     `exact` tells that every file's folder is in `dirs`, so that a folder gone from `dirs`
     names every shard a removal touched."""
 
@@ -83,8 +85,15 @@ class PathIndex:
     policy: bytes = b""
     dirty: set[int] | None = field(default=None, compare=False)
     generation: int = field(default=0, compare=False)
+    stamp: bytes = field(default=b"", compare=False)
     exact: bool = field(default=False, compare=False)
     shards: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
+    # Set by a seal: the folders whose entries it made anew (or found gone), and the keys of
+    # the rows, dirs and folders it made; a dirty shard is then its stored self less those
+    # folders' entries plus those keys, with no pass over the whole index.
+    delta: tuple[set[str], tuple[list[str], list[str], list[str]]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def update_files(self, rows: Mapping[str, Row]) -> None:
         """Puts `rows` in, marking their shards dirty."""
@@ -102,9 +111,10 @@ def _header(data: bytes) -> tuple[Any, ...] | None:
         return None
     if not isinstance(fields, tuple) or len(fields) != 10 or fields[0] != FORMAT:
         return None  # an older format (FORMAT 6 was one blob of 8 fields): read in full once
-    _fmt, count, generation, shards, notes, links, token, policy, exact, _spare = fields
+    _fmt, count, generation, shards, notes, links, token, policy, exact, stamp = fields
     if (
         count != SHARDS
+        or not isinstance(stamp, bytes)
         or not isinstance(generation, int)
         or not isinstance(shards, dict)
         or not isinstance(notes, list)
@@ -117,6 +127,39 @@ def _header(data: bytes) -> tuple[Any, ...] | None:
     return fields
 
 
+# The last index each of a few workspaces loaded or saved in this process, by its header's
+# stamp: a long-lived process (the watcher's daemon, which serves `till snap`) then reads only
+# the header while no other process wrote the index, instead of every shard.
+_CACHE: dict[tuple[str, str], PathIndex] = {}
+_CACHED = 4
+
+
+def _copy(index: PathIndex) -> PathIndex:
+    """A copy whose tables can be changed without changing `index`'s."""
+    return PathIndex(
+        dict(index.files),
+        dict(index.dirs),
+        dict(index.folders),
+        list(index.notes),
+        index.links,
+        index.token,
+        index.policy,
+        None if index.dirty is None else set(index.dirty),
+        index.generation,
+        index.stamp,
+        index.exact,
+        dict(index.shards),
+    )
+
+
+def _remember(store: Store, workspace_id: str, index: PathIndex) -> None:
+    key = (str(store.index_path), workspace_id)
+    _CACHE.pop(key, None)
+    while len(_CACHE) >= _CACHED:
+        del _CACHE[next(iter(_CACHE))]
+    _CACHE[key] = _copy(index)
+
+
 def load(store: Store, workspace_id: str) -> PathIndex:
     """Returns the workspace's path index; an empty one when there is none or any part of it
     won't load (a hint, never a fact: a full read follows, never a wrong answer)."""
@@ -125,7 +168,12 @@ def load(store: Store, workspace_id: str) -> PathIndex:
     fields = None if row is None else _header(row[0])
     if fields is None:
         return PathIndex()
-    _fmt, _count, generation, shards, notes, links, token, policy, exact, _spare = fields
+    _fmt, _count, generation, shards, notes, links, token, policy, exact, stamp = fields
+    cached = _CACHE.get((str(store.index_path), workspace_id))
+    if cached is not None and cached.stamp == stamp and cached.generation == generation:
+        index = _copy(cached)
+        index.dirty = set()
+        return index
     index = PathIndex(
         notes=notes,
         links=links,
@@ -133,6 +181,7 @@ def load(store: Store, workspace_id: str) -> PathIndex:
         policy=policy,
         dirty=set(),
         generation=generation,
+        stamp=stamp,
         exact=exact,
         shards=shards,
     )
@@ -161,6 +210,7 @@ def load(store: Store, workspace_id: str) -> PathIndex:
         seen += 1
     if seen != len(shards):
         return PathIndex()  # a shard the header names is missing
+    _remember(store, workspace_id, index)
     return index
 
 
@@ -169,36 +219,63 @@ _Part = tuple[dict[str, Row], dict[str, bytes], dict[str, Folder]]
 
 def _parts(index: PathIndex, wanted: set[int] | None) -> tuple[dict[int, _Part], bool]:
     """The entries of the `wanted` shards (all: None), and whether every file's folder is in
-    `dirs` (told only when all are wanted)."""
+    `dirs`. One pass with no call per entry: it is the cost of a seal that grows with the
+    index (each folder is hashed once; a file's shard is its folder's)."""
     parts: dict[int, _Part] = {}
-    where: dict[str, int] = {}
+    where = {folder: shard_of(folder) for folder in index.dirs}
+    known = len(where)
+    for kind, table in ((0, index.files), (1, index.dirs), (2, index.folders)):
+        items: Any = table.items()
+        for path, value in items:
+            folder = path.rpartition("/")[0]
+            shard = where.get(folder)
+            if shard is None:
+                shard = where[folder] = shard_of(folder)
+            if wanted is not None and shard not in wanted:
+                continue
+            part = parts.get(shard)
+            if part is None:
+                part = parts[shard] = ({}, {}, {})
+            part[kind][path] = value
+        if kind == 0:
+            exact = len(where) == known  # no file outside the folders in `dirs`
+    return parts, exact
 
-    def part(path: str, kind: int) -> dict[Any, Any] | None:
-        folder = path.rpartition("/")[0]
-        shard = where.get(folder)
-        if shard is None:
-            shard = where[folder] = shard_of(folder)
-        if wanted is not None and shard not in wanted:
+
+def _delta_parts(
+    conn: sqlite3.Connection, workspace_id: str, index: PathIndex, wanted: set[int]
+) -> dict[int, _Part] | None:
+    """The `wanted` shards from the stored ones and the seal's delta; None when a stored one
+    does not load (then the caller makes them from the whole index)."""
+    assert index.delta is not None
+    remade, fresh = index.delta
+    parts: dict[int, _Part] = {}
+    decompress = zstandard.ZstdDecompressor().decompress
+    for shard in wanted:
+        row = conn.execute(
+            "SELECT data FROM pathshards WHERE workspace=? AND shard=?", (workspace_id, shard)
+        ).fetchone()
+        stored: tuple[Any, ...] = (FORMAT, shard, index.shards.get(shard), {}, {}, {})
+        if row is not None:
+            try:
+                stored = marshal.loads(decompress(row[0]))
+            except (ValueError, EOFError, TypeError, zstandard.ZstdError):
+                return None
+        if len(stored) != 6 or stored[:3] != (FORMAT, shard, index.shards.get(shard)):
             return None
-        found = parts.get(shard)
-        if found is None:
-            found = parts[shard] = ({}, {}, {})
-        return found[kind]
-
-    exact = True
-    dirs = index.dirs
-    for path, row in index.files.items():
-        into = part(path, 0)
-        if into is not None:
-            into[path] = row
-        if wanted is None and exact and path.rpartition("/")[0] not in dirs:
-            exact = False
-    for kind, table in ((1, index.dirs), (2, index.folders)):
-        for path, value in table.items():
-            into = part(path, kind)
-            if into is not None:
-                into[path] = value
-    return parts, exact and wanted is None
+        parts[shard] = (
+            {p: v for p, v in stored[3].items() if p.rpartition("/")[0] not in remade},
+            {p: v for p, v in stored[4].items() if p.rpartition("/")[0] not in remade},
+            {p: v for p, v in stored[5].items() if p.rpartition("/")[0] not in remade},
+        )
+    tables: tuple[dict[str, Any], ...] = (index.files, index.dirs, index.folders)
+    for kind, keys in enumerate(fresh):
+        for path in keys:
+            shard = shard_of_path(path)
+            if shard not in wanted:
+                return None  # a key outside the dirty shards: not a delta this can apply
+            parts[shard][kind][path] = tables[kind][path]
+    return parts
 
 
 def save(store: Store, workspace_id: str, index: PathIndex) -> None:
@@ -215,9 +292,11 @@ def save(store: Store, workspace_id: str, index: PathIndex) -> None:
             index.dirty is None
             or stored is None
             or stored[2] != index.generation
+            or stored[9] != index.stamp
             or index.generation == 0
         )
         generation = (stored[2] if stored is not None else index.generation) + 1
+        stamp = os.urandom(16)
         if whole:
             parts, exact = _parts(index, None)
             shards: dict[int, int] = {}
@@ -226,7 +305,8 @@ def save(store: Store, workspace_id: str, index: PathIndex) -> None:
         else:
             assert index.dirty is not None
             wanted = set(index.dirty)
-            parts, _all = _parts(index, wanted)
+            made = None if index.delta is None else _delta_parts(conn, workspace_id, index, wanted)
+            parts = _parts(index, wanted)[0] if made is None else made
             exact = index.exact
             shards = dict(index.shards)
         for shard in sorted(wanted):
@@ -253,10 +333,12 @@ def save(store: Store, workspace_id: str, index: PathIndex) -> None:
             index.token,
             index.policy,
             exact,
-            None,
+            stamp,
         )
         conn.execute(
             "INSERT OR REPLACE INTO pathindex(workspace, data) VALUES (?, ?)",
             (workspace_id, compress(marshal.dumps(header))),
         )
-    index.generation, index.shards, index.exact, index.dirty = generation, shards, exact, set()
+    index.generation, index.stamp, index.shards = generation, stamp, shards
+    index.exact, index.dirty, index.delta = exact, set(), None
+    _remember(store, workspace_id, index)
