@@ -13,6 +13,7 @@ from __future__ import annotations
 import marshal
 import os
 import sqlite3
+import threading
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -132,6 +133,7 @@ def _header(data: bytes) -> tuple[Any, ...] | None:
 # the header while no other process wrote the index, instead of every shard.
 _CACHE: dict[tuple[str, str], PathIndex] = {}
 _CACHED = 4
+_CACHE_LOCK = threading.Lock()  # the daemon seals on one thread and serves `snap` on others
 
 
 def _copy(index: PathIndex) -> PathIndex:
@@ -153,11 +155,12 @@ def _copy(index: PathIndex) -> PathIndex:
 
 
 def _remember(store: Store, workspace_id: str, index: PathIndex) -> None:
-    key = (str(store.index_path), workspace_id)
-    _CACHE.pop(key, None)
-    while len(_CACHE) >= _CACHED:
-        del _CACHE[next(iter(_CACHE))]
-    _CACHE[key] = _copy(index)
+    key, kept = (str(store.index_path), workspace_id), _copy(index)
+    with _CACHE_LOCK:
+        _CACHE.pop(key, None)
+        while len(_CACHE) >= _CACHED:
+            del _CACHE[next(iter(_CACHE))]
+        _CACHE[key] = kept
 
 
 def load(store: Store, workspace_id: str) -> PathIndex:
@@ -169,11 +172,12 @@ def load(store: Store, workspace_id: str) -> PathIndex:
     if fields is None:
         return PathIndex()
     _fmt, _count, generation, shards, notes, links, token, policy, exact, stamp = fields
-    cached = _CACHE.get((str(store.index_path), workspace_id))
-    if cached is not None and cached.stamp == stamp and cached.generation == generation:
-        index = _copy(cached)
-        index.dirty = set()
-        return index
+    with _CACHE_LOCK:
+        cached = _CACHE.get((str(store.index_path), workspace_id))
+        if cached is not None and cached.stamp == stamp and cached.generation == generation:
+            index = _copy(cached)
+            index.dirty = set()
+            return index
     index = PathIndex(
         notes=notes,
         links=links,
