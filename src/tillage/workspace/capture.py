@@ -39,6 +39,7 @@ from tillage.core.progress import ProgressFn, meter
 from tillage.errors import TillageError
 from tillage.platform import clock
 from tillage.store.store import ObjectWriter, Store
+from tillage.workspace.carry import carry
 from tillage.workspace.content import (
     maybe_sparse,
     read_up_to,
@@ -262,41 +263,8 @@ class Walker:
         )
         made = self.result
         made.fresh = (list(made.rows), list(made.dirs), list(made.folders))
-        self._carry()
-
-    def _carry(self) -> None:
-        """Adds what the previous index recorded below the folders this walk skipped: one pass
-        over its rows, folders and notes, each folder's answer remembered."""
-        if not self.skipped or not self.carry:
-            return
-        below: dict[str, bool] = {"": False}
-
-        def under(path: str) -> bool:
-            chain = []
-            while path not in below:
-                if path in self.skipped:
-                    below[path] = True
-                    break
-                chain.append(path)
-                path = path.rpartition("/")[0]
-            answer = below[path]
-            for folder in chain:
-                below[folder] = answer
-            return answer
-
-        prior, result, known = self.prior, self.result, below.get
-        for path, row in prior.files.items():  # a call per folder, not per file
-            parent = path.rpartition("/")[0]
-            if known(parent) or (known(parent) is None and under(parent)):
-                result.rows[path] = row
-        for path, tid in prior.dirs.items():
-            if path not in self.skipped and under(path):
-                result.dirs[path] = tid
-                folder = prior.folders.get(path)
-                if folder is not None:
-                    result.folders[path] = folder
-        result.notes.extend(FidelityNote(p, r) for p, r in prior.notes if under(p))
-        result.links.update(p for p in prior.links if under(p))
+        if self.carry:
+            carry(self.prior, made, self.skipped)
 
     def _walk_tree(self, rel: str, fd: int, abs_dir: str) -> bytes:
         """Captures the open folder `fd` and everything below it without recursion (any depth
@@ -424,7 +392,7 @@ class Walker:
             result.total_bytes += row[10]
         elif entry.kind is EntryKind.SYMLINK:
             result.files += 1
-        if entry.kind is not EntryKind.DIR:  # a skipped folder's own notes come by _carry
+        if entry.kind is not EntryKind.DIR:  # a skipped folder's own notes come by carry()
             for reason in self._notes_of(path):
                 result.notes.append(FidelityNote(path, reason))
         if result.manifest is not None:

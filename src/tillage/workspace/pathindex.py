@@ -95,10 +95,13 @@ class PathIndex:
     delta: tuple[set[str], tuple[list[str], list[str], list[str]]] | None = field(
         default=None, compare=False, repr=False
     )
+    # Each folder's entries (the keys of its files and folders), built when first asked for.
+    kids: dict[str, list[str]] | None = field(default=None, compare=False, repr=False)
 
     def update_files(self, rows: Mapping[str, Row]) -> None:
         """Puts `rows` in, marking their shards dirty."""
         self.files.update(rows)
+        self.kids = None
         if self.dirty is not None:
             self.dirty.update(shard_of_path(p) for p in rows)
         self.exact = self.exact and all(p.rpartition("/")[0] in self.dirs for p in rows)
@@ -151,7 +154,22 @@ def _copy(index: PathIndex) -> PathIndex:
         index.stamp,
         index.exact,
         dict(index.shards),
+        None,
+        None if index.kids is None else dict(index.kids),
     )
+
+
+def children(index: PathIndex) -> dict[str, list[str]]:
+    """The keys of each folder's entries in `index` (files and folders), by folder; the lists
+    are never changed once made (copies of the index share them)."""
+    if index.kids is None:
+        kids: dict[str, list[str]] = {}
+        for table in (index.files, index.dirs):
+            for path in table:
+                if path:
+                    kids.setdefault(path.rpartition("/")[0], []).append(path)
+        index.kids = kids
+    return index.kids
 
 
 def _remember(store: Store, workspace_id: str, index: PathIndex) -> None:

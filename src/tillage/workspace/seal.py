@@ -283,7 +283,18 @@ def _index_of(walker: Walker, token: str | None, policy: bytes) -> pathindex.Pat
         dirty.add(pathindex.shard_of_path(folder))
     index.dirty, index.exact = dirty, True
     if capture.fresh is not None:
-        index.delta = (capture.walked | gone, capture.fresh)
+        remade = capture.walked | gone
+        index.delta = (remade, capture.fresh)
+        if prior.kids is not None:  # kept up to date: the next seal need not build it
+            made: dict[str, list[str]] = {}  # new lists: the prior's are shared, never changed
+            for path in (*capture.fresh[0], *capture.fresh[1]):
+                if path:
+                    made.setdefault(path.rpartition("/")[0], []).append(path)
+            kids = dict(prior.kids)
+            for folder in remade:
+                kids.pop(folder, None)
+            kids.update(made)
+            index.kids = kids
     return index
 
 
