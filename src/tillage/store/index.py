@@ -36,6 +36,8 @@ CREATE TABLE IF NOT EXISTS snapshots(
 CREATE INDEX IF NOT EXISTS snapshots_ws ON snapshots(workspace, seq);
 CREATE TABLE IF NOT EXISTS pins(snapshot TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS pathindex(workspace TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS pathshards(
+    workspace TEXT NOT NULL, shard INT NOT NULL, data BLOB NOT NULL, PRIMARY KEY(workspace, shard));
 CREATE TABLE IF NOT EXISTS forks(
     workspace TEXT PRIMARY KEY, parent TEXT NOT NULL, name TEXT NOT NULL, base TEXT NOT NULL,
     root TEXT NOT NULL, created_ns INT NOT NULL, removed_ns INT, last TEXT, port INT,
@@ -167,6 +169,7 @@ TABLES = (
     "pins",
     "meta",
     "pathindex",
+    "pathshards",
     "forks",
     "fork_pending",
     "claims",

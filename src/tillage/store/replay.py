@@ -73,6 +73,7 @@ def apply_record(c: sqlite3.Connection, r: LogRecord) -> None:
         # Its timeline stays (forgotten, not purged): its last state is restorable by ID.
         c.execute("UPDATE workspaces SET forgotten=1 WHERE id=?", (b["workspace"],))
         c.execute("DELETE FROM pathindex WHERE workspace=?", (b["workspace"],))
+        c.execute("DELETE FROM pathshards WHERE workspace=?", (b["workspace"],))
         c.execute(
             "UPDATE forks SET removed_ns=?, last=? WHERE workspace=?",
             (r.at_ns, b.get("snapshot"), b["workspace"]),
@@ -129,6 +130,7 @@ def apply_record(c: sqlite3.Connection, r: LogRecord) -> None:
         forgotten = 2 if b.get("purge") else 1
         c.execute("UPDATE workspaces SET forgotten=? WHERE id=?", (forgotten, b["workspace"]))
         c.execute("DELETE FROM pathindex WHERE workspace=?", (b["workspace"],))
+        c.execute("DELETE FROM pathshards WHERE workspace=?", (b["workspace"],))
         if b.get("purge"):
             c.execute(
                 "DELETE FROM pins WHERE snapshot IN (SELECT id FROM snapshots WHERE workspace=?)",

@@ -39,6 +39,7 @@ from tillage.core.progress import ProgressFn, meter
 from tillage.errors import TillageError
 from tillage.platform import clock
 from tillage.store.store import ObjectWriter, Store
+from tillage.workspace.carry import carry
 from tillage.workspace.content import (
     maybe_sparse,
     read_up_to,
@@ -117,21 +118,13 @@ class Capture:
     manifest: dict[str, Entry] | None = None
     folders: dict[str, Folder] = field(default_factory=dict)
     links: set[str] = field(default_factory=set)
+    # The folders whose entries this walk looked at again (listed, or told by name), and the
+    # keys of the rows, dirs and folders it made (the others were carried from the last seal).
+    walked: set[str] = field(default_factory=set)
+    fresh: tuple[list[str], list[str], list[str]] | None = None
     # What the walk cost the file system: folders listed and names stat'ed.
     listed: int = 0
     statted: int = 0
-
-    def index(self, token: str | None, policy: bytes) -> PathIndex:
-        """The path index that lets the next seal skip what this one saw unchanged."""
-        return PathIndex(
-            self.rows,
-            self.dirs,
-            self.folders,
-            [(n.path, n.reason) for n in self.notes],
-            frozenset(self.links),
-            token,
-            policy,
-        )
 
 
 _CONTENT_KINDS = {int(k): k for k in ContentKind}
@@ -249,6 +242,7 @@ class Walker:
             fd = _open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             self._note(".", f"directory unreadable: {exc.strerror}")
+            self.result.walked.add("")
             self.result.root = self._tree("", [])
             return
         try:
@@ -267,40 +261,10 @@ class Walker:
             st.st_ctime_ns,
             *ident,
         )
-        self._carry()
-
-    def _carry(self) -> None:
-        """Adds what the previous index recorded below the folders this walk skipped: one pass
-        over its rows, folders and notes, each folder's answer remembered."""
-        if not self.skipped or not self.carry:
-            return
-        below: dict[str, bool] = {"": False}
-
-        def under(path: str) -> bool:
-            chain = []
-            while path not in below:
-                if path in self.skipped:
-                    below[path] = True
-                    break
-                chain.append(path)
-                path = path.rpartition("/")[0]
-            answer = below[path]
-            for folder in chain:
-                below[folder] = answer
-            return answer
-
-        prior, result = self.prior, self.result
-        for path, row in prior.files.items():
-            if under(path.rpartition("/")[0]):
-                result.rows[path] = row
-        for path, tid in prior.dirs.items():
-            if path not in self.skipped and under(path):
-                result.dirs[path] = tid
-                folder = prior.folders.get(path)
-                if folder is not None:
-                    result.folders[path] = folder
-        result.notes.extend(FidelityNote(p, r) for p, r in prior.notes if under(p))
-        result.links.update(p for p in prior.links if under(p))
+        made = self.result
+        made.fresh = (list(made.rows), list(made.dirs), list(made.folders))
+        if self.carry:
+            carry(self.prior, made, self.skipped)
 
     def _walk_tree(self, rel: str, fd: int, abs_dir: str) -> bytes:
         """Captures the open folder `fd` and everything below it without recursion (any depth
@@ -314,6 +278,7 @@ class Walker:
         """Captures the open folder `fd` (a step of _walk_tree); only the descriptors of the
         folders above it are open meanwhile, so memory and descriptors grow with depth, not
         with the tree."""
+        self.result.walked.add(rel)
         kept = self._unchanged_entries(rel)
         if kept is not None:
             partial = yield from self._partial(rel, fd, abs_dir, *kept)
@@ -427,7 +392,7 @@ class Walker:
             result.total_bytes += row[10]
         elif entry.kind is EntryKind.SYMLINK:
             result.files += 1
-        if entry.kind is not EntryKind.DIR:  # a skipped folder's own notes come by _carry
+        if entry.kind is not EntryKind.DIR:  # a skipped folder's own notes come by carry()
             for reason in self._notes_of(path):
                 result.notes.append(FidelityNote(path, reason))
         if result.manifest is not None:
@@ -548,6 +513,7 @@ class Walker:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 return None  # replaced by a link or a file since the stat: seen next time
             self._note(path, f"directory unreadable: {exc.strerror}")
+            self.result.walked.add(path)
             xattrs = user_xattrs(f"/proc/self/fd/{dir_fd}/{name}")
             tid = self._tree(path, [])
         else:

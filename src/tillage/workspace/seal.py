@@ -251,10 +251,51 @@ def seal_result_locked(
         # Its hints name the head's objects, which no gc removes (the head keeps every byte).
         # An index equal to the one loaded is not written again: a watcher's idle rescan
         # over a large tree would otherwise rewrite megabytes a minute for nothing.
-        index = capture.index(token, fingerprint)
+        index = _index_of(walker, token, fingerprint)
         if index != walker.prior:
             pathindex.save(store, ws.id, index)
     return sealed
+
+
+def _index_of(walker: Walker, token: str | None, policy: bytes) -> pathindex.PathIndex:
+    """The path index a seal's walk leaves. Its dirty shards are those of the folders the walk
+    looked at again and of those gone since the last seal; every shard when the last index was
+    not one a seal stored whole (a landing's rows may lie outside its known folders)."""
+    capture, prior = walker.result, walker.prior
+    index = pathindex.PathIndex(
+        capture.rows,
+        capture.dirs,
+        capture.folders,
+        [(n.path, n.reason) for n in capture.notes],
+        frozenset(capture.links),
+        token,
+        policy,
+        generation=prior.generation,
+        stamp=prior.stamp,
+        shards=prior.shards,
+    )
+    if not prior.exact or not prior.generation:
+        return index  # dirty None: every shard is written, and `exact` found anew
+    dirty = {pathindex.shard_of(folder) for folder in capture.walked}
+    gone = (prior.dirs.keys() - index.dirs.keys()) | (prior.folders.keys() - index.folders.keys())
+    for folder in gone:
+        dirty.add(pathindex.shard_of(folder))
+        dirty.add(pathindex.shard_of_path(folder))
+    index.dirty, index.exact = dirty, True
+    if capture.fresh is not None:
+        remade = capture.walked | gone
+        index.delta = (remade, capture.fresh)
+        if prior.kids is not None:  # kept up to date: the next seal need not build it
+            made: dict[str, list[str]] = {}  # new lists: the prior's are shared, never changed
+            for path in (*capture.fresh[0], *capture.fresh[1]):
+                if path:
+                    made.setdefault(path.rpartition("/")[0], []).append(path)
+            kids = dict(prior.kids)
+            for folder in remade:
+                kids.pop(folder, None)
+            kids.update(made)
+            index.kids = kids
+    return index
 
 
 def publish_tree(

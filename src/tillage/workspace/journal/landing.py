@@ -105,7 +105,7 @@ def remember_written(ws: Workspace, written: dict[str, Row]) -> None:
     if not written:
         return
     index = pathindex.load(ws.store, ws.id)
-    index.files.update(settled(written))
+    index.update_files(settled(written))
     pathindex.save(ws.store, ws.id, index)
 
 

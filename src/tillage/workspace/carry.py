@@ -1,0 +1,90 @@
+"""What a delta walk carries over from the last seal's path index: the rows, trees, summaries,
+notes and links below the folders it did not open (capture.py's walk made the rest).
+
+With an index a seal stored whole (`exact`), the carried tables are the last index's less the
+entries of the folders the walk looked at again (and of those gone since), plus what the walk
+made: found through the index's entries by folder (`pathindex.children`, built once per
+process and kept up to date by each seal), so a seal in the watcher's daemon costs what
+changed, not a pass over every file. Otherwise one pass over the last index's rows.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from tillage.core.models import FidelityNote
+from tillage.workspace import pathindex
+from tillage.workspace.pathindex import Folder, Row
+
+
+class Result(Protocol):
+    """What a walk made (capture.Capture): carried into, and its tables replaced."""
+
+    rows: dict[str, Row]
+    dirs: dict[str, bytes]
+    folders: dict[str, Folder]
+    notes: list[FidelityNote]
+    links: set[str]
+    walked: set[str]
+    fresh: tuple[list[str], list[str], list[str]] | None
+
+
+def carry(prior: pathindex.PathIndex, result: Result, skipped: set[str]) -> None:
+    """Adds to the walk's `result` what the `prior` index recorded below the folders it
+    `skipped`; each folder's answer to "below a skipped one?" is remembered."""
+    if not skipped:
+        return
+    below: dict[str, bool] = {"": False}
+
+    def under(path: str) -> bool:
+        chain = []
+        while path not in below:
+            if path in skipped:
+                below[path] = True
+                break
+            chain.append(path)
+            path = path.rpartition("/")[0]
+        answer = below[path]
+        for folder in chain:
+            below[folder] = answer
+        return answer
+
+    if not _by_folder(prior, result):
+        known = below.get
+        for path, row in prior.files.items():  # a call per folder, not per file
+            parent = path.rpartition("/")[0]
+            if known(parent) or (known(parent) is None and under(parent)):
+                result.rows[path] = row
+        for path, tid in prior.dirs.items():
+            if path not in skipped and under(path):
+                result.dirs[path] = tid
+                folder = prior.folders.get(path)
+                if folder is not None:
+                    result.folders[path] = folder
+    result.notes.extend(FidelityNote(p, r) for p, r in prior.notes if under(p))
+    result.links.update(p for p in prior.links if under(p))
+
+
+def _by_folder(prior: pathindex.PathIndex, result: Result) -> bool:
+    """The carried tables as the last index less what the walk remade; False when the last
+    index was not one a seal stored whole (a landing's rows may lie outside its folders)."""
+    if not prior.exact or not prior.generation or result.fresh is None:
+        return False
+    kids = pathindex.children(prior)
+    rows, dirs, folders = dict(prior.files), dict(prior.dirs), dict(prior.folders)
+    stack, remade = list(result.walked), set()
+    while stack:
+        folder = stack.pop()
+        if folder in remade:
+            continue
+        remade.add(folder)
+        for path in kids.get(folder, ()):
+            rows.pop(path, None)
+            folders.pop(path, None)
+            if dirs.pop(path, None) is not None and path not in result.dirs:
+                stack.append(path)  # gone since: what was in it goes too
+    rows.update(result.rows)
+    dirs.update(result.dirs)
+    folders.update(result.folders)
+    result.rows, result.dirs, result.folders = rows, dirs, folders
+    return True
