@@ -2,12 +2,12 @@
 
 Every call is a registry verb run through verbs/invoke.py, as the command line and MCP run
 them: the same contracts, the same confirmation rules, the same public errors. What this
-adds is the page's own safety for actions it previews: a rewind, a fork removal or a merge is
-first previewed (`preview`), and applied (`apply`) only with the preview's digest and the
-snapshot it showed (`confirm_snapshot`; an undo, the operation: `confirm_operation`). Apply previews again first and refuses a digest that
-no longer matches (ui.stale_preview, with the fresh preview), so a person lands exactly what
-they saw; a merge's digest is its own `preview_digest`, which the verb checks again under its
-lock (`expect`).
+adds is the page's own safety for actions it previews: a rewind, a fork removal, a merge or an
+undo is first previewed (`preview`), and applied (`apply`) only with the preview's digest and
+the snapshot it showed (`confirm_snapshot`; an undo's operation: `confirm_operation`). Apply
+previews again first and refuses a digest that no longer matches (ui.stale_preview, with the
+fresh preview), so a person lands exactly what they saw; a merge's digest is its own
+`preview_digest`, which the verb checks again under its lock (`expect`).
 
 The page reaches only the universes of one family (the workspace `till ui` was started in, its
 root and every fork below it), named by workspace ID, never by a folder the page chose.
