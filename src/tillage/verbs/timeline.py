@@ -108,8 +108,8 @@ class TimelineRequest:
         metavar="TIME",
     )
     after: str | None = param(
-        "go on from this snapshot, listed before (the last of a previous page: `more` said "
-        "there were more): only the snapshots older than it",
+        "only the snapshots older than this one: give the last of a page whose `more` said "
+        "there were more, to get the next page",
         default=None,
         metavar="ID",
     )
