@@ -204,41 +204,38 @@ class Door:
 
     def run(self, name: str, folder: Path, values: Mapping[str, Any]) -> Any:
         """Runs one verb by contract name in `folder`, answered as `--json` prints it."""
+        from tillage.verbs.wire import to_wire
+
+        return self._invoked(name, folder, values, to_wire)
+
+    def _cat(self, universe: str, values: dict[str, Any]) -> Any:
+        """A file's bytes for the page (an image preview): refused past CAT_LIMIT, so a page
+        never pulls a 1 GiB file through the browser."""
+
+        def answer(result: Any) -> dict[str, Any]:
+            content = None if result.size > CAT_LIMIT else str(result.content_base64)
+            return {"path": result.path, "size": result.size, "content_base64": content}
+
+        return self._invoked("timeline.cat", self.folder(universe), values, answer)
+
+    def _invoked(
+        self, name: str, folder: Path, values: Mapping[str, Any], answer: Callable[[Any], Any]
+    ) -> Any:
+        """Runs one verb in `folder` and makes its answer with `answer` while the stores the
+        call opened are still open (a file's content is read from them), then closes them."""
         from tillage.store.store import close_stores_opened_by
         from tillage.verbs.contract import decode_request
         from tillage.verbs.invoke import invoke
         from tillage.verbs.registry import by_name
-        from tillage.verbs.wire import to_wire
         from tillage.verbs.wire_values import checked_values
 
         verb = by_name(name)
         request = decode_request(verb.contract, checked_values(verb.contract, values))
         settings = dataclasses.replace(self.settings, folder=folder)
         try:
-            return to_wire(invoke(verb, settings, request))
+            return answer(invoke(verb, settings, request))
         finally:
             close_stores_opened_by(threading.get_ident())  # the answer is whole
-
-    def _cat(self, universe: str, values: dict[str, Any]) -> Any:
-        """A file's bytes for the page (an image preview): refused past CAT_LIMIT, so a page
-        never pulls a 1 GiB file through the browser."""
-        from tillage.store.store import close_stores_opened_by
-        from tillage.verbs.contract import decode_request
-        from tillage.verbs.invoke import invoke
-        from tillage.verbs.registry import by_name
-        from tillage.verbs.wire_values import checked_values
-
-        verb = by_name("timeline.cat")
-        request = decode_request(verb.contract, checked_values(verb.contract, values))
-        settings = dataclasses.replace(self.settings, folder=self.folder(universe))
-        try:
-            result = invoke(verb, settings, request)
-            if result.size > CAT_LIMIT:
-                return {"path": result.path, "size": result.size, "content_base64": None}
-            content = str(result.content_base64)
-            return {"path": result.path, "size": result.size, "content_base64": content}
-        finally:
-            close_stores_opened_by(threading.get_ident())
 
     @staticmethod
     def _digest_of(how: Confirmed, doc: Mapping[str, Any]) -> str:
@@ -262,7 +259,7 @@ class Door:
         """Every universe of the family, the root first, each with its status and (for a fork)
         its line in its parent's `forks`: found through the verbs, as a person would find them
         (status names a fork's parent; forks lists a universe's forks)."""
-        root = self._root_folder()
+        root, root_status = self._root()
         found: list[dict[str, Any]] = []
         queue: list[tuple[Path, str | None, dict[str, Any] | None, int]] = [(root, None, None, 0)]
         while queue:
@@ -271,7 +268,7 @@ class Door:
             entry["fork"] = fork
             entry["name"] = fork["name"] if fork else folder.name
             try:
-                status = self.run("workspace.status", folder, {})
+                status = root_status if depth == 0 else self.run("workspace.status", folder, {})
                 entry["id"] = status.get("id")
                 entry["status"] = status
             except TillageError as err:
@@ -311,7 +308,12 @@ class Door:
             )
         return known
 
-    def _root_folder(self) -> Path:
+    def root_folder(self) -> Path:
+        """The folder at the root of the family (the workspace every fork descends from)."""
+        return self._root()[0]
+
+    def _root(self) -> tuple[Path, dict[str, Any]]:
+        """The family's root folder and its status, found up the forks' parents."""
         folder = self.settings.folder
         seen = {str(folder)}
         while True:
@@ -319,7 +321,7 @@ class Door:
             fork = status.get("fork")
             parent = fork.get("parent") if isinstance(fork, dict) else None
             if not parent or parent in seen:
-                return Path(status.get("workspace") or folder)
+                return Path(status.get("workspace") or folder), status
             seen.add(parent)
             folder = Path(parent)
 

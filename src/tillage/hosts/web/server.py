@@ -230,8 +230,7 @@ class Handler(BaseHTTPRequestHandler):
         door = self.server.door
         try:
             after = resume or str(door.latest_cursor())
-            root = door.universes()[0]
-            stream = _follow(door, Path(root["folder"]), after)
+            stream = _follow(door, door.root_folder(), after)
         except TillageError as err:
             self._refuse(http_status(err), err)
             return
