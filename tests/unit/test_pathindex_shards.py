@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -23,6 +24,7 @@ from tillage.workspace.capture import Capture, Walker
 from tillage.workspace.pathindex import PathIndex
 from tillage.workspace.policy import Policy
 from tillage.workspace.seal import SealOptions, seal_result
+from tillage.workspace.shards import StaleIndexError, StoredShards, shard_of
 
 TOP, SUBS, FILES = 12, 10, 20  # 12 * 10 folders of 20 files: 2,400 files in 133 folders
 ALL_FOLDERS = 1 + TOP + TOP * SUBS
@@ -74,15 +76,10 @@ def _full(ws: Workspace) -> Capture:
     return Walker(ws.root, Policy.load(ws.root), PathIndex(), None, ws.store.tmp_dir, 0).run()
 
 
-def _index_is_a_full_walks(ws: Workspace, *, stored: bool = True) -> None:
-    """The stored index (and the one this process keeps) holds what a full walk sees: no
-    stale row, none missing."""
-    index = kept = pathindex.load(ws.store, ws.id)
-    if stored:
-        pathindex._CACHE.clear()  # what another process reads: the stored shards
-        index = pathindex.load(ws.store, ws.id)
+def _index_is_a_full_walks(ws: Workspace) -> None:
+    """The stored index holds what a full walk sees: no stale row, none missing."""
+    index = pathindex.load(ws.store, ws.id)
     full = _full(ws)
-    assert index == kept
     assert index.files.keys() == full.rows.keys()
     assert index.dirs == full.dirs
     assert index.folders.keys() == full.folders.keys()
@@ -111,9 +108,9 @@ def test_one_changed_file_rewrites_only_the_shards_of_the_folders_looked_at(
     rewritten = sum(len(after[key]) for key in changed)
     assert rewritten * 10 < sum(len(data) for data in after.values())
     # The header, and at most the shards of t07/s03 (its files) and of those above it.
-    looked_at = {pathindex.shard_of(f) for f in ("", "t07", "t07/s03")}
+    looked_at = {shard_of(f) for f in ("", "t07", "t07/s03")}
     assert changed - {("pathindex", ws.id)} <= {("pathshards", s) for s in looked_at}
-    assert ("pathshards", pathindex.shard_of("t07/s03")) in changed
+    assert ("pathshards", shard_of("t07/s03")) in changed
     assert capture.read_files >= 1
     _index_is_a_full_walks(ws)
 
@@ -134,17 +131,38 @@ def _damage(ws: Workspace, folder: str) -> None:
     with ix.write_txn(ws.store.conn):
         ws.store.conn.execute(
             "UPDATE pathshards SET data=? WHERE workspace=? AND shard=?",
-            (b"\x28\xb5\x2f\xfd not really zstd", ws.id, pathindex.shard_of(folder)),
+            (b"\x28\xb5\x2f\xfd not really zstd", ws.id, shard_of(folder)),
         )
 
 
-def test_a_damaged_shard_makes_the_next_seal_a_full_read_that_is_exact(ws: Workspace) -> None:
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The shards this process reads from the store from now on."""
+    read: list[int] = []
+    load = StoredShards._load
+
+    def counting(self: StoredShards, shard: int) -> Any:
+        read.append(shard)
+        return load(self, shard)
+
+    monkeypatch.setattr(StoredShards, "_load", counting)
+    return read
+
+
+@pytest.mark.parametrize("damage", ["garbled", "missing"])
+def test_a_seal_that_reaches_a_damaged_shard_reads_everything_and_stores_it_whole(
+    ws: Workspace, damage: str
+) -> None:
     log = _ready(ws)
-    _damage(ws, "t02/s05")
-    pathindex._CACHE.clear()  # as another process finds it
-    assert pathindex.load(ws.store, ws.id) == PathIndex()
-    (ws.root / "t09" / "s09" / "f00.txt").write_text("changed\n")
-    log.note("t09/s09", "f00.txt")
+    if damage == "garbled":
+        _damage(ws, "t02/s05")
+    else:
+        with ix.write_txn(ws.store.conn):
+            ws.store.conn.execute(
+                "DELETE FROM pathshards WHERE workspace=? AND shard=?",
+                (ws.id, shard_of("t02/s05")),
+            )
+    (ws.root / "t02" / "s05" / "f00.txt").write_text("changed\n")
+    log.note("t02/s05", "f00.txt")
 
     capture = _seal(ws)
 
@@ -160,41 +178,60 @@ def test_a_damaged_shard_makes_the_next_seal_a_full_read_that_is_exact(ws: Works
     assert _seal(ws).listed == 0  # whole again: the next seal is a delta one
 
 
-def test_a_missing_shard_is_damage_too(ws: Workspace) -> None:
-    _ready(ws)
-    with ix.write_txn(ws.store.conn):
-        ws.store.conn.execute(
-            "DELETE FROM pathshards WHERE workspace=? AND shard=?",
-            (ws.id, pathindex.shard_of("t01")),
-        )
-    pathindex._CACHE.clear()
-    assert pathindex.load(ws.store, ws.id) == PathIndex()
-
-
-def test_the_process_that_wrote_the_index_reads_only_its_header_until_another_writes(
+def test_a_damaged_shard_a_seal_does_not_reach_costs_nothing_until_one_does(
     ws: Workspace,
 ) -> None:
-    """The watcher's daemon serves the seals: it keeps the index it saved, and reads the
-    shards again only once another process has stored another index."""
-    _ready(ws)
-    kept = pathindex.load(ws.store, ws.id)
-    _damage(ws, "t02/s05")  # unseen while the header is the one this process wrote
-    assert pathindex.load(ws.store, ws.id) == kept
-    ours = dict(pathindex._CACHE)
-    pathindex._CACHE.clear()  # another process: it finds the damage, and stores anew
-    other = pathindex.load(ws.store, ws.id)
-    assert other == PathIndex()
-    other.update_files({"t00/s00/new.txt": next(iter(kept.files.values()))})
-    pathindex.save(ws.store, ws.id, other)
-    pathindex._CACHE.update(ours)
+    """Shards are read as a walk needs them: damage elsewhere does not turn a one-file
+    seal into a full read, and the seal is still exactly what a full walk sees."""
+    log = _ready(ws)
+    _damage(ws, "t02/s05")
+    (ws.root / "t09" / "s09" / "f00.txt").write_text("changed\n")
+    log.note("t09/s09", "f00.txt")
 
-    assert pathindex.load(ws.store, ws.id).files.keys() == {"t00/s00/new.txt"}
+    capture = _seal(ws)
+
+    assert capture.listed == 0 and capture.read_files >= 1
+    assert capture.root == _full(ws).root
+    with pytest.raises(StaleIndexError):
+        dict(pathindex.load(ws.store, ws.id).files)  # still damaged where no seal looked
+
+
+def test_a_one_file_seal_reads_only_the_shards_of_the_folders_it_looks_at(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watcher's daemon serves the seals of a million-file tree: a seal after one
+    changed file reads the shards of that file's folder and of those above it, not the
+    whole index, whichever process wrote it."""
+    log = _ready(ws)
+    read = _reads(monkeypatch)
+    (ws.root / "t07" / "s03" / "f11.txt").write_text("changed\n")
+    log.note("t07/s03", "f11.txt")
+
+    _seal(ws)
+
+    assert read and set(read) <= {shard_of(f) for f in ("", "t07", "t07/s03")}
+    _index_is_a_full_walks(ws)
+
+
+def test_an_index_written_by_another_process_meanwhile_is_not_mixed_in(ws: Workspace) -> None:
+    """A reader that loaded the header, then finds a shard of a later generation (another
+    process stored the index meanwhile), starts over: it never mixes two indexes."""
+    _ready(ws)
+    early = pathindex.load(ws.store, ws.id)
+    other = pathindex.load(ws.store, ws.id)
+    other.update_files({"t00/s00/new.txt": next(iter(other.files.values()))})
+    pathindex.save(ws.store, ws.id, other)
+
+    with pytest.raises(StaleIndexError):
+        early.files.get("t00/s00/new.txt")
+    assert "t00/s00/new.txt" in pathindex.load(ws.store, ws.id).files
 
 
 def test_an_index_of_the_one_blob_format_is_read_in_full_once(ws: Workspace) -> None:
     log = _ready(ws)
     index = pathindex.load(ws.store, ws.id)
-    fields = (6, index.files, index.dirs, index.folders, [], frozenset(), index.token, b"")
+    tables = (dict(index.files), dict(index.dirs), dict(index.folders))
+    fields = (6, *tables, [], frozenset(), index.token, b"")
     blob = zstandard.ZstdCompressor(level=1).compress(marshal.dumps(fields))
     with ix.write_txn(ws.store.conn):
         ws.store.conn.execute(
@@ -257,4 +294,4 @@ def test_seals_of_changes_of_every_kind_store_what_a_full_walk_sees(ws: Workspac
             log.note(t, s)
             log.note(t, f"r{step}")
         _seal(ws)
-        _index_is_a_full_walks(ws, stored=step % 6 == 5)  # mostly as the daemon keeps it
+        _index_is_a_full_walks(ws)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,8 +56,10 @@ from tillage.workspace.pathindex import (
     PathIndex,
     Row,
     stat_facts,
+    table,
 )
 from tillage.workspace.policy import Policy
+from tillage.workspace.shards import StaleIndexError
 from tillage.workspace.sqlite_image import (
     SIDECAR_SUFFIXES,
     SqliteBusy,
@@ -113,15 +115,18 @@ class Capture:
     read_files: int = 0
     read_bytes: int = 0
     notes: list[FidelityNote] = field(default_factory=list)
-    rows: dict[str, Row] = field(default_factory=dict)
-    dirs: dict[str, bytes] = field(default_factory=dict)
+    rows: MutableMapping[str, Row] = field(default_factory=dict)
+    dirs: MutableMapping[str, bytes] = field(default_factory=dict)
     manifest: dict[str, Entry] | None = None
-    folders: dict[str, Folder] = field(default_factory=dict)
+    folders: MutableMapping[str, Folder] = field(default_factory=dict)
     links: set[str] = field(default_factory=set)
     # The folders whose entries this walk looked at again (listed, or told by name), and the
     # keys of the rows, dirs and folders it made (the others were carried from the last seal).
     walked: set[str] = field(default_factory=set)
     fresh: tuple[list[str], list[str], list[str]] | None = None
+    # Of a delta walk that carried the rest: the folders whose entries it made anew (those it
+    # walked and those gone since, with what was in them).
+    remade: set[str] | None = None
     # What the walk cost the file system: folders listed and names stat'ed.
     listed: int = 0
     statted: int = 0
@@ -210,7 +215,10 @@ class Walker:
         self.started_ns = started_ns
         self.result = Capture(manifest={} if keep_manifest else None)
         # Files counted, toward the last seal's count (its root folder's), for a person's line.
-        last = previous.folders[""][0] if "" in previous.folders else 0
+        try:
+            last = previous.folders[""][0] if "" in previous.folders else 0
+        except StaleIndexError:
+            last = 0  # the walk finds it out and starts over without the index
         self.meter = meter(on_progress, "sealing", last, every=16)
         # Absolute folders never captured: the store itself, when someone keeps it inside.
         self.skip_dirs = skip_dirs
@@ -221,20 +229,42 @@ class Walker:
 
     def run(self) -> Capture:
         try:
-            self._run()
-        except _NewLinkError:
-            # What the aborted walk read stays known, so the full walk does not read it again.
-            self.previous = {**self.previous, **self.result.rows}
-            self.result = Capture(manifest={} if self.result.manifest is not None else None)
-            self.links = {}
-            self.skipped = set()
-            self.visit = None
-            self.names = None
+            self._run_once()
+        except StaleIndexError:
+            self._forget_prior()
+            self._start_over()
             self._run()
         self.result.notes.sort(key=lambda n: (n.path, n.reason))
         if self.meter is not None:
             self.meter.done(self.result.files, self.result.read_bytes)  # the final numbers
         return self.result
+
+    def _run_once(self) -> None:
+        try:
+            self._run()
+        except _NewLinkError:
+            # What the aborted walk read stays known, so the full walk does not read it again.
+            known = table(self.previous).fork()
+            known.update(self.result.rows)
+            self.previous = known
+            self._start_over()
+            self._run()
+
+    def _start_over(self) -> None:
+        """Back to no result, for a full walk (no folder skipped)."""
+        self.result = Capture(manifest={} if self.result.manifest is not None else None)
+        self.links = {}
+        self.skipped = set()
+        self.visit = None
+        self.names = None
+
+    def _forget_prior(self) -> None:
+        """A shard of the last index would not load: walk as if there were none (every file
+        read: a hint lost, never a wrong answer)."""
+        empty = PathIndex()
+        self.prior = empty
+        self.previous, self.previous_dirs = empty.files, empty.dirs
+        self._prior_notes = None
 
     def _run(self) -> None:
         root = str(self.root)

@@ -1,32 +1,34 @@
 """What a delta walk carries over from the last seal's path index: the rows, trees, summaries,
 notes and links below the folders it did not open (capture.py's walk made the rest).
 
-With an index a seal stored whole (`exact`), the carried tables are the last index's less the
-entries of the folders the walk looked at again (and of those gone since), plus what the walk
-made: found through the index's entries by folder (`pathindex.children`, built once per
-process and kept up to date by each seal), so a seal in the watcher's daemon costs what
-changed, not a pass over every file. Otherwise one pass over the last index's rows.
+With an index a seal stored whole (`exact`), the carried tables are forks of the last index's
+(shards.Table: sharing every shard it does not change) less the entries of the folders the walk
+looked at again (and of those gone since), plus what the walk made, so a seal in the watcher's
+daemon reads and copies the shards of what changed, not every file's row. Otherwise one pass
+over the last index's rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Protocol
 
 from tillage.core.models import FidelityNote
 from tillage.workspace import pathindex
-from tillage.workspace.pathindex import Folder, Row
+from tillage.workspace.pathindex import Folder, Row, table
 
 
 class Result(Protocol):
     """What a walk made (capture.Capture): carried into, and its tables replaced."""
 
-    rows: dict[str, Row]
-    dirs: dict[str, bytes]
-    folders: dict[str, Folder]
+    rows: MutableMapping[str, Row]
+    dirs: MutableMapping[str, bytes]
+    folders: MutableMapping[str, Folder]
     notes: list[FidelityNote]
     links: set[str]
     walked: set[str]
     fresh: tuple[list[str], list[str], list[str]] | None
+    remade: set[str] | None
 
 
 def carry(prior: pathindex.PathIndex, result: Result, skipped: set[str]) -> None:
@@ -70,21 +72,34 @@ def _by_folder(prior: pathindex.PathIndex, result: Result) -> bool:
     index was not one a seal stored whole (a landing's rows may lie outside its folders)."""
     if not prior.exact or not prior.generation or result.fresh is None:
         return False
-    kids = pathindex.children(prior)
-    rows, dirs, folders = dict(prior.files), dict(prior.dirs), dict(prior.folders)
-    stack, remade = list(result.walked), set()
+    rows, dirs, folders = (table(t).fork() for t in (prior.files, prior.dirs, prior.folders))
+    remade = remade_folders(prior, result.walked, result.dirs)
+    for folder in remade:
+        for path in pathindex.entries_in(prior, folder):
+            rows.pop(path, None)
+            dirs.pop(path, None)
+            folders.pop(path, None)
+    rows.update(result.rows)
+    dirs.update(result.dirs)
+    folders.update(result.folders)
+    result.rows, result.dirs, result.folders = rows, dirs, folders
+    result.remade = remade
+    return True
+
+
+def remade_folders(
+    prior: pathindex.PathIndex, walked: Iterable[str], dirs_now: Mapping[str, bytes]
+) -> set[str]:
+    """The folders whose entries a walk made anew: those it `walked`, and every folder below
+    one of them that the `prior` index held and the walk no longer found (gone since), with
+    everything that was in it."""
+    stack, remade = list(walked), set()
     while stack:
         folder = stack.pop()
         if folder in remade:
             continue
         remade.add(folder)
-        for path in kids.get(folder, ()):
-            rows.pop(path, None)
-            folders.pop(path, None)
-            if dirs.pop(path, None) is not None and path not in result.dirs:
-                stack.append(path)  # gone since: what was in it goes too
-    rows.update(result.rows)
-    dirs.update(result.dirs)
-    folders.update(result.folders)
-    result.rows, result.dirs, result.folders = rows, dirs, folders
-    return True
+        for path in table(prior.dirs).children(folder):
+            if path not in dirs_now:
+                stack.append(path)
+    return remade

@@ -3,19 +3,18 @@ reading what did not change (INV-8), and, with a watcher's changed folders, skip
 the folders that did not change. It is a hint, never a fact: losing it costs a full read.
 
 Stored in the advisory index as a header row (token, policy, notes, links, and the generation
-each shard was written at) and SHARDS marshal blobs grouped by parent folder, so a seal that
-listed a few folders writes a few shards, not the whole index. Any part that does not load, or
-a header of another format or shard count, makes the whole index empty: a full read follows.
+each shard was written at) and SHARDS marshal blobs grouped by parent folder (shards.py). A
+load reads the header only, and each shard when first asked for; a seal that listed a few
+folders reads and writes a few shards, not the whole index. A header of another format or
+shard count makes the whole index empty, and a shard that does not load raises
+StaleIndexError to the reader, which starts over from an empty one: a full read follows.
 """
 
 from __future__ import annotations
 
 import marshal
 import os
-import sqlite3
-import threading
-import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +22,15 @@ import zstandard
 
 from tillage.store import index as ix
 from tillage.store.store import Store
+from tillage.workspace.shards import (
+    FORMAT,
+    SHARDS,
+    StoredShards,
+    Table,
+    encode_part,
+    shard_of_path,
+)
+from tillage.workspace.shards import StaleIndexError as _Stale
 
 # (size, mtime_ns, ctime_ns, ino, dev, mode, aux,        <- FACTS: what a stat tells
 #  content_kind, content, flags, content_size, xattrs)   <- what reading the file produced
@@ -46,22 +54,8 @@ Xattrs = tuple[tuple[bytes, bytes], ...]
 Folder = tuple[int, int, Xattrs, int, int, int, int]
 FOLDER_FACTS = 3
 
-FORMAT = 7
-# The index is stored in SHARDS rows, an entry in the one of its parent folder (a stable hash),
-# so a seal that listed a few folders rewrites only their shards. At 1M files the whole index
-# compresses to about 110 MiB: 4096 shards keep one near 27 KiB, and a one-file change (its
-# folder and the folders above it) writes a few of them.
-SHARDS = 4096
-
-
-def shard_of(folder: str) -> int:
-    """The shard that holds the entries whose parent folder is `folder` (stable across runs)."""
-    return zlib.crc32(folder.encode("utf-8", "surrogateescape")) % SHARDS
-
-
-def shard_of_path(path: str) -> int:
-    """The shard that holds the entry at `path` (its parent folder's; the root's own is "")."""
-    return shard_of(path.rpartition("/")[0])
+# Raised by a table's read of a shard that will not load (the engine's interface names it here).
+StaleIndexError = _Stale
 
 
 @dataclass
@@ -70,6 +64,7 @@ class PathIndex:
     `notes` the seal's fidelity notes as (path, reason); `links` the folders that held a
     multiply linked file (always visited); `token` names the watcher's view the index reflects
     (None: no watcher vouched for it); `policy` fingerprints the policy it was captured under.
+    The three tables are shards.Table (a mapping given is made into one).
 
     `dirty` names the shards that changed since the index was loaded (None: all of them, as
     for an index made anew); `generation` is the stored header's it was loaded from (0: none);
@@ -77,9 +72,9 @@ class PathIndex:
     `exact` tells that every file's folder is in `dirs`, so that a folder gone from `dirs`
     names every shard a removal touched."""
 
-    files: dict[str, Row] = field(default_factory=dict)
-    dirs: dict[str, bytes] = field(default_factory=dict)
-    folders: dict[str, Folder] = field(default_factory=dict)
+    files: MutableMapping[str, Row] = field(default_factory=dict)
+    dirs: MutableMapping[str, bytes] = field(default_factory=dict)
+    folders: MutableMapping[str, Folder] = field(default_factory=dict)
     notes: list[tuple[str, str]] = field(default_factory=list)
     links: frozenset[str] = frozenset()
     token: str | None = None
@@ -89,22 +84,36 @@ class PathIndex:
     stamp: bytes = field(default=b"", compare=False)
     exact: bool = field(default=False, compare=False)
     shards: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
-    # Set by a seal: the folders whose entries it made anew (or found gone), and the keys of
-    # the rows, dirs and folders it made; a dirty shard is then its stored self less those
-    # folders' entries plus those keys, with no pass over the whole index.
-    delta: tuple[set[str], tuple[list[str], list[str], list[str]]] | None = field(
-        default=None, compare=False, repr=False
-    )
-    # Each folder's entries (the keys of its files and folders), built when first asked for.
-    kids: dict[str, list[str]] | None = field(default=None, compare=False, repr=False)
+    # The stored shards the index (or the one it was made from) was loaded with: what a save
+    # compares its dirty shards with, to write nothing when they hold what is stored.
+    loaded_from: StoredShards | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.files = _table(self.files)
+        self.dirs = _table(self.dirs)
+        self.folders = _table(self.folders)
 
     def update_files(self, rows: Mapping[str, Row]) -> None:
         """Puts `rows` in, marking their shards dirty."""
         self.files.update(rows)
-        self.kids = None
         if self.dirty is not None:
             self.dirty.update(shard_of_path(p) for p in rows)
         self.exact = self.exact and all(p.rpartition("/")[0] in self.dirs for p in rows)
+
+
+def _table(entries: MutableMapping[str, Any]) -> Table[Any]:
+    return entries if isinstance(entries, Table) else Table.of(entries)
+
+
+def table(entries: MutableMapping[str, Any]) -> Table[Any]:
+    """One of an index's tables as the Table it is (PathIndex makes every one a Table)."""
+    assert isinstance(entries, Table)
+    return entries
+
+
+def entries_in(index: PathIndex, folder: str) -> list[str]:
+    """The keys of the files and folders directly in `folder`."""
+    return [*table(index.files).children(folder), *table(index.dirs).children(folder)]
 
 
 def _header(data: bytes) -> tuple[Any, ...] | None:
@@ -131,72 +140,21 @@ def _header(data: bytes) -> tuple[Any, ...] | None:
     return fields
 
 
-# The last index each of a few workspaces loaded or saved in this process, by its header's
-# stamp: a long-lived process (the watcher's daemon, which serves `till snap`) then reads only
-# the header while no other process wrote the index, instead of every shard.
-_CACHE: dict[tuple[str, str], PathIndex] = {}
-_CACHED = 4
-_CACHE_LOCK = threading.Lock()  # the daemon seals on one thread and serves `snap` on others
-
-
-def _copy(index: PathIndex) -> PathIndex:
-    """A copy whose tables can be changed without changing `index`'s."""
-    return PathIndex(
-        dict(index.files),
-        dict(index.dirs),
-        dict(index.folders),
-        list(index.notes),
-        index.links,
-        index.token,
-        index.policy,
-        None if index.dirty is None else set(index.dirty),
-        index.generation,
-        index.stamp,
-        index.exact,
-        dict(index.shards),
-        None,
-        None if index.kids is None else dict(index.kids),
-    )
-
-
-def children(index: PathIndex) -> dict[str, list[str]]:
-    """The keys of each folder's entries in `index` (files and folders), by folder; the lists
-    are never changed once made (copies of the index share them)."""
-    if index.kids is None:
-        kids: dict[str, list[str]] = {}
-        for table in (index.files, index.dirs):
-            for path in table:
-                if path:
-                    kids.setdefault(path.rpartition("/")[0], []).append(path)
-        index.kids = kids
-    return index.kids
-
-
-def _remember(store: Store, workspace_id: str, index: PathIndex) -> None:
-    key, kept = (str(store.index_path), workspace_id), _copy(index)
-    with _CACHE_LOCK:
-        _CACHE.pop(key, None)
-        while len(_CACHE) >= _CACHED:
-            del _CACHE[next(iter(_CACHE))]
-        _CACHE[key] = kept
-
-
 def load(store: Store, workspace_id: str) -> PathIndex:
-    """Returns the workspace's path index; an empty one when there is none or any part of it
-    won't load (a hint, never a fact: a full read follows, never a wrong answer)."""
+    """Returns the workspace's path index, its shards read as they are asked for; an empty one
+    when there is none or its header won't load (a hint, never a fact: a full read follows,
+    never a wrong answer)."""
     conn = store.conn
     row = conn.execute("SELECT data FROM pathindex WHERE workspace=?", (workspace_id,)).fetchone()
     fields = None if row is None else _header(row[0])
     if fields is None:
         return PathIndex()
     _fmt, _count, generation, shards, notes, links, token, policy, exact, stamp = fields
-    with _CACHE_LOCK:
-        cached = _CACHE.get((str(store.index_path), workspace_id))
-        if cached is not None and cached.stamp == stamp and cached.generation == generation:
-            index = _copy(cached)
-            index.dirty = set()
-            return index
-    index = PathIndex(
+    source = StoredShards(conn, workspace_id, shards)
+    return PathIndex(
+        Table(source, 0),
+        Table(source, 1),
+        Table(source, 2),
         notes=notes,
         links=links,
         token=token,
@@ -206,104 +164,72 @@ def load(store: Store, workspace_id: str) -> PathIndex:
         stamp=stamp,
         exact=exact,
         shards=shards,
+        loaded_from=source,
     )
-    seen = 0
-    decompress = zstandard.ZstdDecompressor().decompress
-    for shard, data in conn.execute(
-        "SELECT shard, data FROM pathshards WHERE workspace=?", (workspace_id,)
-    ):
+
+
+def readable_rows(index: PathIndex) -> Iterator[Row]:
+    """Every file row of the index that loads: a shard that does not is never trusted by a
+    seal (it starts over without the index), so its rows name nothing a seal would reuse."""
+    yield from _readable(table(index.files))
+
+
+def readable_trees(index: PathIndex) -> Iterator[bytes]:
+    """Every folder's tree ID in the index that loads (as readable_rows)."""
+    yield from _readable(table(index.dirs))
+
+
+def _readable(entries: Table[Any]) -> Iterator[Any]:
+    for shard in entries.shards():
         try:
-            part = marshal.loads(decompress(data))
-            fmt, number, written, files, dirs, folders = part
-        except (ValueError, EOFError, TypeError, zstandard.ZstdError):
-            return PathIndex()
-        if (
-            fmt != FORMAT
-            or number != shard
-            or shards.get(shard) != written
-            or not isinstance(files, dict)
-            or not isinstance(dirs, dict)
-            or not isinstance(folders, dict)
-        ):
-            return PathIndex()
-        index.files.update(files)
-        index.dirs.update(dirs)
-        index.folders.update(folders)
-        seen += 1
-    if seen != len(shards):
-        return PathIndex()  # a shard the header names is missing
-    _remember(store, workspace_id, index)
-    return index
+            part = entries.part(shard)
+        except StaleIndexError:
+            continue
+        yield from part.values()
 
 
-_Part = tuple[dict[str, Row], dict[str, bytes], dict[str, Folder]]
+def forget(store: Store, workspace_id: str) -> None:
+    """Drops the workspace's path index: its next seal reads every file."""
+    conn = store.conn
+    with ix.write_txn(conn):
+        conn.execute("DELETE FROM pathshards WHERE workspace=?", (workspace_id,))
+        conn.execute("DELETE FROM pathindex WHERE workspace=?", (workspace_id,))
 
 
-def _parts(index: PathIndex, wanted: set[int] | None) -> tuple[dict[int, _Part], bool]:
-    """The entries of the `wanted` shards (all: None), and whether every file's folder is in
-    `dirs`. One pass with no call per entry: it is the cost of a seal that grows with the
-    index (each folder is hashed once; a file's shard is its folder's)."""
-    parts: dict[int, _Part] = {}
-    where = {folder: shard_of(folder) for folder in index.dirs}
-    known = len(where)
-    for kind, table in ((0, index.files), (1, index.dirs), (2, index.folders)):
-        items: Any = table.items()
-        for path, value in items:
-            folder = path.rpartition("/")[0]
-            shard = where.get(folder)
-            if shard is None:
-                shard = where[folder] = shard_of(folder)
-            if wanted is not None and shard not in wanted:
-                continue
-            part = parts.get(shard)
-            if part is None:
-                part = parts[shard] = ({}, {}, {})
-            part[kind][path] = value
-        if kind == 0:
-            exact = len(where) == known  # no file outside the folders in `dirs`
-    return parts, exact
+def _exact(index: PathIndex) -> bool:
+    """Whether every file's folder is in `dirs` (one lookup per folder, not per file)."""
+    seen: dict[str, bool] = {}
+    dirs = index.dirs
+    for path in index.files:
+        folder = path.rpartition("/")[0]
+        known = seen.get(folder)
+        if known is None:
+            known = seen[folder] = folder in dirs
+        if not known:
+            return False
+    return True
 
 
-def _delta_parts(
-    conn: sqlite3.Connection, workspace_id: str, index: PathIndex, wanted: set[int]
-) -> dict[int, _Part] | None:
-    """The `wanted` shards from the stored ones and the seal's delta; None when a stored one
-    does not load (then the caller makes them from the whole index)."""
-    assert index.delta is not None
-    remade, fresh = index.delta
-    parts: dict[int, _Part] = {}
-    decompress = zstandard.ZstdDecompressor().decompress
-    for shard in wanted:
-        row = conn.execute(
-            "SELECT data FROM pathshards WHERE workspace=? AND shard=?", (workspace_id, shard)
-        ).fetchone()
-        stored: tuple[Any, ...] = (FORMAT, shard, index.shards.get(shard), {}, {}, {})
-        if row is not None:
-            try:
-                stored = marshal.loads(decompress(row[0]))
-            except (ValueError, EOFError, TypeError, zstandard.ZstdError):
-                return None
-        if len(stored) != 6 or stored[:3] != (FORMAT, shard, index.shards.get(shard)):
-            return None
-        parts[shard] = (
-            {p: v for p, v in stored[3].items() if p.rpartition("/")[0] not in remade},
-            {p: v for p, v in stored[4].items() if p.rpartition("/")[0] not in remade},
-            {p: v for p, v in stored[5].items() if p.rpartition("/")[0] not in remade},
-        )
-    tables: tuple[dict[str, Any], ...] = (index.files, index.dirs, index.folders)
-    for kind, keys in enumerate(fresh):
-        for path in keys:
-            shard = shard_of_path(path)
-            if shard not in wanted:
-                return None  # a key outside the dirty shards: not a delta this can apply
-            parts[shard][kind][path] = tables[kind][path]
-    return parts
+def _part(index: PathIndex, shard: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    return (
+        table(index.files).part(shard),
+        table(index.dirs).part(shard),
+        table(index.folders).part(shard),
+    )
 
 
 def save(store: Store, workspace_id: str, index: PathIndex) -> None:
     """Stores the workspace's path index: only its dirty shards when the stored one is still
-    the one it was loaded from, all of them otherwise, and the header, in one transaction."""
-    compress = zstandard.ZstdCompressor(level=1, write_checksum=True).compress
+    the one it was loaded from (and nothing at all when they and the header hold what is
+    stored already), all of them otherwise, and the header, in one transaction. An index
+    whose shards no longer load is dropped instead: the next seal reads every file."""
+    try:
+        _save(store, workspace_id, index)
+    except StaleIndexError:
+        forget(store, workspace_id)
+
+
+def _save(store: Store, workspace_id: str, index: PathIndex) -> None:
     conn = store.conn
     with ix.write_txn(conn):
         row = conn.execute(
@@ -317,33 +243,35 @@ def save(store: Store, workspace_id: str, index: PathIndex) -> None:
             or stored[9] != index.stamp
             or index.generation == 0
         )
+        if whole:
+            wanted = set(table(index.files).shards())
+            wanted.update(table(index.dirs).shards(), table(index.folders).shards())
+            exact = _exact(index)
+            shards: dict[int, int] = {}
+        else:
+            assert index.dirty is not None and stored is not None
+            wanted = set(index.dirty)
+            exact = index.exact
+            shards = dict(index.shards)
+            if _as_stored(index, stored, wanted, exact):
+                index.dirty = set()
+                return  # an idle rescan of a large tree must not rewrite megabytes
         generation = (stored[2] if stored is not None else index.generation) + 1
         stamp = os.urandom(16)
         if whole:
-            parts, exact = _parts(index, None)
-            shards: dict[int, int] = {}
             conn.execute("DELETE FROM pathshards WHERE workspace=?", (workspace_id,))
-            wanted: set[int] = set(parts)
-        else:
-            assert index.dirty is not None
-            wanted = set(index.dirty)
-            made = None if index.delta is None else _delta_parts(conn, workspace_id, index, wanted)
-            parts = _parts(index, wanted)[0] if made is None else made
-            exact = index.exact
-            shards = dict(index.shards)
         for shard in sorted(wanted):
-            found = parts.get(shard)
-            if found is None or not any(found):
+            found = _part(index, shard)
+            if not any(found):
                 shards.pop(shard, None)
                 conn.execute(
                     "DELETE FROM pathshards WHERE workspace=? AND shard=?", (workspace_id, shard)
                 )
                 continue
             shards[shard] = generation
-            data = compress(marshal.dumps((FORMAT, shard, generation, *found)))
             conn.execute(
                 "INSERT OR REPLACE INTO pathshards(workspace, shard, data) VALUES (?, ?, ?)",
-                (workspace_id, shard, data),
+                (workspace_id, shard, encode_part(shard, generation, found)),
             )
         header = (
             FORMAT,
@@ -357,10 +285,27 @@ def save(store: Store, workspace_id: str, index: PathIndex) -> None:
             exact,
             stamp,
         )
+        compress = zstandard.ZstdCompressor(level=1, write_checksum=True).compress
         conn.execute(
             "INSERT OR REPLACE INTO pathindex(workspace, data) VALUES (?, ?)",
             (workspace_id, compress(marshal.dumps(header))),
         )
     index.generation, index.stamp, index.shards = generation, stamp, shards
-    index.exact, index.dirty, index.delta = exact, set(), None
-    _remember(store, workspace_id, index)
+    index.exact, index.dirty = exact, set()
+
+
+def _as_stored(index: PathIndex, stored: tuple[Any, ...], wanted: set[int], exact: bool) -> bool:
+    """Whether the `wanted` shards of `index`, and its header, hold what is stored."""
+    if (index.notes, index.links, index.token, index.policy, exact) != tuple(stored[4:9]):
+        return False
+    source = index.loaded_from
+    if source is None:
+        return False
+    for shard in wanted:
+        if shard not in source.generations:
+            if any(_part(index, shard)):
+                return False
+            continue
+        if _part(index, shard) != source.part(shard):
+            return False
+    return True

@@ -29,9 +29,11 @@ from tillage.store.store import ObjectWriter, Store
 from tillage.workspace import pathindex, watchstate
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import Capture, Walker
+from tillage.workspace.carry import remade_folders
 from tillage.workspace.locks import workspace_lock
 from tillage.workspace.nested import catalog_roots
 from tillage.workspace.policy import POLICY_FILE, Policy
+from tillage.workspace.shards import shard_of, shard_of_path
 from tillage.workspace.trees import TREES
 
 
@@ -249,18 +251,17 @@ def seal_result_locked(
             manifest_out.update(capture.manifest)
         token = changes.token if changes is not None else None
         # Its hints name the head's objects, which no gc removes (the head keeps every byte).
-        # An index equal to the one loaded is not written again: a watcher's idle rescan
-        # over a large tree would otherwise rewrite megabytes a minute for nothing.
-        index = _index_of(walker, token, fingerprint)
-        if index != walker.prior:
-            pathindex.save(store, ws.id, index)
+        # Shards equal to the stored ones are not written again (pathindex.save): a
+        # watcher's idle rescan over a large tree would otherwise rewrite megabytes a minute.
+        pathindex.save(store, ws.id, _index_of(walker, token, fingerprint))
     return sealed
 
 
 def _index_of(walker: Walker, token: str | None, policy: bytes) -> pathindex.PathIndex:
-    """The path index a seal's walk leaves. Its dirty shards are those of the folders the walk
-    looked at again and of those gone since the last seal; every shard when the last index was
-    not one a seal stored whole (a landing's rows may lie outside its known folders)."""
+    """The path index a seal's walk leaves. Its dirty shards are those of the folders whose
+    entries the walk made anew (those it looked at again, and those gone since); every shard
+    when the last index was not one a seal stored whole (a landing's rows may lie outside its
+    known folders)."""
     capture, prior = walker.result, walker.prior
     index = pathindex.PathIndex(
         capture.rows,
@@ -273,28 +274,16 @@ def _index_of(walker: Walker, token: str | None, policy: bytes) -> pathindex.Pat
         generation=prior.generation,
         stamp=prior.stamp,
         shards=prior.shards,
+        loaded_from=prior.loaded_from,
     )
     if not prior.exact or not prior.generation:
         return index  # dirty None: every shard is written, and `exact` found anew
-    dirty = {pathindex.shard_of(folder) for folder in capture.walked}
-    gone = (prior.dirs.keys() - index.dirs.keys()) | (prior.folders.keys() - index.folders.keys())
-    for folder in gone:
-        dirty.add(pathindex.shard_of(folder))
-        dirty.add(pathindex.shard_of_path(folder))
-    index.dirty, index.exact = dirty, True
-    if capture.fresh is not None:
-        remade = capture.walked | gone
-        index.delta = (remade, capture.fresh)
-        if prior.kids is not None:  # kept up to date: the next seal need not build it
-            made: dict[str, list[str]] = {}  # new lists: the prior's are shared, never changed
-            for path in (*capture.fresh[0], *capture.fresh[1]):
-                if path:
-                    made.setdefault(path.rpartition("/")[0], []).append(path)
-            kids = dict(prior.kids)
-            for folder in remade:
-                kids.pop(folder, None)
-            kids.update(made)
-            index.kids = kids
+    remade = capture.remade
+    if remade is None:
+        remade = remade_folders(prior, capture.walked, capture.dirs)
+    index.dirty = {shard_of(folder) for folder in remade}
+    index.dirty.update(shard_of_path(folder) for folder in remade)
+    index.exact = True
     return index
 
 

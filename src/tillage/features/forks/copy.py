@@ -25,7 +25,7 @@ from tillage.workspace import nested, pathindex
 from tillage.workspace.attach import Workspace
 from tillage.workspace.capture import is_racy
 from tillage.workspace.materialize import apply_to_copy
-from tillage.workspace.pathindex import FACTS, PathIndex, Row, stat_facts
+from tillage.workspace.pathindex import FACTS, PathIndex, Row, StaleIndexError, stat_facts
 from tillage.workspace.seal import scan_live
 from tillage.workspace.trees import flatten
 
@@ -63,14 +63,20 @@ class Seeder:
     def __init__(self, parent: PathIndex) -> None:
         self.parent = parent.files
         # What the last seal counted in the whole folder (files, bytes), when it did.
-        self.folder = parent.folders.get("")
+        try:
+            self.folder = parent.folders.get("")
+        except StaleIndexError:
+            self.folder = None
         self.rows: dict[str, Row] = {}
         self.now = clock.files_now_ns()
 
     def __call__(
         self, rel: str, before: os.stat_result, after: os.stat_result, copy: os.stat_result
     ) -> None:
-        row = self.parent.get(rel)
+        try:
+            row = self.parent.get(rel)
+        except StaleIndexError:
+            return  # a shard of the base's index that won't load: the fork's seal reads it
         if row is None or row[FACTS - 1]:
             return  # unknown to the base seal, or a database with sidecars: read it
         facts = stat_facts(before)

@@ -239,9 +239,10 @@ class _Marker:
         removed). Naming an ID live costs nothing when it is gone already; only a blob is read
         (for its chunks), and one that cannot be is left to that seal to read again."""
         from tillage.errors import TillageError
+        from tillage.workspace.pathindex import readable_rows, readable_trees
 
-        self.live.update(index.dirs.values())
-        for row in index.files.values():
+        self.live.update(readable_trees(index))
+        for row in readable_rows(index):
             content_kind, content = row[7], row[8]
             if not content:
                 continue

@@ -37,6 +37,7 @@ from tillage.workspace.nested import spare_nested
 from tillage.workspace.pathindex import Row
 from tillage.workspace.policy import outside_policy, snapshot_policy
 from tillage.workspace.seal import SealOptions, seal_locked
+from tillage.workspace.shards import StaleIndexError
 from tillage.workspace.thinned import spare_missing
 from tillage.workspace.trees import flatten
 
@@ -105,7 +106,10 @@ def remember_written(ws: Workspace, written: dict[str, Row]) -> None:
     if not written:
         return
     index = pathindex.load(ws.store, ws.id)
-    index.update_files(settled(written))
+    try:
+        index.update_files(settled(written))
+    except StaleIndexError:
+        index = pathindex.PathIndex(files=settled(written))  # what the index held is lost
     pathindex.save(ws.store, ws.id, index)
 
 

@@ -1,0 +1,224 @@
+"""The path index's tables in shards by parent folder, each read from the store when first
+asked for and copied when first changed (issue 26).
+
+A seal with a watcher looks at a few folders of a million-file tree: it reads the few shards
+that hold their entries, and the index it leaves shares every other shard with the one it
+loaded, so neither memory nor time grows with the folder. A shard that does not load, or
+was written since the header it was loaded by (another generation), raises StaleIndexError:
+its reader starts over from an empty index, which means a full read, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import marshal
+import sqlite3
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import Any, TypeVar
+
+import zstandard
+
+V = TypeVar("V")
+
+FORMAT = 7
+# The index is stored in SHARDS rows, an entry in the one of its parent folder (a stable hash),
+# so a seal that listed a few folders rewrites only their shards. At 1M files the whole index
+# compresses to about 110 MiB: 4096 shards keep one near 27 KiB, and a one-file change (its
+# folder and the folders above it) writes a few of them.
+SHARDS = 4096
+
+# One shard's entries: its files' rows, its folders' tree IDs and their summaries.
+Part = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+
+
+class StaleIndexError(Exception):
+    """A shard of the loaded index is damaged, missing, or of another generation than the
+    header it was loaded by names: what the index says can no longer be trusted."""
+
+
+def shard_of(folder: str) -> int:
+    """The shard that holds the entries whose parent folder is `folder` (stable across runs)."""
+    return zlib.crc32(folder.encode("utf-8", "surrogateescape")) % SHARDS
+
+
+def shard_of_path(path: str) -> int:
+    """The shard that holds the entry at `path` (its parent folder's; the root's own is "")."""
+    return shard_of(path.rpartition("/")[0])
+
+
+def encode_part(shard: int, generation: int, part: Part) -> bytes:
+    compress = zstandard.ZstdCompressor(level=1, write_checksum=True).compress
+    return compress(marshal.dumps((FORMAT, shard, generation, *part)))
+
+
+def decode_part(data: bytes, shard: int, generation: int | None) -> Part:
+    """A stored shard's entries; StaleIndexError unless it is whole, of this format, of this
+    shard and of the generation the header names."""
+    try:
+        fields = marshal.loads(zstandard.ZstdDecompressor().decompress(data))
+        fmt, number, written, files, dirs, folders = fields
+    except (ValueError, EOFError, TypeError, zstandard.ZstdError) as exc:
+        raise StaleIndexError(f"shard {shard} does not load") from exc
+    if (
+        fmt != FORMAT
+        or number != shard
+        or written != generation
+        or not isinstance(files, dict)
+        or not isinstance(dirs, dict)
+        or not isinstance(folders, dict)
+    ):
+        raise StaleIndexError(f"shard {shard} is not the one the header names")
+    return files, dirs, folders
+
+
+class StoredShards:
+    """The shards of one stored index, as its header named them (shard -> generation), each
+    read once, when first asked for."""
+
+    def __init__(self, conn: sqlite3.Connection, workspace_id: str, generations: dict[int, int]):
+        self.conn = conn
+        self.workspace_id = workspace_id
+        self.generations = generations
+        self.read: dict[int, Part] = {}
+
+    def part(self, shard: int) -> Part:
+        found = self.read.get(shard)
+        if found is None:
+            found = self.read[shard] = self._load(shard)
+        return found
+
+    def _load(self, shard: int) -> Part:
+        generation = self.generations.get(shard)
+        if generation is None:
+            return {}, {}, {}  # the header names no such shard: nothing is in it
+        row = self.conn.execute(
+            "SELECT data FROM pathshards WHERE workspace=? AND shard=?",
+            (self.workspace_id, shard),
+        ).fetchone()
+        if row is None:
+            raise StaleIndexError(f"shard {shard} is missing")
+        return decode_part(row[0], shard, generation)
+
+
+class Table(MutableMapping[str, V]):
+    """One of the index's tables (files, dirs or folders, `kind` 0, 1 or 2), in shards by
+    parent folder: each read from `source` when first asked for, copied when first changed,
+    so a copy (`fork`) costs what is changed in it, never the table's size."""
+
+    __slots__ = ("_kind", "_last", "_mine", "_parts", "_source")
+
+    def __init__(self, source: StoredShards | None = None, kind: int = 0) -> None:
+        self._source = source
+        self._kind = kind
+        self._parts: dict[int, dict[str, V]] = {}
+        self._mine: set[int] = set()  # the parts this table made or copied: changed in place
+        self._last = ("\0", 0)  # the folder last hashed and its shard (a walk asks by folder)
+
+    @classmethod
+    def of(cls, entries: Mapping[str, V]) -> Table[V]:
+        """A table holding `entries`, stored nowhere yet."""
+        table: Table[V] = cls()
+        parts = table._parts
+        shard_by_folder: dict[str, int] = {}
+        for path, value in entries.items():
+            folder = path.rpartition("/")[0]
+            shard = shard_by_folder.get(folder)
+            if shard is None:
+                shard = shard_by_folder[folder] = shard_of(folder)
+            part = parts.get(shard)
+            if part is None:
+                part = parts[shard] = {}
+            part[path] = value
+        table._mine = set(parts)
+        return table
+
+    def _shard(self, path: str) -> int:
+        folder = path.rpartition("/")[0]
+        last_folder, last_shard = self._last
+        if folder == last_folder:
+            return last_shard
+        shard = shard_of(folder)
+        self._last = (folder, shard)
+        return shard
+
+    @property
+    def source(self) -> StoredShards | None:
+        """The stored shards this table reads from (None: made anew)."""
+        return self._source
+
+    def part(self, shard: int) -> dict[str, V]:
+        """The entries of `shard` (read-only: change them through the table)."""
+        found = self._parts.get(shard)
+        if found is None:
+            found = {} if self._source is None else self._source.part(shard)[self._kind]
+            self._parts[shard] = found
+        return found
+
+    def _own(self, shard: int) -> dict[str, V]:
+        found = self.part(shard)
+        if shard not in self._mine:
+            found = self._parts[shard] = dict(found)
+            self._mine.add(shard)
+        return found
+
+    def shards(self) -> list[int]:
+        """Every shard that may hold an entry."""
+        known = set(self._parts)
+        if self._source is not None:
+            known.update(self._source.generations)
+        return sorted(known)
+
+    def fork(self) -> Table[V]:
+        """A copy that shares every shard until one is changed in either."""
+        copy: Table[V] = Table(self._source, self._kind)
+        copy._parts = dict(self._parts)
+        # Neither may change a shared part in place any more.
+        self._mine = set()
+        return copy
+
+    def children(self, folder: str) -> list[str]:
+        """The keys of the entries directly in `folder`."""
+        return [p for p in self.part(shard_of(folder)) if p.rpartition("/")[0] == folder]
+
+    # -- the mapping ------------------------------------------------------------------------
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.part(self._shard(key)).get(key, default)
+
+    def __getitem__(self, key: str) -> V:
+        return self.part(self._shard(key))[key]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self.part(self._shard(key))
+
+    def __setitem__(self, key: str, value: V) -> None:
+        self._own(self._shard(key))[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        shard = self._shard(key)
+        if key not in self.part(shard):
+            raise KeyError(key)
+        del self._own(shard)[key]
+
+    def pop(self, key: str, default: Any = None) -> Any:
+        shard = self._shard(key)
+        if key not in self.part(shard):
+            return default
+        return self._own(shard).pop(key)
+
+    def update(self, other: Any = (), /, **kwargs: V) -> None:
+        items: Iterable[tuple[str, V]] = other.items() if isinstance(other, Mapping) else other
+        for key, value in items:
+            self[key] = value
+        for key, value in kwargs.items():
+            self[key] = value
+
+    def __iter__(self) -> Iterator[str]:
+        for shard in self.shards():
+            yield from self.part(shard)
+
+    def __len__(self) -> int:
+        return sum(len(self.part(shard)) for shard in self.shards())
+
+    def __repr__(self) -> str:
+        return f"Table({dict(self.items())!r})"
