@@ -320,7 +320,10 @@ class Walker:
         except OSError as exc:
             self._note(rel or ".", f"directory unreadable: {exc.strerror}")
             names = []
-        sidecars = {n for n in names if sidecar_base(n) is not None}
+        # (endswith first: one C call per name, the common case of no sidecar at all)
+        sidecars = {
+            n for n in names if n.endswith(SIDECAR_SUFFIXES) and sidecar_base(n) is not None
+        }
         entries: list[Entry] = []
         databases: set[str] = set()
         for name in names:
@@ -464,7 +467,8 @@ class Walker:
             return None
         perm = stat.S_IMODE(mode)
         entry: Entry | None
-        abs_path = os.path.join(abs_dir, name)
+        # A folder's path is never "" or "/"-ended but for the root "/" itself.
+        abs_path = f"{abs_dir}{name}" if abs_dir.endswith("/") else f"{abs_dir}/{name}"
         if is_dir and abs_path in self.skip_dirs:
             return None
         if is_dir:
@@ -489,7 +493,7 @@ class Walker:
                 (),
             )
         elif stat.S_ISREG(mode):
-            has_sidecars = any(name + suffix in sidecars for suffix in SIDECAR_SUFFIXES)
+            has_sidecars = bool(sidecars) and any(name + s in sidecars for s in SIDECAR_SUFFIXES)
             aux = sidecar_facts(dir_fd, name) if has_sidecars else ""
             entry = self._file(path, dir_fd, abs_path, name, st, perm, aux)
         else:
@@ -734,6 +738,9 @@ class Walker:
         return (-1, 0, 0, 0, 0, 0, aux, kind, content, 0, size, xattrs), after
 
     def _racy(self, st: os.stat_result) -> bool:
+        newest = max(st.st_mtime_ns, st.st_ctime_ns)
+        if newest < self.started_ns - RACY_WINDOW_WHOLE_SECONDS_NS:
+            return False  # older than the widest window: most files, decided without a call
         return is_racy(st.st_mtime_ns, st.st_ctime_ns, self.started_ns)
 
     def _appended_to(self, previous: Row | None, now: os.stat_result) -> list[ChunkRef] | None:
