@@ -115,6 +115,27 @@ def test_one_changed_file_rewrites_only_the_shards_of_the_folders_looked_at(
     _index_is_a_full_walks(ws)
 
 
+def test_without_a_watcher_a_one_file_change_still_writes_only_the_shards_that_differ(
+    ws: Workspace,
+) -> None:
+    """A seal with no watcher walks every folder, but of the index it writes only what the
+    change made different: a large tree's index is not rewritten for one file."""
+    _seal(ws)
+    _seal(ws)  # nothing racily clean left from the first
+    before = _stored(ws)
+    (ws.root / "t07" / "s03" / "f11.txt").write_text("changed, and longer\n")
+
+    capture = _seal(ws)
+
+    assert capture.listed == ALL_FOLDERS
+    after = _stored(ws)
+    changed = {key for key in after if after[key] != before.get(key)}
+    looked_at = {shard_of(f) for f in ("", "t07", "t07/s03")}
+    assert changed - {("pathindex", ws.id)} <= {("pathshards", s) for s in looked_at}
+    assert ("pathshards", shard_of("t07/s03")) in changed
+    _index_is_a_full_walks(ws)
+
+
 def test_a_removed_folder_leaves_no_stale_rows(ws: Workspace) -> None:
     log = _ready(ws)
     shutil.rmtree(ws.root / "t04")

@@ -250,12 +250,14 @@ def _save(store: Store, workspace_id: str, index: PathIndex) -> None:
             shards: dict[int, int] = {}
         else:
             assert index.dirty is not None and stored is not None
-            wanted = set(index.dirty)
             exact = index.exact
             shards = dict(index.shards)
-            if _as_stored(index, stored, wanted, exact):
+            # A full walk marks every shard dirty: only those that differ are written, and
+            # nothing when none does (an idle rescan of a large tree must not rewrite it).
+            wanted = _differing(index, index.dirty)
+            if not wanted and _header_as_stored(index, stored, exact):
                 index.dirty = set()
-                return  # an idle rescan of a large tree must not rewrite megabytes
+                return
         generation = (stored[2] if stored is not None else index.generation) + 1
         stamp = os.urandom(16)
         if whole:
@@ -294,18 +296,21 @@ def _save(store: Store, workspace_id: str, index: PathIndex) -> None:
     index.exact, index.dirty = exact, set()
 
 
-def _as_stored(index: PathIndex, stored: tuple[Any, ...], wanted: set[int], exact: bool) -> bool:
-    """Whether the `wanted` shards of `index`, and its header, hold what is stored."""
-    if (index.notes, index.links, index.token, index.policy, exact) != tuple(stored[4:9]):
-        return False
+def _header_as_stored(index: PathIndex, stored: tuple[Any, ...], exact: bool) -> bool:
+    return (index.notes, index.links, index.token, index.policy, exact) == tuple(stored[4:9])
+
+
+def _differing(index: PathIndex, dirty: set[int]) -> set[int]:
+    """The `dirty` shards whose entries differ from the stored ones the index was loaded with
+    (all of them when it was loaded with none)."""
     source = index.loaded_from
     if source is None:
-        return False
-    for shard in wanted:
-        if shard not in source.generations:
-            if any(_part(index, shard)):
-                return False
-            continue
-        if _part(index, shard) != source.part(shard):
-            return False
-    return True
+        return set(dirty)
+    differ = set()
+    for shard in dirty:
+        if shard in source.generations:
+            if _part(index, shard) != source.part(shard):
+                differ.add(shard)
+        elif any(_part(index, shard)):
+            differ.add(shard)
+    return differ
