@@ -21,7 +21,7 @@ from tests.helpers import make_project
 from tillage.core.progress import PAUSE, Meter, Progress
 from tillage.hosts.cli import main
 from tillage.hosts.cli.progress import ProgressPrinter
-from tillage.workspace.capture import RACY_WINDOW_NS
+from tillage.workspace.pathindex import RACY_WINDOW_NS
 
 
 class Clock:

@@ -15,8 +15,8 @@ from tillage import call
 from tillage.core import codec
 from tillage.core.models import HOLE_ID, ChunkRef, ContentKind, Entry, EntryFlag, is_hole
 from tillage.store.store import Store
-from tillage.workspace.capture import RACY_WINDOW_NS, Capture, Walker
-from tillage.workspace.pathindex import PathIndex
+from tillage.workspace.capture import Capture, Walker
+from tillage.workspace.pathindex import RACY_WINDOW_NS, PathIndex
 from tillage.workspace.policy import Policy
 from tillage.workspace.trees import flatten
 

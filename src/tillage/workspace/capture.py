@@ -37,7 +37,6 @@ from tillage.core.nesting import run_nested
 from tillage.core.paths import CONTROL_DIR, fs_decode, fs_encode, join
 from tillage.core.progress import ProgressFn, meter
 from tillage.errors import TillageError
-from tillage.platform import clock
 from tillage.store.store import ObjectWriter, Store
 from tillage.workspace.carry import carry
 from tillage.workspace.content import (
@@ -52,9 +51,11 @@ from tillage.workspace.nested import holds_control_dir
 from tillage.workspace.pathindex import (
     FACTS,
     FOLDER_FACTS,
+    RACY_WINDOW_WHOLE_SECONDS_NS,
     Folder,
     PathIndex,
     Row,
+    is_racy,
     stat_facts,
     table,
 )
@@ -69,12 +70,6 @@ from tillage.workspace.sqlite_image import (
 )
 from tillage.workspace.trees import TREES, flatten, reaches
 
-# A file modified this close to the start of a capture may change again within the file
-# system's timestamp granularity without its facts changing: it is re-read next time. Linux
-# file systems with nanosecond timestamps tick with the coarse clock (at most 10 ms); a file
-# whose timestamps have no sub-second part is on a file system that keeps whole seconds.
-RACY_WINDOW_NS = 50_000_000
-RACY_WINDOW_WHOLE_SECONDS_NS = 2_000_000_000
 READ_RETRIES = 3
 
 # Every open is relative to its folder's descriptor and never follows a symlink, so the walk
@@ -127,6 +122,10 @@ class Capture:
     # Of a delta walk that carried the rest: the folders whose entries it made anew (those it
     # walked and those gone since, with what was in them).
     remade: set[str] | None = None
+    # The folders the watcher told by name: the names looked at again in each (the rest of
+    # their entries, `kept`, are the last seal's, left out of rows/dirs/folders until carried).
+    told: dict[str, set[str]] = field(default_factory=dict)
+    kept: list[str] = field(default_factory=list)
     # What the walk cost the file system: folders listed and names stat'ed.
     listed: int = 0
     statted: int = 0
@@ -308,11 +307,12 @@ class Walker:
         """Captures the open folder `fd` (a step of _walk_tree); only the descriptors of the
         folders above it are open meanwhile, so memory and descriptors grow with depth, not
         with the tree."""
-        self.result.walked.add(rel)
         kept = self._unchanged_entries(rel)
         if kept is not None:
+            self.result.told[rel] = kept[1]
             partial = yield from self._partial(rel, fd, abs_dir, *kept)
             return self._tree(rel, partial)
+        self.result.walked.add(rel)
         self.result.listed += 1
         try:
             with os.scandir(fd) as it:
@@ -404,25 +404,23 @@ class Walker:
         return entries
 
     def _keep(self, path: str, entry: Entry) -> None:
-        """Counts an unchanged entry in, with what the last seal recorded of it."""
+        """Counts an unchanged entry in, with what the last seal recorded of it (its rows are
+        carried with the rest: carry.py)."""
         result = self.result
+        result.kept.append(path)
         if entry.kind is EntryKind.DIR:
             known = self.prior.folders[path]
             self.skipped.add(path)
             result.files += known[0]
             result.total_bytes += known[1]
-            result.dirs[path] = entry.content
-            result.folders[path] = known
             if result.manifest is not None and reaches(path, self.manifest_scopes):
                 assert self.trees is not None
                 result.manifest.update(
                     flatten(self.trees, entry.content, self.manifest_scopes, prefix=path)
                 )
         elif entry.kind is EntryKind.FILE:
-            row = self.previous[path]
-            result.rows[path] = row
             result.files += 1
-            result.total_bytes += row[10]
+            result.total_bytes += self.previous[path][10]
         elif entry.kind is EntryKind.SYMLINK:
             result.files += 1
         if entry.kind is not EntryKind.DIR:  # a skipped folder's own notes come by carry()
@@ -782,22 +780,3 @@ class Walker:
 
     def _note(self, path: str, reason: str) -> None:
         self.result.notes.append(FidelityNote(path, reason))
-
-
-def is_racy(mtime_ns: int, ctime_ns: int, now_ns: int) -> bool:
-    """Tells whether a later change could leave a file's facts unchanged (INV-8): it changed
-    within the file system's timestamp granularity of `now_ns`."""
-    whole_seconds = mtime_ns % 1_000_000_000 == 0 and ctime_ns % 1_000_000_000 == 0
-    window = RACY_WINDOW_WHOLE_SECONDS_NS if whole_seconds else RACY_WINDOW_NS
-    return max(mtime_ns, ctime_ns) >= now_ns - window
-
-
-def settled(written: Mapping[str, Row]) -> dict[str, Row]:
-    """Path-index rows of files just written (a rewind, a merge, a materialized snapshot),
-    racily-clean ones marked with facts that never match (INV-8), so that the next seal skips
-    reading the rest and reads those again."""
-    now = clock.files_now_ns()
-    return {
-        path: (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
-        for path, row in written.items()
-    }

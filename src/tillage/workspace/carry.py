@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Protocol
 
 from tillage.core.models import FidelityNote
+from tillage.core.paths import join
 from tillage.workspace import pathindex
 from tillage.workspace.pathindex import Folder, Row, table
 
@@ -29,12 +30,14 @@ class Result(Protocol):
     walked: set[str]
     fresh: tuple[list[str], list[str], list[str]] | None
     remade: set[str] | None
+    told: dict[str, set[str]]
+    kept: list[str]
 
 
 def carry(prior: pathindex.PathIndex, result: Result, skipped: set[str]) -> None:
     """Adds to the walk's `result` what the `prior` index recorded below the folders it
     `skipped`; each folder's answer to "below a skipped one?" is remembered."""
-    if not skipped:
+    if not skipped and not result.kept:
         return
     below: dict[str, bool] = {"": False}
 
@@ -63,6 +66,7 @@ def carry(prior: pathindex.PathIndex, result: Result, skipped: set[str]) -> None
                 folder = prior.folders.get(path)
                 if folder is not None:
                     result.folders[path] = folder
+        _put_kept(prior, result)
     result.notes.extend(FidelityNote(p, r) for p, r in prior.notes if under(p))
     result.links.update(p for p in prior.links if under(p))
 
@@ -73,12 +77,13 @@ def _by_folder(prior: pathindex.PathIndex, result: Result) -> bool:
     if not prior.exact or not prior.generation or result.fresh is None:
         return False
     rows, dirs, folders = (table(t).fork() for t in (prior.files, prior.dirs, prior.folders))
-    remade = remade_folders(prior, result.walked, result.dirs)
-    for folder in remade:
-        for path in pathindex.entries_in(prior, folder):
-            rows.pop(path, None)
-            dirs.pop(path, None)
-            folders.pop(path, None)
+    remade = remade_folders(prior, result.walked, result.told, result.dirs)
+    dropped = [path for folder in remade for path in pathindex.entries_in(prior, folder)]
+    dropped.extend(join(folder, name) for folder, names in result.told.items() for name in names)
+    for path in dropped:
+        rows.pop(path, None)
+        dirs.pop(path, None)
+        folders.pop(path, None)
     rows.update(result.rows)
     dirs.update(result.dirs)
     folders.update(result.folders)
@@ -87,13 +92,36 @@ def _by_folder(prior: pathindex.PathIndex, result: Result) -> bool:
     return True
 
 
+def _put_kept(prior: pathindex.PathIndex, result: Result) -> None:
+    """The kept entries of the folders told by name, as the last index recorded them."""
+    for path in result.kept:
+        row = prior.files.get(path)
+        if row is not None:
+            result.rows[path] = row
+        tid = prior.dirs.get(path)
+        if tid is not None:
+            result.dirs[path] = tid
+            folder = prior.folders.get(path)
+            if folder is not None:
+                result.folders[path] = folder
+
+
 def remade_folders(
-    prior: pathindex.PathIndex, walked: Iterable[str], dirs_now: Mapping[str, bytes]
+    prior: pathindex.PathIndex,
+    walked: Iterable[str],
+    told: Mapping[str, set[str]],
+    dirs_now: Mapping[str, bytes],
 ) -> set[str]:
-    """The folders whose entries a walk made anew: those it `walked`, and every folder below
-    one of them that the `prior` index held and the walk no longer found (gone since), with
-    everything that was in it."""
-    stack, remade = list(walked), set()
+    """The folders whose entries a walk made anew: those it `walked` (listed whole), and every
+    folder below one of them, or `told` by name, that the `prior` index held and the walk no
+    longer found (gone since), with everything that was in it."""
+    stack = list(walked)
+    for folder, names in told.items():
+        for name in names:
+            path = join(folder, name)
+            if path not in dirs_now and path in prior.dirs:
+                stack.append(path)
+    remade: set[str] = set()
     while stack:
         folder = stack.pop()
         if folder in remade:

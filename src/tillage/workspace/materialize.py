@@ -20,11 +20,11 @@ from tillage.platform.fs import current_umask, pwrite_all
 from tillage.store.rows import SnapshotRow
 from tillage.store.store import Store
 from tillage.workspace.attach import Workspace
-from tillage.workspace.capture import Walker, settled
+from tillage.workspace.capture import Walker
 from tillage.workspace.journal.applier import Applier
 from tillage.workspace.locks import using_store
 from tillage.workspace.nested import inside_control_dir
-from tillage.workspace.pathindex import PathIndex, Row, stat_facts
+from tillage.workspace.pathindex import PathIndex, Row, settled, stat_facts
 from tillage.workspace.policy import Policy
 from tillage.workspace.sqlite_image import SIDECAR_SUFFIXES
 from tillage.workspace.trees import chunks_of, flatten

@@ -20,6 +20,7 @@ from typing import Any
 
 import zstandard
 
+from tillage.platform import clock
 from tillage.store import index as ix
 from tillage.store.store import Store
 from tillage.workspace.shards import (
@@ -40,6 +41,13 @@ Row = tuple[
 ]
 FACTS = 7
 Facts = tuple[int, int, int, int, int, int, str]
+
+# A file modified this close to the start of a capture may change again within the file
+# system's timestamp granularity without its facts changing: it is re-read next time. Linux
+# file systems with nanosecond timestamps tick with the coarse clock (at most 10 ms); a file
+# whose timestamps have no sub-second part is on a file system that keeps whole seconds.
+RACY_WINDOW_NS = 50_000_000
+RACY_WINDOW_WHOLE_SECONDS_NS = 2_000_000_000
 
 
 def stat_facts(st: os.stat_result, aux: str = "") -> Facts:
@@ -314,3 +322,22 @@ def _differing(index: PathIndex, dirty: set[int]) -> set[int]:
         elif any(_part(index, shard)):
             differ.add(shard)
     return differ
+
+
+def is_racy(mtime_ns: int, ctime_ns: int, now_ns: int) -> bool:
+    """Tells whether a later change could leave a file's facts unchanged (INV-8): it changed
+    within the file system's timestamp granularity of `now_ns`."""
+    whole_seconds = mtime_ns % 1_000_000_000 == 0 and ctime_ns % 1_000_000_000 == 0
+    window = RACY_WINDOW_WHOLE_SECONDS_NS if whole_seconds else RACY_WINDOW_NS
+    return max(mtime_ns, ctime_ns) >= now_ns - window
+
+
+def settled(written: Mapping[str, Row]) -> dict[str, Row]:
+    """Path-index rows of files just written (a rewind, a merge, a materialized snapshot),
+    racily-clean ones marked with facts that never match (INV-8), so that the next seal skips
+    reading the rest and reads those again."""
+    now = clock.files_now_ns()
+    return {
+        path: (row[0], -1, *row[2:]) if is_racy(row[1], row[2], now) else row
+        for path, row in written.items()
+    }

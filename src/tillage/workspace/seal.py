@@ -280,8 +280,8 @@ def _index_of(walker: Walker, token: str | None, policy: bytes) -> pathindex.Pat
         return index  # dirty None: every shard is written, and `exact` found anew
     remade = capture.remade
     if remade is None:
-        remade = remade_folders(prior, capture.walked, capture.dirs)
-    index.dirty = {shard_of(folder) for folder in remade}
+        remade = remade_folders(prior, capture.walked, capture.told, capture.dirs)
+    index.dirty = {shard_of(folder) for folder in (*remade, *capture.told)}
     index.dirty.update(shard_of_path(folder) for folder in remade)
     index.exact = True
     return index

@@ -23,9 +23,9 @@ V = TypeVar("V")
 FORMAT = 7
 # The index is stored in SHARDS rows, an entry in the one of its parent folder (a stable hash),
 # so a seal that listed a few folders rewrites only their shards. At 1M files the whole index
-# compresses to about 110 MiB: 4096 shards keep one near 27 KiB, and a one-file change (its
+# compresses to about 110 MiB: 16,384 shards keep one near 7 KiB, and a one-file change (its
 # folder and the folders above it) writes a few of them.
-SHARDS = 4096
+SHARDS = 16384
 
 # One shard's entries: its files' rows, its folders' tree IDs and their summaries.
 Part = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]

@@ -23,9 +23,15 @@ from tillage.store.rows import SnapshotRow
 from tillage.store.store import Store
 from tillage.workspace import nested, pathindex
 from tillage.workspace.attach import Workspace
-from tillage.workspace.capture import is_racy
 from tillage.workspace.materialize import apply_to_copy
-from tillage.workspace.pathindex import FACTS, PathIndex, Row, StaleIndexError, stat_facts
+from tillage.workspace.pathindex import (
+    FACTS,
+    PathIndex,
+    Row,
+    StaleIndexError,
+    is_racy,
+    stat_facts,
+)
 from tillage.workspace.seal import scan_live
 from tillage.workspace.trees import flatten
 

@@ -29,12 +29,11 @@ from tillage.platform.folders import remove_temp_files
 from tillage.store.rows import SnapshotRow
 from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace
-from tillage.workspace.capture import settled
 from tillage.workspace.errors import MergeStoppedError, RewindStoppedError
 from tillage.workspace.journal.applier import Applier
 from tillage.workspace.journal.intents import pre_trigger, remove_intent, write_intent
 from tillage.workspace.nested import spare_nested
-from tillage.workspace.pathindex import Row
+from tillage.workspace.pathindex import Row, settled
 from tillage.workspace.policy import outside_policy, snapshot_policy
 from tillage.workspace.seal import SealOptions, seal_locked
 from tillage.workspace.shards import StaleIndexError
