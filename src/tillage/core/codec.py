@@ -132,18 +132,26 @@ def _raw_entries(view: memoryview) -> list[_RawEntry]:
     return entries
 
 
+# Enum members by value: calling an enum class per entry cost a watcher's delta seal more
+# than reading the tree (an unknown value still goes through the call, which rejects it).
+_ENTRY_KIND_OF = {int(k): k for k in EntryKind}
+_CONTENT_KIND_OF = {int(k): k for k in ContentKind}
+_FLAGS_OF = {int(f): f for f in (EntryFlag.NONE, EntryFlag.SQLITE_IMAGE, EntryFlag.HARDLINK)}
+
+
 def _decode_tree(view: memoryview) -> list[Entry]:
+    kinds, contents, flag_sets = _ENTRY_KIND_OF, _CONTENT_KIND_OF, _FLAGS_OF
     return [
         Entry(
             name=name,
-            kind=EntryKind(kind),
+            kind=kinds[kind] if kind in kinds else EntryKind(kind),
             mode=mode,
             size=size,
             mtime_ns=mtime_ns,
-            content_kind=ContentKind(ck),
+            content_kind=contents[ck] if ck in contents else ContentKind(ck),
             content=content,
             xattrs=xattrs,
-            flags=EntryFlag(flags),
+            flags=flag_sets[flags] if flags in flag_sets else EntryFlag(flags),
             link=link,
         )
         for name, kind, flags, mode, size, mtime_ns, ck, content, xattrs, link in _raw_entries(view)
