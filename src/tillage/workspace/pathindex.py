@@ -50,10 +50,25 @@ RACY_WINDOW_NS = 50_000_000
 RACY_WINDOW_WHOLE_SECONDS_NS = 2_000_000_000
 
 
+# One int object per device and per mode seen: a walk keeps a row per file, a million of
+# them at scale, and most share both (as a fresh file's ctime is its mtime).
+_SHARED: dict[int, int] = {}
+
+
 def stat_facts(st: os.stat_result, aux: str = "") -> Facts:
     """What a stat tells of a file, in a row's FACTS order: equal facts mean an unchanged file
     (unless it was racily clean, INV-8)."""
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode, aux)
+    mtime, ctime, dev, mode = st.st_mtime_ns, st.st_ctime_ns, st.st_dev, st.st_mode
+    shared = _SHARED
+    return (
+        st.st_size,
+        mtime,
+        mtime if ctime == mtime else ctime,
+        st.st_ino,
+        shared.setdefault(dev, dev),
+        shared.setdefault(mode, mode),
+        aux,
+    )
 
 
 Xattrs = tuple[tuple[bytes, bytes], ...]
