@@ -338,11 +338,11 @@ def run_tillage(
     return out
 
 
-def pristine(root: Path, edits: Edits) -> None:
-    """Undo what a tool and its delta steps changed in the tree."""
+def pristine(root: Path, edits: Edits, top: set[str]) -> None:
+    """Undo what a tool and its delta steps changed in the tree (`top`: its entries before)."""
     edits.restore()
     shutil.rmtree(root / ".tillage", ignore_errors=True)
-    left = sorted(set(os.listdir(root)) - {"node_modules", "package.json", million_tree.STAMP})
+    left = sorted(set(os.listdir(root)) - top)
     if left:
         raise BenchError(f"the tree holds {left} after a tool ran: remove them and rerun")
 
@@ -350,7 +350,7 @@ def pristine(root: Path, edits: Edits) -> None:
 def prepare_tree(args: argparse.Namespace, scratch: Path, log: Log) -> tuple[Path, dict[str, Any]]:
     """The tree to seal: the kept one when its stamp matches, else a fresh build."""
     root = (args.tree or scratch / "tree").resolve()
-    if million_tree.reusable(root, args.files, args.seed):
+    if million_tree.reusable(root, args.files, args.seed, args.fanout):
         log(f"reusing the tree in {root}")
     else:
         if root.exists() and any(root.iterdir()):
@@ -360,7 +360,7 @@ def prepare_tree(args: argparse.Namespace, scratch: Path, log: Log) -> tuple[Pat
             shutil.rmtree(root)
         log(f"building {args.files} files (seed {args.seed}) in {root}")
         started = time.perf_counter()
-        million_tree.build(root, args.files, args.seed)
+        million_tree.build(root, args.files, args.seed, args.fanout)
         os.sync()
         log(f"built in {time.perf_counter() - started:.0f} s (os.sync included)")
     stamp = million_tree.read_stamp(root)
@@ -479,6 +479,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--files", type=int, default=1_000_000, help="files in the tree")
     parser.add_argument("--seed", type=int, default=0, help="the tree's seed")
     parser.add_argument(
+        "--fanout",
+        type=int,
+        default=million_tree.FANOUT,
+        help="top-level packages per project's node_modules (0: one flat node_modules)",
+    )
+    parser.add_argument(
         "--tree", type=Path, help="keep the built tree here; reused when its stamp matches"
     )
     parser.add_argument(
@@ -526,6 +532,7 @@ def benchmark(args: argparse.Namespace, scratch: Path, log: Log) -> dict[str, An
     versions = {name: RUNNERS[name].version() for name in ready}
     root, stamp = prepare_tree(args, scratch, log)
     edits = Edits(root, list(stamp["edit_candidates"]))
+    top = set(os.listdir(root))
     million_tree.write_stamp(root, {**stamp, "clean": False})  # in use until put back
     results: dict[str, Any] = {"tools": {}, "failed": {}}
     try:
@@ -546,7 +553,7 @@ def benchmark(args: argparse.Namespace, scratch: Path, log: Log) -> dict[str, An
                 tlog(f"FAILED: {exc}")
                 results["failed"][name] = str(exc)
             finally:
-                pristine(root, edits)
+                pristine(root, edits, top)
                 shutil.rmtree(run_dir, ignore_errors=True)
     finally:
         edits.restore()
@@ -610,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
 
     def log(message: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+        print(f"{time.strftime('%H:%M:%SZ', time.gmtime())} {message}", file=sys.stderr, flush=True)
 
     if args.workdir:
         args.workdir.mkdir(parents=True, exist_ok=True)

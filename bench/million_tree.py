@@ -6,13 +6,16 @@ one os.open/os.write/os.close: no per-file text generation, no pathlib, no buffe
 objects. The shape follows the tree the issue measured (1,001,431 files in 126,785 folders,
 about 8 files per folder): packages with package.json, index.js, README.md, often a LICENSE,
 a lib/ of modules (sometimes a sub-folder), some scoped (@scope/name), some with their own
-nested node_modules/.
+nested node_modules/. By default the packages sit in the node_modules/ of many projects
+(projects/pNNN/, a workspace monorepo: no folder holds more than FANOUT packages), because npm
+never puts 40,000 packages in one folder; `--fanout 0` builds one flat node_modules/ instead,
+which makes the widest folder hold about 2.5% of all files.
 
 A stamp file (`STAMP`, one of the N files) records the size, seed and generator version, the
 tree's statistics and a list of files in distinct folders for the benchmark to edit, so a
 kept tree is reused only when it was built the same way and left clean.
 
-    python bench/million_tree.py DIR [--files N] [--seed S]   # prints the stamp's statistics
+    python bench/million_tree.py DIR [--files N] [--seed S] [--fanout F]  # prints its stamp
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 STAMP = ".bench-tree.json"
-GENERATOR = 1  # bump when the shape or the bytes change: a kept tree is then rebuilt
+GENERATOR = 2  # bump when the shape or the bytes change: a kept tree is then rebuilt
+FANOUT = 2000  # top-level packages per project's node_modules/ (0: one flat node_modules/)
 CANDIDATES = 4096  # files in distinct folders offered to the benchmark's edits
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 
@@ -101,6 +105,8 @@ class _Builder:
     folders: int = 0
     size: int = 0
     packages: int = 0
+    projects: int = 0
+    entries: dict[str, int] = field(default_factory=dict)  # node_modules folder -> entries
     per_folder: list[str] = field(default_factory=list)  # one file of each folder with files
     scopes: set[str] = field(default_factory=set)
 
@@ -142,6 +148,7 @@ class _Builder:
         """One package under `parent` (a node_modules folder), and its nested packages."""
         self.packages += 1
         name = self.name()
+        here = parent
         if self.rng.random() < 0.12:
             scope = f"@{self.rng.choice(_SCOPES)}"
             scope_rel = f"{parent}/{scope}"
@@ -149,10 +156,13 @@ class _Builder:
                 if not self.mkdir(scope_rel):
                     return
                 self.scopes.add(scope_rel)
+                self.entries[parent] = self.entries.get(parent, 0) + 1
+            here = scope_rel
             name = f"{scope}/{name}"
         rel = f"{parent}/{name}"
         if not self.mkdir(rel):
             return
+        self.entries[here] = self.entries.get(here, 0) + 1
         rng = self.rng
         deps = [self.name() for _ in range(rng.randrange(4))]
         meta: dict[str, Any] = {
@@ -182,9 +192,10 @@ class _Builder:
                 self.package(f"{rel}/node_modules", depth + 1)
 
 
-def build(root: Path, files: int, seed: int) -> dict[str, Any]:
+def build(root: Path, files: int, seed: int, fanout: int = FANOUT) -> dict[str, Any]:
     """Write `files` files (the stamp included) under the empty or absent `root`; returns the
-    stamp it wrote."""
+    stamp it wrote. With `fanout` > 0 the tree is a monorepo: projects/pNNN/ each with its own
+    node_modules/ of at most `fanout` top-level packages; with 0, one flat node_modules/."""
     root.mkdir(parents=True, exist_ok=True)
     if any(root.iterdir()):
         raise ValueError(f"{root} is not empty")
@@ -192,9 +203,22 @@ def build(root: Path, files: int, seed: int) -> dict[str, Any]:
     b = _Builder(str(root), max(1, files - 1), rng, _Pools.make(rng))
     b.folders = 1  # the root
     b.write("package.json", b'{"name": "bench-million", "private": true}\n')
-    b.mkdir("node_modules")
-    while not b.full():
-        b.package("node_modules", 0)
+    if fanout <= 0:
+        b.mkdir("node_modules")
+        while not b.full():
+            b.package("node_modules", 0)
+    else:
+        b.mkdir("projects")
+        while not b.full():
+            project = f"projects/p{b.projects:03d}"
+            b.projects += 1
+            if not b.mkdir(project):
+                break
+            b.write(f"{project}/package.json", f'{{"name": "{project[9:]}"}}\n'.encode())
+            if not b.mkdir(f"{project}/node_modules"):
+                break
+            for _ in range(fanout):
+                b.package(f"{project}/node_modules", 0)
     pick = random.Random(seed + 1)
     candidates = b.per_folder[:: max(1, len(b.per_folder) // CANDIDATES)][:CANDIDATES]
     pick.shuffle(candidates)
@@ -202,9 +226,11 @@ def build(root: Path, files: int, seed: int) -> dict[str, Any]:
         "generator": GENERATOR,
         "files": b.files + 1,
         "seed": seed,
+        "fanout": fanout,
         "folders": b.folders,
         "bytes": b.size,
         "packages": b.packages,
+        "widest_folder": max(b.entries.values(), default=0),
         "clean": True,
         "edit_candidates": candidates,
     }
@@ -228,7 +254,7 @@ def read_stamp(root: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def reusable(root: Path, files: int, seed: int) -> bool:
+def reusable(root: Path, files: int, seed: int, fanout: int = FANOUT) -> bool:
     """True when `root` was built by this generator with these parameters and left clean."""
     stamp = read_stamp(root)
     return bool(
@@ -236,6 +262,7 @@ def reusable(root: Path, files: int, seed: int) -> bool:
         and stamp.get("generator") == GENERATOR
         and stamp.get("files") == files
         and stamp.get("seed") == seed
+        and stamp.get("fanout") == fanout
         and stamp.get("clean") is True
     )
 
@@ -245,8 +272,9 @@ def main() -> int:
     parser.add_argument("dir", type=Path)
     parser.add_argument("--files", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fanout", type=int, default=FANOUT)
     args = parser.parse_args()
-    stamp = build(args.dir, args.files, args.seed)
+    stamp = build(args.dir, args.files, args.seed, args.fanout)
     stamp.pop("edit_candidates")
     json.dump(stamp, sys.stdout, indent=1)
     print()
