@@ -58,6 +58,7 @@ DEBOUNCE_MS = 3_600_000  # the watcher never seals on its own while a step is ti
 STATUS_RUNS = 7
 WIDE = 100  # files (each in its own folder) changed before the wide delta seal
 START_WAIT_S = 1800.0  # how long a `till watch` that gave up is given to come up anyway
+GONE_S = 15.0  # ... unless `till status` shows no watcher, not even a starting one, this long
 COLUMNS = ("tillage", "tillage+watch", "borg", "restic")
 TOOL_NAMES = ("tillage", "borg", "restic")  # `tillage` runs both tillage columns
 Log = Callable[[str], None]
@@ -106,6 +107,19 @@ class MillionBorg(Borg):
     def delta_seal(self) -> None:
         self.archives += 1
         self.exec(["borg", "create", "-C", "zstd,3", f"{self.store}::a{self.archives}", "."])
+
+
+class Watched(TillageWatched):
+    """tillage+watch; with `max_watches`, its watcher acts as if inotify allowed only that
+    many watches (tillage's test hook), to measure what happens beyond the limit."""
+
+    max_watches: int | None = None
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        if self.max_watches is not None:
+            env |= {"TILLAGE_WATCH_DEBUG": "1", "TILLAGE_WATCH_MAX_WATCHES": str(self.max_watches)}
+        return env
 
 
 RUNNERS: dict[str, type[Tool]] = {"tillage": Tillage, "borg": MillionBorg, "restic": Restic}
@@ -208,12 +222,15 @@ def start_watcher(tool: TillageWatched, log: Log) -> tuple[Step, dict[str, Any],
         failed = str(exc).splitlines()[0][:300]
         step = Step(0.0, 0.0, 0.0, 0, [{"error": str(exc)[:2000]}])
         log(f"`till watch` failed: {failed}")
+    seen = time.perf_counter()
     while True:
         watcher = watcher_of(tool)
         if watcher.get("pid") and watcher.get("mode") not in (None, "starting"):
             break
-        if time.perf_counter() - started > START_WAIT_S:
-            raise BenchError(f"tillage: no watcher {START_WAIT_S:.0f} s after `till watch`")
+        now = time.perf_counter()
+        seen = now if watcher else seen
+        if now - started > START_WAIT_S or now - seen > GONE_S:
+            raise BenchError(f"tillage: no watcher {now - started:.0f} s after `till watch`")
         time.sleep(0.5)
     if failed is None:
         return step, watcher, None
@@ -231,7 +248,7 @@ def idle(tool: TillageWatched, pid: int, seconds: float) -> dict[str, float]:
     cpu0, io0, t0 = proc_cpu_seconds(pid), proc_write_bytes(pid), time.perf_counter()
     time.sleep(seconds)
     cpu1, io1, t1 = proc_cpu_seconds(pid), proc_write_bytes(pid), time.perf_counter()
-    rss = int(proc_field(f"/proc/{pid}/status", "VmRSS").split()[0]) / 1024
+    rss = _kib(pid, "VmRSS") / 1024
     return {
         "idle_cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
         "idle_write_bytes": float(io1 - io0),
@@ -259,6 +276,9 @@ def watched(
     )
     limit = int(Path("/proc/sys/fs/inotify/max_user_watches").read_text())
     extra["max_user_watches"] = limit
+    if isinstance(tool, Watched) and tool.max_watches is not None:
+        limit = min(limit, tool.max_watches)
+        extra["max_watches_pretended"] = tool.max_watches
     if limit < folders:
         extra["beyond_limit"] = {k: watcher.get(k) for k in ("mode", "reason", "unwatched")}
     first = timed(tool, tool.delta_seal)  # the first seal against the watcher's change log
@@ -282,14 +302,29 @@ def watched(
         run_measured(status, cwd=tool.ws, env=tool.env()).seconds for _ in range(STATUS_RUNS)
     ]
     rows["status_s"] = statistics.median(samples)
+    rows["daemon_rss_mib"] = _kib(pid, "VmRSS") / 1024
+    rows["daemon_peak_rss_mib"] = _kib(pid, "VmHWM") / 1024
     if args.idle_seconds > 0:
+        # As run.py does: the idle watcher has its default debounce, so a stray event would
+        # be sealed inside the window; its start is timed too (the tree is sealed, unchanged).
+        tool.till("watch", "--stop")
+        restart = timed(tool, partial(tool.till, "watch"))
+        pid = int(watcher_of(tool)["pid"])
+        extra["idle_watcher_start"] = asdict(restart)
+        rows["watch_restart_s"] = restart.seconds
+        time.sleep(min(2.0, args.idle_seconds))  # let the restart settle first
         rows.update(idle(tool, pid, args.idle_seconds))
         log(
-            f"idle {args.idle_seconds:.0f} s: {rows['idle_cpu_pct']:.2f}% CPU, "
-            f"{rows['idle_write_bytes']:.0f} B written, RSS {rows['idle_rss_mib']:.0f} MiB"
+            f"idle {args.idle_seconds:.0f} s (restarted in {restart.seconds:.1f} s): "
+            f"{rows['idle_cpu_pct']:.2f}% CPU, {rows['idle_write_bytes']:.0f} B written, "
+            f"RSS {rows['idle_rss_mib']:.0f} MiB"
         )
-    rows["daemon_peak_rss_mib"] = int(proc_field(f"/proc/{pid}/status", "VmHWM").split()[0]) / 1024
     return {"rows": rows, **extra, "status_samples": samples}
+
+
+def _kib(pid: int, field: str) -> int:
+    """A KiB figure of /proc/PID/status (VmRSS, VmHWM)."""
+    return int(proc_field(f"/proc/{pid}/status", field).split()[0])
 
 
 def stop_watcher(tool: TillageWatched, root: Path, log: Log) -> None:
@@ -330,7 +365,8 @@ def run_tillage(
     out: dict[str, Any] = {"tillage": cold_and_delta(alone, edits, args, log)}
     if args.no_watch:
         return out
-    tool = TillageWatched(run_dir, root)  # the same TILLAGE_HOME: the workspace is sealed
+    tool = Watched(run_dir, root)  # the same TILLAGE_HOME: the workspace is sealed
+    tool.max_watches = args.max_watches
     try:
         out["tillage+watch"] = watched(tool, edits, args, folders, log)
     finally:
@@ -381,6 +417,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("↳ store growth (MiB)", "delta_growth_mib", "{:.2f}"),
     ("`till watch` start (s)", "watch_start_s", "{:.1f}"),
     ("↳ inotify watches", "watches", "{:.0f}"),
+    ("↳ again, default debounce, before the idle window (s)", "watch_restart_s", "{:.1f}"),
     ("delta seal, 1 file, watcher: p50 (s)", "delta1_p50", "{:.2f}"),
     ("delta seal, 1 file, watcher: p95 (s)", "delta1_p95", "{:.2f}"),
     ("↳ written per seal, median (MiB)", "delta1_write_mib", "{:.2f}"),
@@ -395,7 +432,8 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("idle watcher disk writes (bytes)", "idle_write_bytes", "{:.0f}"),
     ("idle watcher RSS (MiB)", "idle_rss_mib", "{:.0f}"),
     ("idle watcher snapshots added", "idle_snapshots", "{:.0f}"),
-    ("watcher daemon peak RSS, VmHWM (MiB)", "daemon_peak_rss_mib", "{:.0f}"),
+    ("watcher RSS after the timed seals (MiB)", "daemon_rss_mib", "{:.0f}"),
+    ("↳ its peak, VmHWM (MiB)", "daemon_peak_rss_mib", "{:.0f}"),
 )
 
 
@@ -500,6 +538,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--tools", default=",".join(TOOL_NAMES), help="comma list of tillage,borg,restic"
     )
     parser.add_argument("--no-watch", action="store_true", help="skip the tillage+watch column")
+    parser.add_argument(
+        "--max-watches",
+        type=int,
+        help="the watcher acts as if inotify allowed only N watches (rescan mode beyond it)",
+    )
     parser.add_argument("--till", help="command that runs till (default: python -m tillage)")
     parser.add_argument(
         "--workdir", type=Path, help="parent of the scratch dir (stores; the tree unless --tree)"
@@ -599,6 +642,11 @@ def report(results: dict[str, Any], args: argparse.Namespace, argv: list[str]) -
             f"fs.inotify.max_user_watches {w['max_user_watches']}, "
             f"{tree['folders']} folders; timed seals: {args.runs} per width."
         )
+        if "max_watches_pretended" in w:
+            lines.append(
+                f"The watcher ran as if inotify allowed {w['max_watches_pretended']} watches "
+                "(--max-watches)."
+            )
         if "beyond_limit" in w:
             lines.append(
                 f"Beyond the inotify limit, `till status` says: {json.dumps(w['beyond_limit'])}"
