@@ -59,6 +59,8 @@ STATUS_RUNS = 7
 WIDE = 100  # files (each in its own folder) changed before the wide delta seal
 START_WAIT_S = 1800.0  # how long a `till watch` that gave up is given to come up anyway
 GONE_S = 15.0  # ... unless `till status` shows no watcher, not even a starting one, this long
+TREE_BYTES_PER_FILE = 4_800  # allocated on ext4: a 4 KiB block per file, folders, the stamp
+STORE_BYTES_PER_FILE = 2_000  # room for the largest store (one is deleted before the next)
 COLUMNS = ("tillage", "tillage+watch", "borg", "restic")
 TOOL_NAMES = ("tillage", "borg", "restic")  # `tillage` runs both tillage columns
 Log = Callable[[str], None]
@@ -307,7 +309,9 @@ def watched(
     if args.idle_seconds > 0:
         # As run.py does: the idle watcher has its default debounce, so a stray event would
         # be sealed inside the window; its start is timed too (the tree is sealed, unchanged).
+        stopping = time.perf_counter()
         tool.till("watch", "--stop")
+        extra["stop_s"] = time.perf_counter() - stopping
         restart = timed(tool, partial(tool.till, "watch"))
         pid = int(watcher_of(tool)["pid"])
         extra["idle_watcher_start"] = asdict(restart)
@@ -383,6 +387,16 @@ def pristine(root: Path, edits: Edits, top: set[str]) -> None:
         raise BenchError(f"the tree holds {left} after a tool ran: remove them and rerun")
 
 
+def room(where: Path, need: int, inodes: int, what: str) -> None:
+    """Stop before starting when the file system cannot hold `what`."""
+    st = os.statvfs(where)
+    if st.f_bavail * st.f_frsize < need or st.f_favail < inodes:
+        raise SystemExit(
+            f"{where} has {st.f_bavail * st.f_frsize / 2**30:.1f} GiB and {st.f_favail:,} "
+            f"inodes free; {what} needs about {need / 2**30:.1f} GiB and {inodes:,} inodes"
+        )
+
+
 def prepare_tree(args: argparse.Namespace, scratch: Path, log: Log) -> tuple[Path, dict[str, Any]]:
     """The tree to seal: the kept one when its stamp matches, else a fresh build."""
     root = (args.tree or scratch / "tree").resolve()
@@ -394,6 +408,8 @@ def prepare_tree(args: argparse.Namespace, scratch: Path, log: Log) -> tuple[Pat
                 raise SystemExit(f"{root} is not empty and was not built by bench/million.py")
             log(f"{root} was built otherwise or left in use: rebuilding it")
             shutil.rmtree(root)
+        root.mkdir(parents=True, exist_ok=True)
+        room(root, args.files * TREE_BYTES_PER_FILE, int(args.files * 1.2), "the tree")
         log(f"building {args.files} files (seed {args.seed}) in {root}")
         started = time.perf_counter()
         million_tree.build(root, args.files, args.seed, args.fanout)
@@ -573,6 +589,7 @@ def benchmark(args: argparse.Namespace, scratch: Path, log: Log) -> dict[str, An
             log(f"SKIP {name}: {exc}")
     load_before = os.getloadavg()[0]
     versions = {name: RUNNERS[name].version() for name in ready}
+    room(scratch, args.files * STORE_BYTES_PER_FILE, 10_000, "the largest store")
     root, stamp = prepare_tree(args, scratch, log)
     edits = Edits(root, list(stamp["edit_candidates"]))
     top = set(os.listdir(root))
@@ -602,8 +619,10 @@ def benchmark(args: argparse.Namespace, scratch: Path, log: Log) -> dict[str, An
         edits.restore()
         million_tree.write_stamp(root, stamp)
     tree = {k: v for k, v in stamp.items() if k != "edit_candidates"}
+    machine = machine_facts(scratch, load_before)
+    machine["tree_fs"] = machine_facts(root)["workdir_fs"]
     return {
-        "machine": machine_facts(scratch, load_before),
+        "machine": machine,
         "versions": versions,
         "skipped": skipped,
         "tree": {**tree, "path": str(root)},
