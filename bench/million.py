@@ -595,8 +595,10 @@ def benchmark(args: argparse.Namespace, scratch: Path, log: Log) -> dict[str, An
     top = set(os.listdir(root))
     million_tree.write_stamp(root, {**stamp, "clean": False})  # in use until put back
     results: dict[str, Any] = {"tools": {}, "failed": {}}
+    clean = True  # the tree is as built, until a tool starts
     try:
         for name in ready:
+            clean = False
             run_dir = scratch / name
             run_dir.mkdir()
             tlog: Log = partial(lambda n, m: log(f"[{n}] {m}"), name)
@@ -613,11 +615,13 @@ def benchmark(args: argparse.Namespace, scratch: Path, log: Log) -> dict[str, An
                 tlog(f"FAILED: {exc}")
                 results["failed"][name] = str(exc)
             finally:
-                pristine(root, edits, top)
                 shutil.rmtree(run_dir, ignore_errors=True)
+                pristine(root, edits, top)
+                clean = True
     finally:
         edits.restore()
-        million_tree.write_stamp(root, stamp)
+        if clean:  # else the stamp keeps saying "in use": a later run rebuilds the tree
+            million_tree.write_stamp(root, stamp)
     tree = {k: v for k, v in stamp.items() if k != "edit_candidates"}
     machine = machine_facts(scratch, load_before)
     machine["tree_fs"] = machine_facts(root)["workdir_fs"]
@@ -675,10 +679,19 @@ def report(results: dict[str, Any], args: argparse.Namespace, argv: list[str]) -
     return "\n".join(lines)
 
 
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run it; 1 if a tool failed, 3 (with --fail-on-target) when a target is missed."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    # Ctrl-C, and SIGTERM (a `kill`, a timeout), unwind through the finally blocks that stop
+    # the watcher and put the tree back; a shell's background job would otherwise ignore
+    # SIGINT, and SIGTERM would end the run with a daemon left over the tree.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminated)
     if args.till:
         Tillage.command = shlex.split(args.till)
     began = time.monotonic()
@@ -692,6 +705,9 @@ def main(argv: list[str] | None = None) -> int:
     log(f"scratch dir: {scratch}")
     try:
         results = benchmark(args, scratch, log)
+    except BenchError as exc:
+        log(f"FAILED: {exc}")
+        return 1
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     results["elapsed_s"] = time.monotonic() - began
