@@ -39,6 +39,7 @@ class Proc:
     max_rss_kib: int
     stdout: str
     stderr: str
+    out_blocks: int = 0  # ru_oublock: 512-byte blocks the child itself wrote to storage
 
 
 def run_measured(argv: list[str], cwd: Path, env: dict[str, str]) -> Proc:
@@ -70,6 +71,7 @@ def run_measured(argv: list[str], cwd: Path, env: dict[str, str]) -> Proc:
             max_rss_kib=usage.ru_maxrss,
             stdout=out.read().decode(errors="replace"),
             stderr=err.read().decode(errors="replace"),
+            out_blocks=usage.ru_oublock,
         )
 
 
@@ -183,6 +185,20 @@ def proc_field(path: str, key: str) -> str:
     except OSError:
         pass
     return "unknown"
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds a running process has used so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_write_bytes(pid: int) -> int:
+    """Bytes a running process caused to be written to storage (/proc/PID/io write_bytes)."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("write_bytes:"):
+            return int(line.split()[1])
+    return 0
 
 
 def _memory() -> str:

@@ -51,7 +51,9 @@ from measure import (
     durable_sync,
     machine_facts,
     manifest,
+    proc_cpu_seconds,
     proc_field,
+    proc_write_bytes,
     run_measured,
     tree_bytes,
     verify,
@@ -233,27 +235,13 @@ def watch_figures(
     return figures
 
 
-def _proc_cpu_s(pid: int) -> float:
-    """User plus system CPU seconds a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _proc_io_writes(pid: int) -> int:
-    """Bytes the process caused to be written to storage (/proc/PID/io write_bytes)."""
-    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-        if line.startswith("write_bytes:"):
-            return int(line.split()[1])
-    return 0
-
-
 def idle_cost(tool: TillageWatched, pid: int, seconds: float) -> dict[str, float]:
     """The watcher's CPU, disk writes, memory and snapshots over `seconds` of a quiet folder."""
     before = tool.till("timeline", "-n", "1")["snapshots"][0]["id"]
     time.sleep(2)  # let the restart settle before the window opens
-    cpu0, io0, t0 = _proc_cpu_s(pid), _proc_io_writes(pid), time.perf_counter()
+    cpu0, io0, t0 = proc_cpu_seconds(pid), proc_write_bytes(pid), time.perf_counter()
     time.sleep(seconds)
-    cpu1, io1, t1 = _proc_cpu_s(pid), _proc_io_writes(pid), time.perf_counter()
+    cpu1, io1, t1 = proc_cpu_seconds(pid), proc_write_bytes(pid), time.perf_counter()
     rss_kib = int(proc_field(f"/proc/{pid}/status", "VmRSS").split()[0])
     after = tool.till("timeline", "-n", "1")["snapshots"][0]["id"]
     return {
