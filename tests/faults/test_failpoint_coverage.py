@@ -7,6 +7,7 @@ from pathlib import Path
 
 import tillage
 from tests.faults.harness import GC_FAILPOINTS, REWIND_FAILPOINTS, SEAL_FAILPOINTS
+from tests.faults.test_pack_rotation_crashes import ROTATION_FAILPOINTS
 from tests.forks.test_fork_crash import FORK_FAILPOINTS, REMOVE_FAILPOINTS
 from tests.merge.test_merge import MERGE_FAILPOINTS
 from tests.oplog.test_undo_crashes import RESTORE_FAILPOINTS, UNDO_FAILPOINTS
@@ -40,6 +41,7 @@ def test_every_failpoint_in_the_code_is_exercised_by_a_fault_test() -> None:
     # gc's in tests/faults/test_gc_crashes.py.
     covered = set(SEAL_FAILPOINTS) | set(REWIND_FAILPOINTS) | {"rewind.after_staging"}
     covered |= set(GC_FAILPOINTS)
+    covered |= set(ROTATION_FAILPOINTS)  # tests/faults/test_pack_rotation_crashes.py
     covered |= set(FORK_FAILPOINTS) | set(REMOVE_FAILPOINTS) | set(MERGE_FAILPOINTS)
     covered |= set(CLONE_FAILPOINTS)  # tests/sync/test_clone.py
     covered |= set(PULL_FAILPOINTS)  # tests/sync/test_sync_faults.py

@@ -578,8 +578,8 @@ def test_a_seal_killed_at_a_random_moment_loses_nothing_and_its_bytes_are_given_
 # yet -- reporting on the pipe argv[1] and waiting for a byte on the pipe argv[2].
 ROTATING_SEAL_SCRIPT = (
     "import os, sys\n"
-    "import tillage.store.store as store\n"
-    "store.PACK_TARGET_BYTES = 4 << 20\n"
+    "import tillage.store.writer as writer\n"
+    "writer.PACK_TARGET_BYTES = 4 << 20\n"
     "from tillage.platform import failpoints\n"
     "fsyncs = []\n"
     "def pause():\n"

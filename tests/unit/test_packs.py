@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -268,3 +270,45 @@ def test_records_a_writer_appends_are_found_by_a_scan_and_read_back(tmp_path: Pa
             assert reader.read(loc, expect_id=object_hash(kind, raw)) == (kind, raw)
     finally:
         reader.close()
+
+
+def test_a_writer_writes_out_what_it_holds_without_a_second_copy_of_it(tmp_path: Path) -> None:
+    """Thousands of small records (more than one writev takes) and one large one: every record
+    lands where append said, and writing them out costs no copy of the buffered bytes."""
+    rng = random.Random(5)
+    raws = [(1, rng.randbytes(40)) for _ in range(3000)] + [(1, rng.randbytes(1 << 20))]
+    records = [_record(kind, raw) for kind, raw in raws]
+    writer = PackWriter(tmp_path)
+    locations = [writer.append(record) for record in records]
+    held = sum(len(r) for r in records)
+    tracemalloc.start()
+    try:
+        writer.sync()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    writer.close()
+    assert peak < held // 4, (peak, held)
+    scan = scan_pack(writer.path)
+    assert scan.damaged == []
+    assert [r.location for r in scan.records] == locations
+
+
+def test_records_cut_by_short_writes_land_whole_where_append_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = os.writev
+
+    def short(fd: int, buffers: list[bytes]) -> int:
+        return real(fd, [memoryview(b"".join(bytes(b) for b in buffers))[:777]])
+
+    monkeypatch.setattr(os, "writev", short)
+    rng = random.Random(6)
+    raws = [(1, rng.randbytes(rng.randrange(1, 3000))) for _ in range(200)]
+    writer = PackWriter(tmp_path)
+    locations = [writer.append(_record(kind, raw)) for kind, raw in raws]
+    writer.sync()
+    writer.close()
+    scan = scan_pack(writer.path)
+    assert scan.damaged == []
+    assert [r.location for r in scan.records] == locations

@@ -13,10 +13,8 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections import deque
 from pathlib import Path
 
-from tillage.core.format import PACK_TARGET_BYTES
 from tillage.errors import IntegrityError
 from tillage.platform import clock, failpoints
 from tillage.platform.errors import DiskFullError
@@ -28,9 +26,6 @@ from tillage.store.marker import MARKER, check_format, marker_bytes
 from tillage.store.packs import (
     Location,
     PackReader,
-    PackWriter,
-    Pending,
-    encode_batch,
     iter_packs,
     scan_pack,
 )
@@ -50,13 +45,13 @@ from tillage.store.rows import (
     commit_row,
     snapshot_row,
 )
+from tillage.store.writer import PackingWriter
 
 # The command line opens a store on most calls: what only the type checker or a seal's
 # compression pool needs is not imported at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from concurrent.futures import Future, ThreadPoolExecutor
     from contextlib import AbstractContextManager
     from typing import Any
 
@@ -665,135 +660,10 @@ class Store:
         return total
 
 
-class ObjectWriter:
-    """Writes new objects into this writer's own pack; nothing is referenced before `commit`.
+class ObjectWriter(PackingWriter):
+    """A seal's writer (store/writer.py) over this store, which a seal also reads through."""
 
-    Compression runs on a small thread pool (zstd releases the GIL). Small objects travel in
-    batches so dispatch does not cost more than compressing them; batches are appended in
-    submission order, so a pack's layout does not depend on timing.
-    """
-
-    WINDOW = 6
-    BATCH_BYTES = 1 << 20
-    BATCH_COUNT = 512
+    store: Store
 
     def __init__(self, store: Store) -> None:
-        self.store = store
-        self._pack: PackWriter | None = None
-        self._pool: ThreadPoolExecutor | None = None
-        self._batch: list[Pending] = []
-        self._batch_bytes = 0
-        self._inflight: deque[tuple[list[Pending], Future[list[bytes]]]] = deque()
-        self._rows: list[ix.ObjectRow] = []
-        self._seen: set[bytes] = set()
-        self._uncommitted: list[PackWriter] = []
-
-    def _intact(self, object_id: bytes, loc: Location) -> bool:
-        if not self.store.intact(object_id, loc):
-            return False  # never dedup against a damaged copy of bytes we hold: write them again
-        self._seen.add(object_id)
-        return True
-
-    def put(self, kind: int, object_id: bytes, raw: bytes | memoryview) -> None:
-        """Stores `raw` under `object_id` unless the store already holds it.
-
-        Whether it does is asked once per batch, not once per object: a source tree is
-        thousands of small objects.
-        """
-        self._queue((kind, object_id, bytes(raw), len(raw), False))
-
-    def put_record(self, kind: int, object_id: bytes, record: bytes, raw_size: int) -> None:
-        """Stores a record the caller proved (decode_record) as it is: not compressed again."""
-        self._queue((kind, object_id, record, raw_size, True))
-
-    def _queue(self, pending: Pending) -> None:
-        if pending[1] in self._seen:
-            return
-        self._seen.add(pending[1])
-        self._batch.append(pending)
-        self._batch_bytes += len(pending[2])
-        if self._batch_bytes >= self.BATCH_BYTES or len(self._batch) >= self.BATCH_COUNT:
-            self._submit()
-
-    def _submit(self) -> None:
-        if not self._batch:
-            return
-        batch, self._batch, self._batch_bytes = self._batch, [], 0
-        stored = self.store.locations([p[1] for p in batch])
-        batch = [p for p in batch if p[1] not in stored or not self._intact(p[1], stored[p[1]])]
-        if not batch:
-            return
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tillage-zstd")
-        self._inflight.append((batch, self._pool.submit(encode_batch, batch)))
-        if len(self._inflight) > self.WINDOW:
-            self._drain(1)
-
-    def _drain(self, n: int | None = None) -> None:
-        while self._inflight and (n is None or n > 0):
-            batch, future = self._inflight.popleft()
-            for (kind, object_id, _d, size, _e), record in zip(batch, future.result(), strict=True):
-                loc = self._current_pack().append(record)
-                self._rows.append((object_id, kind, loc.pack, loc.offset, loc.length, size))
-            if n is not None:
-                n -= 1
-
-    def _current_pack(self) -> PackWriter:
-        if self._pack is not None and self._pack.size >= PACK_TARGET_BYTES:
-            # INV-3: a pack's lock is released only once its objects are indexed (after the
-            # fsync, INV-2): a pack nobody holds and nothing indexes is a dead writer's, and
-            # verify reclaims it. Indexed, it is referenced, so a failed seal keeps it.
-            self._pack.sync()
-            self._index_rows()
-            self._uncommitted.remove(self._pack)
-            self._pack.close()
-            self._pack = None
-        if self._pack is None:
-            self._pack = PackWriter(self.store.packs_dir)
-            self._uncommitted.append(self._pack)
-        return self._pack
-
-    def _index_rows(self) -> None:
-        """Records where the objects written so far live; their packs are synced already."""
-        if self._rows:
-            with ix.write_txn(self.store.conn):
-                ix.insert_objects(self.store.conn, self._rows)
-            self._rows.clear()
-
-    def commit(self) -> None:
-        """Makes every new object durable, then visible in the index (INV-2)."""
-        self._submit()
-        self._drain()
-        if self._pack is not None:
-            self._pack.sync()
-        failpoints.hit("objects.after_pack_fsync")
-        self._index_rows()
-        # Committed packs are referenced now: later objects go to a new pack, so that an
-        # abandoned writer only ever deletes packs nothing points at.
-        if self._pack is not None:
-            self._pack.close()
-            self._pack = None
-        self._uncommitted.clear()
-
-    def close(self) -> None:
-        """Ends the writer; packs written since the last commit are deleted (nothing references
-        them), so a seal that failed, e.g. on a full disk, gives its space back."""
-        for _batch, future in self._inflight:
-            future.cancel()
-        self._inflight.clear()
-        self._batch.clear()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-        for pack in self._uncommitted:
-            pack.discard()
-        self._uncommitted.clear()
-        self._pack = None
-
-    def __enter__(self) -> ObjectWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__(store)
