@@ -24,7 +24,13 @@ from tillage.workspace.capture import Capture, Walker
 from tillage.workspace.pathindex import PathIndex
 from tillage.workspace.policy import Policy
 from tillage.workspace.seal import SealOptions, seal_result
-from tillage.workspace.shards import StaleIndexError, StoredShards, shard_of
+from tillage.workspace.shards import (
+    MIN_SHARDS,
+    StaleIndexError,
+    StoredShards,
+    shard_of,
+    shards_for,
+)
 
 TOP, SUBS, FILES = 12, 10, 20  # 12 * 10 folders of 20 files: 2,400 files in 133 folders
 ALL_FOLDERS = 1 + TOP + TOP * SUBS
@@ -72,6 +78,11 @@ def _stored(ws: Workspace) -> dict[tuple[str, object], bytes]:
     return rows
 
 
+def _shard(ws: Workspace, folder: str) -> int:
+    """The shard of `folder`'s entries in the workspace's stored index."""
+    return shard_of(folder, pathindex.load(ws.store, ws.id).count)
+
+
 def _full(ws: Workspace) -> Capture:
     return Walker(ws.root, Policy.load(ws.root), PathIndex(), None, ws.store.tmp_dir, 0).run()
 
@@ -108,9 +119,9 @@ def test_one_changed_file_rewrites_only_the_shards_of_the_folders_looked_at(
     rewritten = sum(len(after[key]) for key in changed)
     assert rewritten * 10 < sum(len(data) for data in after.values())
     # The header, and at most the shards of t07/s03 (its files) and of those above it.
-    looked_at = {shard_of(f) for f in ("", "t07", "t07/s03")}
+    looked_at = {_shard(ws, f) for f in ("", "t07", "t07/s03")}
     assert changed - {("pathindex", ws.id)} <= {("pathshards", s) for s in looked_at}
-    assert ("pathshards", shard_of("t07/s03")) in changed
+    assert ("pathshards", _shard(ws, "t07/s03")) in changed
     assert capture.read_files >= 1
     _index_is_a_full_walks(ws)
 
@@ -130,9 +141,9 @@ def test_without_a_watcher_a_one_file_change_still_writes_only_the_shards_that_d
     assert capture.listed == ALL_FOLDERS
     after = _stored(ws)
     changed = {key for key in after if after[key] != before.get(key)}
-    looked_at = {shard_of(f) for f in ("", "t07", "t07/s03")}
+    looked_at = {_shard(ws, f) for f in ("", "t07", "t07/s03")}
     assert changed - {("pathindex", ws.id)} <= {("pathshards", s) for s in looked_at}
-    assert ("pathshards", shard_of("t07/s03")) in changed
+    assert ("pathshards", _shard(ws, "t07/s03")) in changed
     _index_is_a_full_walks(ws)
 
 
@@ -152,7 +163,7 @@ def _damage(ws: Workspace, folder: str) -> None:
     with ix.write_txn(ws.store.conn):
         ws.store.conn.execute(
             "UPDATE pathshards SET data=? WHERE workspace=? AND shard=?",
-            (b"\x28\xb5\x2f\xfd not really zstd", ws.id, shard_of(folder)),
+            (b"\x28\xb5\x2f\xfd not really zstd", ws.id, _shard(ws, folder)),
         )
 
 
@@ -180,7 +191,7 @@ def test_a_seal_that_reaches_a_damaged_shard_reads_everything_and_stores_it_whol
         with ix.write_txn(ws.store.conn):
             ws.store.conn.execute(
                 "DELETE FROM pathshards WHERE workspace=? AND shard=?",
-                (ws.id, shard_of("t02/s05")),
+                (ws.id, _shard(ws, "t02/s05")),
             )
     (ws.root / "t02" / "s05" / "f00.txt").write_text("changed\n")
     log.note("t02/s05", "f00.txt")
@@ -230,7 +241,7 @@ def test_a_one_file_seal_reads_only_the_shards_of_the_folders_it_looks_at(
 
     _seal(ws)
 
-    assert read and set(read) <= {shard_of(f) for f in ("", "t07", "t07/s03")}
+    assert read and set(read) <= {_shard(ws, f) for f in ("", "t07", "t07/s03")}
     _index_is_a_full_walks(ws)
 
 
@@ -316,3 +327,34 @@ def test_seals_of_changes_of_every_kind_store_what_a_full_walk_sees(ws: Workspac
             log.note(t, f"r{step}")
         _seal(ws)
         _index_is_a_full_walks(ws)
+
+
+def test_a_small_workspace_keeps_its_index_in_few_shards(ws: Workspace) -> None:
+    """Thousands of near-empty shards would each cost a compressed frame and a row: the
+    store of a small workspace would be larger for nothing."""
+    _seal(ws)
+    index = pathindex.load(ws.store, ws.id)
+    assert index.count == shards_for(TOP * SUBS * FILES) == MIN_SHARDS
+    assert len(index.shards) <= MIN_SHARDS
+
+
+def test_a_workspace_that_grows_gets_more_shards_and_stays_exact(ws: Workspace) -> None:
+    """A delta seal's cost follows the size of the shards it touches: a folder grown past
+    four times what its count was chosen for is stored anew in more shards."""
+    log = _ready(ws)
+    for n in range(12):
+        grown = ws.root / "grown" / f"g{n:02d}"
+        grown.mkdir(parents=True)
+        for f in range(600):
+            (grown / f"x{f:03d}.txt").write_text(f"{n}.{f}\n")
+    log.note("", "grown")
+
+    _seal(ws)
+
+    index = pathindex.load(ws.store, ws.id)
+    assert index.count == shards_for(TOP * SUBS * FILES + 12 * 600) >= 4 * MIN_SHARDS
+    _index_is_a_full_walks(ws)
+    (ws.root / "t01" / "s01" / "f01.txt").write_text("after\n")
+    log.note("t01/s01", "f01.txt")
+    assert _seal(ws).listed == 0  # a delta seal again, in the new shards
+    _index_is_a_full_walks(ws)

@@ -25,6 +25,6 @@ HOLE_MAX = 1 << 31
 ZSTD_LEVEL = 2
 # Objects up to this size (most of a source tree) are compressed harder; it costs little.
 SMALL_OBJECT_MAX = 64 * 1024
-ZSTD_LEVEL_SMALL = 5
+ZSTD_LEVEL_SMALL = 6
 # A pack is closed and a new one started past this size.
 PACK_TARGET_BYTES = 256 * 1024 * 1024

@@ -3,7 +3,7 @@ reading what did not change (INV-8), and, with a watcher's changed folders, skip
 the folders that did not change. It is a hint, never a fact: losing it costs a full read.
 
 Stored in the advisory index as a header row (token, policy, notes, links, and the generation
-each shard was written at) and SHARDS marshal blobs grouped by parent folder (shards.py). A
+each shard was written at) and marshal blobs grouped by parent folder (shards.py). A
 load reads the header only, and each shard when first asked for; a seal that listed a few
 folders reads and writes a few shards, not the whole index. A header of another format or
 shard count makes the whole index empty, and a shard that does not load raises
@@ -25,11 +25,13 @@ from tillage.store import index as ix
 from tillage.store.store import Store
 from tillage.workspace.shards import (
     FORMAT,
-    SHARDS,
+    MIN_SHARDS,
     StoredShards,
     Table,
     encode_part,
     shard_of_path,
+    shards_for,
+    valid_count,
 )
 from tillage.workspace.shards import StaleIndexError as _Stale
 
@@ -110,22 +112,26 @@ class PathIndex:
     # The stored shards the index (or the one it was made from) was loaded with: what a save
     # compares its dirty shards with, to write nothing when they hold what is stored.
     loaded_from: StoredShards | None = field(default=None, compare=False, repr=False)
+    # How many shards the tables are kept in (shards.shards_for; a loaded index's own).
+    count: int = field(default=MIN_SHARDS, compare=False)
 
     def __post_init__(self) -> None:
-        self.files = _table(self.files)
-        self.dirs = _table(self.dirs)
-        self.folders = _table(self.folders)
+        self.files = _table(self.files, self.count)
+        self.dirs = _table(self.dirs, self.count)
+        self.folders = _table(self.folders, self.count)
 
     def update_files(self, rows: Mapping[str, Row]) -> None:
         """Puts `rows` in, marking their shards dirty."""
         self.files.update(rows)
         if self.dirty is not None:
-            self.dirty.update(shard_of_path(p) for p in rows)
+            self.dirty.update(shard_of_path(p, self.count) for p in rows)
         self.exact = self.exact and all(p.rpartition("/")[0] in self.dirs for p in rows)
 
 
-def _table(entries: MutableMapping[str, Any]) -> Table[Any]:
-    return entries if isinstance(entries, Table) else Table.of(entries)
+def _table(entries: MutableMapping[str, Any], count: int) -> Table[Any]:
+    if isinstance(entries, Table) and entries.count == count:
+        return entries
+    return Table.of(entries, count)  # regrouped: its entries as they are, in `count` shards
 
 
 def table(entries: MutableMapping[str, Any]) -> Table[Any]:
@@ -149,7 +155,7 @@ def _header(data: bytes) -> tuple[Any, ...] | None:
         return None  # an older format (FORMAT 6 was one blob of 8 fields): read in full once
     _fmt, count, generation, shards, notes, links, token, policy, exact, stamp = fields
     if (
-        count != SHARDS
+        not valid_count(count)
         or not isinstance(stamp, bytes)
         or not isinstance(generation, int)
         or not isinstance(shards, dict)
@@ -172,8 +178,8 @@ def load(store: Store, workspace_id: str) -> PathIndex:
     fields = None if row is None else _header(row[0])
     if fields is None:
         return PathIndex()
-    _fmt, _count, generation, shards, notes, links, token, policy, exact, stamp = fields
-    source = StoredShards(conn, workspace_id, shards)
+    _fmt, count, generation, shards, notes, links, token, policy, exact, stamp = fields
+    source = StoredShards(conn, workspace_id, count, shards)
     return PathIndex(
         Table(source, 0),
         Table(source, 1),
@@ -188,6 +194,7 @@ def load(store: Store, workspace_id: str) -> PathIndex:
         exact=exact,
         shards=shards,
         loaded_from=source,
+        count=count,
     )
 
 
@@ -265,8 +272,10 @@ def _save(store: Store, workspace_id: str, index: PathIndex) -> None:
             or stored[2] != index.generation
             or stored[9] != index.stamp
             or index.generation == 0
+            or _outgrown(index)
         )
         if whole:
+            _regroup(index, shards_for(len(index.files)))
             wanted = set(table(index.files).shards())
             wanted.update(table(index.dirs).shards(), table(index.folders).shards())
             exact = _exact(index)
@@ -300,7 +309,7 @@ def _save(store: Store, workspace_id: str, index: PathIndex) -> None:
             )
         header = (
             FORMAT,
-            SHARDS,
+            index.count,
             generation,
             shards,
             index.notes,
@@ -317,6 +326,21 @@ def _save(store: Store, workspace_id: str, index: PathIndex) -> None:
         )
     index.generation, index.stamp, index.shards = generation, stamp, shards
     index.exact, index.dirty = exact, set()
+
+
+def _outgrown(index: PathIndex) -> bool:
+    """Whether the folder grew past four times what its shard count was chosen for (then the
+    index is stored anew in more shards: a delta seal's cost follows the shards' size)."""
+    root = index.folders.get("")
+    return root is not None and shards_for(root[0]) >= index.count * 4
+
+
+def _regroup(index: PathIndex, count: int) -> None:
+    if count != index.count:
+        index.count = count
+        index.files = _table(dict(index.files), count)
+        index.dirs = _table(dict(index.dirs), count)
+        index.folders = _table(dict(index.folders), count)
 
 
 def _header_as_stored(index: PathIndex, stored: tuple[Any, ...], exact: bool) -> bool:

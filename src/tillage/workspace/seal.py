@@ -275,14 +275,16 @@ def _index_of(walker: Walker, token: str | None, policy: bytes) -> pathindex.Pat
         stamp=prior.stamp,
         shards=prior.shards,
         loaded_from=prior.loaded_from,
+        count=prior.count,
     )
     if not prior.exact or not prior.generation:
         return index  # dirty None: every shard is written, and `exact` found anew
     remade = capture.remade
     if remade is None:
         remade = remade_folders(prior, capture.walked, capture.told, capture.dirs)
-    index.dirty = {shard_of(folder) for folder in (*remade, *capture.told)}
-    index.dirty.update(shard_of_path(folder) for folder in remade)
+    count = index.count
+    index.dirty = {shard_of(folder, count) for folder in (*remade, *capture.told)}
+    index.dirty.update(shard_of_path(folder, count) for folder in remade)
     index.exact = True
     return index
 

@@ -21,11 +21,16 @@ import zstandard
 V = TypeVar("V")
 
 FORMAT = 7
-# The index is stored in SHARDS rows, an entry in the one of its parent folder (a stable hash),
-# so a seal that listed a few folders rewrites only their shards. At 1M files the whole index
-# compresses to about 110 MiB: 16,384 shards keep one near 7 KiB, and a one-file change (its
-# folder and the folders above it) writes a few of them.
-SHARDS = 16384
+# The index is stored in `count` rows (its shards), an entry in the one of its parent folder
+# (a stable hash), so a seal that listed a few folders rewrites only their shards. The count
+# follows the folder's size, about FILES_PER_SHARD files a shard, a power of two from
+# MIN_SHARDS to MAX_SHARDS: at 1M files the whole index compresses to about 110 MiB, and
+# 16,384 shards keep one near 7 KiB (a one-file change writes a few of them); a small
+# workspace's index is not spread over thousands of near-empty rows (every one a compressed
+# frame and a row's overhead: its store would be larger for nothing).
+MIN_SHARDS = 64
+MAX_SHARDS = 16384
+FILES_PER_SHARD = 64
 
 # One shard's entries: its files' rows, its folders' tree IDs and their summaries.
 Part = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
@@ -36,14 +41,27 @@ class StaleIndexError(Exception):
     header it was loaded by names: what the index says can no longer be trusted."""
 
 
-def shard_of(folder: str) -> int:
+def shards_for(files: int) -> int:
+    """How many shards an index of `files` files is stored in."""
+    count = MIN_SHARDS
+    while count < MAX_SHARDS and count * FILES_PER_SHARD < files:
+        count *= 2
+    return count
+
+
+def valid_count(count: object) -> bool:
+    """Whether a stored header's shard count is one this version makes."""
+    return isinstance(count, int) and MIN_SHARDS <= count <= MAX_SHARDS and count & (count - 1) == 0
+
+
+def shard_of(folder: str, count: int) -> int:
     """The shard that holds the entries whose parent folder is `folder` (stable across runs)."""
-    return zlib.crc32(folder.encode("utf-8", "surrogateescape")) % SHARDS
+    return zlib.crc32(folder.encode("utf-8", "surrogateescape")) % count
 
 
-def shard_of_path(path: str) -> int:
+def shard_of_path(path: str, count: int) -> int:
     """The shard that holds the entry at `path` (its parent folder's; the root's own is "")."""
-    return shard_of(path.rpartition("/")[0])
+    return shard_of(path.rpartition("/")[0], count)
 
 
 def encode_part(shard: int, generation: int, part: Part) -> bytes:
@@ -75,8 +93,11 @@ class StoredShards:
     """The shards of one stored index, as its header named them (shard -> generation), each
     read once, when first asked for."""
 
-    def __init__(self, conn: sqlite3.Connection, workspace_id: str, generations: dict[int, int]):
+    def __init__(
+        self, conn: sqlite3.Connection, workspace_id: str, count: int, generations: dict[int, int]
+    ):
         self.conn = conn
+        self.count = count
         self.workspace_id = workspace_id
         self.generations = generations
         self.read: dict[int, Part] = {}
@@ -105,26 +126,29 @@ class Table(MutableMapping[str, V]):
     parent folder: each read from `source` when first asked for, copied when first changed,
     so a copy (`fork`) costs what is changed in it, never the table's size."""
 
-    __slots__ = ("_kind", "_last", "_mine", "_parts", "_source")
+    __slots__ = ("_kind", "_last", "_mine", "_parts", "_source", "count")
 
-    def __init__(self, source: StoredShards | None = None, kind: int = 0) -> None:
+    def __init__(
+        self, source: StoredShards | None = None, kind: int = 0, count: int = MIN_SHARDS
+    ) -> None:
         self._source = source
+        self.count = count if source is None else source.count
         self._kind = kind
         self._parts: dict[int, dict[str, V]] = {}
         self._mine: set[int] = set()  # the parts this table made or copied: changed in place
         self._last = ("\0", 0)  # the folder last hashed and its shard (a walk asks by folder)
 
     @classmethod
-    def of(cls, entries: Mapping[str, V]) -> Table[V]:
-        """A table holding `entries`, stored nowhere yet."""
-        table: Table[V] = cls()
+    def of(cls, entries: Mapping[str, V], count: int = MIN_SHARDS) -> Table[V]:
+        """A table holding `entries` in `count` shards, stored nowhere yet."""
+        table: Table[V] = cls(count=count)
         parts = table._parts
         shard_by_folder: dict[str, int] = {}
         for path, value in entries.items():
             folder = path.rpartition("/")[0]
             shard = shard_by_folder.get(folder)
             if shard is None:
-                shard = shard_by_folder[folder] = shard_of(folder)
+                shard = shard_by_folder[folder] = shard_of(folder, count)
             part = parts.get(shard)
             if part is None:
                 part = parts[shard] = {}
@@ -137,7 +161,7 @@ class Table(MutableMapping[str, V]):
         last_folder, last_shard = self._last
         if folder == last_folder:
             return last_shard
-        shard = shard_of(folder)
+        shard = shard_of(folder, self.count)
         self._last = (folder, shard)
         return shard
 
@@ -170,7 +194,7 @@ class Table(MutableMapping[str, V]):
 
     def fork(self) -> Table[V]:
         """A copy that shares every shard until one is changed in either."""
-        copy: Table[V] = Table(self._source, self._kind)
+        copy: Table[V] = Table(self._source, self._kind, self.count)
         copy._parts = dict(self._parts)
         # Neither may change a shared part in place any more.
         self._mine = set()
@@ -178,7 +202,9 @@ class Table(MutableMapping[str, V]):
 
     def children(self, folder: str) -> list[str]:
         """The keys of the entries directly in `folder`."""
-        return [p for p in self.part(shard_of(folder)) if p.rpartition("/")[0] == folder]
+        return [
+            p for p in self.part(shard_of(folder, self.count)) if p.rpartition("/")[0] == folder
+        ]
 
     # -- the mapping ------------------------------------------------------------------------
 
