@@ -358,7 +358,8 @@ def summarize(runs: list[RunResult]) -> Summary:
 
 # (label, Summary field, format, target ratio to borg or None, the variant the target is for)
 # The engine's targets hold for tillage on its own; the calls that must cost what changed
-# are targets with the watcher running (issue 7), and the table shows both side by side.
+# are targets with the watcher running (issue 7), and the table shows both side by side. A
+# full rewind must be quick with or without the watcher (issue 26): both variants, comma-joined.
 ROWS: tuple[tuple[str, str, str, float | None, str], ...] = (
     ("cold seal (s)", "cold_seal_s", "{:.2f}", 0.5, "tillage"),
     ("  of which store init (s)", "init_s", "{:.2f}", None, "tillage"),
@@ -366,12 +367,12 @@ ROWS: tuple[tuple[str, str, str, float | None, str], ...] = (
     ("  allocated on disk (MiB)", "store_alloc_mib", "{:.1f}", None, "tillage"),
     ("delta seal (s)", "delta_seal_s", "{:.2f}", 0.15, "tillage+watch"),
     ("store growth (MiB)", "growth_mib", "{:.1f}", None, "tillage"),
-    ("full rewind (s)", "full_rewind_s", "{:.2f}", 0.5, "tillage"),
+    ("full rewind (s)", "full_rewind_s", "{:.2f}", 0.5, "tillage,tillage+watch"),
     ("  user CPU (s)", "full_rewind_user_s", "{:.2f}", None, "tillage"),
     ("  sys CPU (s)", "full_rewind_sys_s", "{:.2f}", None, "tillage"),
     ("one-path rewind (s)", "path_rewind_s", "{:.2f}", 0.25, "tillage+watch"),
     ("  right after the full rewind (s)", "path_rewind_after_full_s", "{:.2f}", None, "tillage"),
-    ("peak RSS (MiB)", "peak_rss_mib", "{:.1f}", 1.25, "tillage"),
+    ("peak RSS (MiB)", "peak_rss_mib", "{:.1f}", 1.0, "tillage"),
     ("caches outside store (MiB)", "aux_mib", "{:.1f}", None, "tillage"),
 )
 
@@ -385,7 +386,8 @@ def table_rows(summaries: dict[str, Summary]) -> list[dict[str, Any]]:
             v: values[v] / values["borg"] if v in values and values.get("borg") else None
             for v in TILLAGE_VARIANTS
         }
-        ratio = ratios[target_tool]
+        checked = [ratios[v] for v in target_tool.split(",")]
+        ratio = None if None in checked else max(r for r in checked if r is not None)
         verdict = None
         if target is not None:
             verdict = "n/a" if ratio is None else ("PASS" if ratio <= target else "FAIL")
