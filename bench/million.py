@@ -42,7 +42,6 @@ from typing import Any
 import million_tree
 from measure import (
     BenchError,
-    ToolMissingError,
     machine_facts,
     proc_cpu_seconds,
     proc_field,
@@ -50,7 +49,7 @@ from measure import (
     run_measured,
     tree_bytes,
 )
-from run import Step, timed_step
+from run import Step, available_tools, timed_step
 from runners import Borg, Restic, Tillage, TillageWatched, Tool
 
 MIB = 1024 * 1024
@@ -579,14 +578,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def benchmark(args: argparse.Namespace, scratch: Path, log: Log) -> dict[str, Any]:
     """Build or reuse the tree, then run each tool in turn on it, restoring it after each."""
-    ready, skipped = [], {}
-    for name in [t for t in TOOL_NAMES if t in args.tools]:
-        try:
-            RUNNERS[name].check_available()
-            ready.append(name)
-        except ToolMissingError as exc:
-            skipped[name] = str(exc)
-            log(f"SKIP {name}: {exc}")
+    wanted = [t for t in TOOL_NAMES if t in args.tools]
+    ready, skipped = available_tools(wanted, log, RUNNERS)
     load_before = os.getloadavg()[0]
     versions = {name: RUNNERS[name].version() for name in ready}
     room(scratch, args.files * STORE_BYTES_PER_FILE, 10_000, "the largest store")

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -465,14 +465,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def available_tools(
-    names: list[str], log: Callable[[str], None]
+    names: list[str],
+    log: Callable[[str], None],
+    classes: Mapping[str, type[Tool]] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """The tools that can run here, and a note for each one that cannot."""
+    """The tools that can run here (of `classes`, run.py's own by default), and a note for
+    each one that cannot."""
+    known = TOOL_CLASSES if classes is None else classes
     ready: list[str] = []
     skipped: dict[str, str] = {}
     for name in names:
         try:
-            TOOL_CLASSES[name].check_available()
+            known[name].check_available()
             ready.append(name)
         except ToolMissingError as exc:
             skipped[name] = str(exc)
