@@ -358,3 +358,43 @@ def test_a_workspace_that_grows_gets_more_shards_and_stays_exact(ws: Workspace) 
     log.note("t01/s01", "f01.txt")
     assert _seal(ws).listed == 0  # a delta seal again, in the new shards
     _index_is_a_full_walks(ws)
+
+
+def test_a_loaded_index_stored_whole_keeps_every_entry(ws: Workspace) -> None:
+    """A whole save replaces the stored shards: the shards of a loaded index that no walk read
+    are read before that, never from the rows it is replacing."""
+    _ready(ws)
+    index = pathindex.load(ws.store, ws.id)
+    index.dirty = None  # as after a landing whose rows lie outside the known folders
+
+    pathindex.save(ws.store, ws.id, index)
+
+    _index_is_a_full_walks(ws)
+    assert len(pathindex.load(ws.store, ws.id).shards) > 0
+
+
+def test_a_workspace_of_symlinks_is_stored_anew_once_not_at_every_seal(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Symlinks count among the files the shard count is chosen for, but have no row: the
+    count a whole save chooses must not look outgrown to the next seal."""
+    log = _ready(ws)
+    links = ws.root / "links"
+    links.mkdir()
+    for n in range(9_000):
+        (links / f"l{n:04d}").symlink_to("../t00/s00/f00.txt")
+    log.note("", "links")
+    _seal(ws)  # grown past four times its count: stored anew
+    count = pathindex.load(ws.store, ws.id).count
+    assert count > MIN_SHARDS
+
+    (ws.root / "t01" / "s01" / "f01.txt").write_text("after\n")
+    log.note("t01/s01", "f01.txt")
+    before = _stored(ws)
+    _seal(ws)
+
+    after = _stored(ws)
+    changed = {key for key in after if after[key] != before.get(key)}
+    assert len(changed) <= 4, "a one-file seal rewrote the whole index"
+    assert pathindex.load(ws.store, ws.id).count == count
+    _index_is_a_full_walks(ws)

@@ -275,7 +275,7 @@ def _save(store: Store, workspace_id: str, index: PathIndex) -> None:
             or _outgrown(index)
         )
         if whole:
-            _regroup(index, shards_for(len(index.files)))
+            _regroup(index, shards_for(_files_counted(index)))
             wanted = set(table(index.files).shards())
             wanted.update(table(index.dirs).shards(), table(index.folders).shards())
             exact = _exact(index)
@@ -293,6 +293,8 @@ def _save(store: Store, workspace_id: str, index: PathIndex) -> None:
         generation = (stored[2] if stored is not None else index.generation) + 1
         stamp = os.urandom(16)
         if whole:
+            # _exact's pass over the files read every stored shard (a shard's row holds all
+            # three tables), so nothing is left to read from the rows deleted here.
             conn.execute("DELETE FROM pathshards WHERE workspace=?", (workspace_id,))
         for shard in sorted(wanted):
             found = _part(index, shard)
@@ -328,11 +330,18 @@ def _save(store: Store, workspace_id: str, index: PathIndex) -> None:
     index.exact, index.dirty = exact, set()
 
 
+def _files_counted(index: PathIndex) -> int:
+    """The files the count is chosen for: what the root's summary counts (symlinks too), known
+    without reading every shard; the file rows when there is no summary."""
+    root = index.folders.get("")
+    return root[0] if root is not None else len(index.files)
+
+
 def _outgrown(index: PathIndex) -> bool:
     """Whether the folder grew past four times what its shard count was chosen for (then the
-    index is stored anew in more shards: a delta seal's cost follows the shards' size)."""
-    root = index.folders.get("")
-    return root is not None and shards_for(root[0]) >= index.count * 4
+    index is stored anew in more shards: a delta seal's cost follows the shards' size). The
+    same measure as the count is chosen by, so a count just chosen is never outgrown."""
+    return "" in index.folders and shards_for(_files_counted(index)) >= index.count * 4
 
 
 def _regroup(index: PathIndex, count: int) -> None:
