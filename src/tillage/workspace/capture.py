@@ -115,10 +115,8 @@ class Capture:
     manifest: dict[str, Entry] | None = None
     folders: MutableMapping[str, Folder] = field(default_factory=dict)
     links: set[str] = field(default_factory=set)
-    # The folders whose entries this walk looked at again (listed, or told by name), and the
-    # keys of the rows, dirs and folders it made (the others were carried from the last seal).
+    # The folders whose entries this walk listed whole (those told by name are in `told`).
     walked: set[str] = field(default_factory=set)
-    fresh: tuple[list[str], list[str], list[str]] | None = None
     # Of a delta walk that carried the rest: the folders whose entries it made anew (those it
     # walked and those gone since, with what was in them).
     remade: set[str] | None = None
@@ -290,10 +288,8 @@ class Walker:
             st.st_ctime_ns,
             *ident,
         )
-        made = self.result
-        made.fresh = (list(made.rows), list(made.dirs), list(made.folders))
         if self.carry:
-            carry(self.prior, made, self.skipped)
+            carry(self.prior, self.result, self.skipped)
 
     def _walk_tree(self, rel: str, fd: int, abs_dir: str) -> bytes:
         """Captures the open folder `fd` and everything below it without recursion (any depth

@@ -28,7 +28,6 @@ class Result(Protocol):
     notes: list[FidelityNote]
     links: set[str]
     walked: set[str]
-    fresh: tuple[list[str], list[str], list[str]] | None
     remade: set[str] | None
     told: dict[str, set[str]]
     kept: list[str]
@@ -74,7 +73,7 @@ def carry(prior: pathindex.PathIndex, result: Result, skipped: set[str]) -> None
 def _by_folder(prior: pathindex.PathIndex, result: Result) -> bool:
     """The carried tables as the last index less what the walk remade; False when the last
     index was not one a seal stored whole (a landing's rows may lie outside its folders)."""
-    if not prior.exact or not prior.generation or result.fresh is None:
+    if not prior.exact or not prior.generation:
         return False
     rows, dirs, folders = (table(t).fork() for t in (prior.files, prior.dirs, prior.folders))
     remade = remade_folders(prior, result.walked, result.told, result.dirs)
