@@ -51,3 +51,30 @@ def test_a_command_asked_for_after_the_cancel_never_starts(tmp_path: Path) -> No
 
 def test_outside_a_cancellable_context_a_command_runs_as_before(tmp_path: Path) -> None:
     assert run_command(("echo hi",), tmp_path).output == "hi\n"
+
+
+class _StoppedError(Exception):
+    pass
+
+
+def test_an_interruption_during_the_spawn_still_stops_the_command(tmp_path: Path) -> None:
+    # SIGTERM while the command is being started (here: as on_start is told its pid, the last
+    # moment before the wait) is held until its group is known, then stops it, not the caller
+    # alone: the command must not outlive an interrupted `till run`.
+    import os
+    import signal
+
+    def raise_stopped(_signum: int, _frame: object) -> None:
+        raise _StoppedError
+
+    def interrupt_me(_pgid: int) -> None:
+        wait_for(lambda: len(marked_processes()) >= 1, "the command started")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, raise_stopped)
+    try:
+        with pytest.raises(_StoppedError):
+            run_command((f"{SLEEPS[0]} & wait",), tmp_path, on_start=interrupt_me)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    wait_for(lambda: not marked_processes(), "no process of the group left")

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Till
-from tillage.features.sync.follow import interruptions_held
+from tillage.platform.interrupts import interruptions_held
 
 pytestmark = pytest.mark.process  # real `till` processes, daemons or servers
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tillage.errors import InvalidArgumentError
+from tillage.platform.interrupts import interruptions_held
 from tillage.platform.launch import Launch, inherited_env, without_secrets
 
 DEFAULT_CAP = 65536
@@ -190,49 +191,64 @@ def run_command(
         full_env = without_secrets({**full_env, **env})
     tail = _Tail(cap)
     read_fd, write_fd = os.pipe()
+    proc: subprocess.Popen[bytes] | None = None
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=full_env,
-            stdin=None if inherit_stdin else subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=write_fd,
-            close_fds=True,
-            # Its own group, so that stopping it stops what it started too; a command that
-            # shares our stdin stays in our group (a background group may not read a terminal).
-            process_group=None if inherit_stdin else 0,
-        )
-    except OSError as exc:
-        os.close(read_fd)
-        os.close(write_fd)
-        status = 127 if exc.errno in (errno.ENOENT, errno.ENOTDIR) else 126
-        if not os.path.isdir(cwd):
-            status = 127
-        reason = exc.strerror or str(exc)
-        message = f"till: {argv[0]}: {reason.lower() if status == 126 else 'command not found'}"
-        if not os.path.isdir(cwd):
-            message = f"till: cannot run in {cwd}: {reason}"
-        message += "\n"
-        _pass_on(launch.output if launch else None, message.encode())
-        return CommandOutcome(exit_code=status, output=message)
-    os.close(write_fd)
-    if on_start is not None:
-        on_start(proc.pid)
-    live = launch.output if launch else None
-    try:
-        _drain(read_fd, proc, tail, live, token)
+        # An interruption during the spawn waits until the group is known: one that came
+        # between Popen and the stop below would leave the command running on its own.
+        with interruptions_held():
+            try:
+                proc = _spawn(argv, cwd, full_env, write_fd, inherit_stdin=inherit_stdin)
+            except OSError as exc:
+                return _not_started(argv, cwd, exc, launch)
+            finally:
+                os.close(write_fd)
+            if on_start is not None:
+                on_start(proc.pid)
+        _drain(read_fd, proc, tail, launch.output if launch else None, token)
         code = proc.wait()
     except BaseException:
-        _stop_group(
-            proc, own_group=not inherit_stdin
-        )  # interrupted (Ctrl-C, SIGTERM): the command does not outlive us
+        if proc is not None:  # interrupted (Ctrl-C, SIGTERM): the command does not outlive us
+            _stop_group(proc, own_group=not inherit_stdin)
         raise
     finally:
         os.close(read_fd)
     if code < 0:
         code = 128 - code
     return CommandOutcome(exit_code=code, output=tail.text())
+
+
+def _spawn(
+    argv: list[str], cwd: Path | str, env: Mapping[str, str], out_fd: int, *, inherit_stdin: bool
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=None if inherit_stdin else subprocess.DEVNULL,
+        stdout=out_fd,
+        stderr=out_fd,
+        close_fds=True,
+        # Its own group, so that stopping it stops what it started too; a command that
+        # shares our stdin stays in our group (a background group may not read a terminal).
+        process_group=None if inherit_stdin else 0,
+    )
+
+
+def _not_started(
+    argv: list[str], cwd: Path | str, exc: OSError, launch: Launch | None
+) -> CommandOutcome:
+    """What a shell says of a command it cannot start: 127 (not found) or 126 (not
+    executable), with the reason."""
+    status = 127 if exc.errno in (errno.ENOENT, errno.ENOTDIR) else 126
+    if not os.path.isdir(cwd):
+        status = 127
+    reason = exc.strerror or str(exc)
+    message = f"till: {argv[0]}: {reason.lower() if status == 126 else 'command not found'}"
+    if not os.path.isdir(cwd):
+        message = f"till: cannot run in {cwd}: {reason}"
+    message += "\n"
+    _pass_on(launch.output if launch else None, message.encode())
+    return CommandOutcome(exit_code=status, output=message)
 
 
 def stop_group(pgid: int) -> None:

@@ -24,12 +24,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tillage.errors import TillageError
 from tillage.features.sync.errors import RefMissingError
 from tillage.features.sync.remotes import RemoteConfig
+from tillage.platform.interrupts import interruptions_held
 from tillage.workspace.attach import Workspace
 
 TYPE_CHECKING = False
@@ -272,53 +272,3 @@ class Follower:
         # edit made while the pull applied is in that seal, and must still go up.
         synced = store.snapshot(last.snapshot)
         return synced is None or synced.tree != head.tree
-
-
-@contextmanager
-def interruptions_held() -> Iterator[None]:
-    """Holds Ctrl-C and SIGTERM until the block is done, then delivers the first one as its
-    handler would have; a second signal meanwhile is delivered at once. Only the main thread
-    owns signals: elsewhere the block runs as it is."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    signals = (signal.SIGINT, signal.SIGTERM)
-    previous: dict[int, Any] = {s: signal.getsignal(s) for s in signals}
-    pending: list[int] = []
-
-    def restore() -> None:
-        for s in signals:
-            signal.signal(s, previous[s])
-
-    def hold(signum: int, frame: Any) -> None:
-        if pending:  # asked twice: stop now
-            restore()
-            _deliver(signum, previous[signum], frame)
-            return
-        pending.append(signum)
-
-    for s in signals:
-        signal.signal(s, hold)
-    try:
-        yield
-    finally:
-        restore()
-        if pending:
-            _deliver(pending[0], previous[pending[0]], None)
-
-
-def _deliver(signum: int, handler: Any, frame: Any) -> None:
-    """Acts on a held signal as `handler` would have: calls it, or does what the default does
-    (for SIGINT a KeyboardInterrupt; for another, the signal sent again), or ignores it."""
-    import os
-    import signal
-
-    if callable(handler):
-        handler(signum, frame)
-    elif handler == signal.SIG_DFL:
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        os.kill(os.getpid(), signum)
