@@ -398,3 +398,103 @@ def test_a_workspace_of_symlinks_is_stored_anew_once_not_at_every_seal(
     assert len(changed) <= 4, "a one-file seal rewrote the whole index"
     assert pathindex.load(ws.store, ws.id).count == count
     _index_is_a_full_walks(ws)
+
+
+WIDE = 300  # packages in one node_modules-like folder
+
+
+@pytest.fixture
+def wide(tmp_path: Path) -> Iterator[Workspace]:
+    folder = tmp_path / "wide"
+    for p in range(WIDE):
+        package = folder / "node_modules" / f"pkg-{p:03d}" / "lib"
+        package.mkdir(parents=True)
+        (package / "index.js").write_text(f"module.exports = {p};\n")
+        (package.parent / "package.json").write_text(f'{{"name": "pkg-{p:03d}"}}\n')
+    (folder / "node_modules" / "link").symlink_to("pkg-000")
+    workspace = attach(tmp_path / "store", folder, None).workspace
+    try:
+        yield workspace
+    finally:
+        watchstate.register_local(workspace.id, None)
+        workspace.store.close()
+
+
+def test_a_change_below_a_wide_folder_rewrites_none_of_its_siblings_records(
+    wide: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node_modules/ of 2,000 packages kept every package's tree ID and summary in one shard,
+    which every seal below it rewrote (115 KB of a 1 MiB seal at a million files). Now a
+    folder's record is in its own shard: a one-file change reads and writes the shards of the
+    folders on its way only, and the totals it gives are a full walk's."""
+    log = _ready(wide)
+    before = _stored(wide)
+    read = _reads(monkeypatch)
+    (wide.root / "node_modules" / "pkg-123" / "lib" / "index.js").write_text("changed, longer\n")
+    log.note("node_modules/pkg-123/lib", "index.js")
+
+    capture = _seal(wide)
+
+    on_its_way = {
+        _shard(wide, f)
+        for f in ("", "node_modules", "node_modules/pkg-123", "node_modules/pkg-123/lib")
+    }
+    assert read and set(read) <= on_its_way
+    after = _stored(wide)
+    changed = {key for key in after if after[key] != before[key]}
+    assert changed - {("pathindex", wide.id)} <= {("pathshards", s) for s in on_its_way}
+    # Less than one tree ID (32 bytes) a sibling; and the header's shard generations are an
+    # array that compresses to little, not a dict rewritten at every seal.
+    rewritten = sum(len(after[key]) for key in changed if key[0] == "pathshards")
+    assert rewritten < 32 * WIDE
+    assert len(after["pathindex", wide.id]) < 1024
+    full = _full(wide)
+    assert (capture.files, capture.total_bytes) == (full.files, full.total_bytes)
+    index = pathindex.load(wide.store, wide.id)
+    assert {p: f[:2] for p, f in index.folders.items()} == {
+        p: f[:2] for p, f in full.folders.items()
+    }
+    _index_is_a_full_walks(wide)
+
+
+def test_a_package_added_and_one_removed_in_a_wide_folder_keep_the_totals_exact(
+    wide: Workspace,
+) -> None:
+    log = _ready(wide)
+    added = wide.root / "node_modules" / "pkg-new"
+    added.mkdir()
+    (added / "index.js").write_text("new\n")
+    shutil.rmtree(wide.root / "node_modules" / "pkg-007")
+    (wide.root / "node_modules" / "link").unlink()
+    log.note("node_modules", "pkg-new")
+    log.note("node_modules", "pkg-007")
+    log.note("node_modules", "link")
+
+    capture = _seal(wide)
+
+    assert capture.listed <= 2  # node_modules was not listed whole: only the new package
+    full = _full(wide)
+    assert (capture.files, capture.total_bytes) == (full.files, full.total_bytes)
+    _index_is_a_full_walks(wide)
+    assert pathindex.load(wide.store, wide.id).dirs.get("node_modules/pkg-007") is None
+
+
+def test_an_index_of_the_previous_sharded_format_is_read_in_full_once(ws: Workspace) -> None:
+    """FORMAT 7 kept a folder's record in its parent's shard: such an index is not read with
+    today's keys (a wrong answer), it is dropped, and one full read stores it anew."""
+    log = _ready(ws)
+    row = ws.store.conn.execute("SELECT data FROM pathindex WHERE workspace=?", (ws.id,)).fetchone()
+    fields = list(marshal.loads(zstandard.ZstdDecompressor().decompress(row[0])))
+    fields[0] = 7
+    blob = zstandard.ZstdCompressor(level=1).compress(marshal.dumps(tuple(fields)))
+    with ix.write_txn(ws.store.conn):
+        ws.store.conn.execute(
+            "INSERT OR REPLACE INTO pathindex(workspace, data) VALUES (?, ?)", (ws.id, blob)
+        )
+    assert pathindex.load(ws.store, ws.id) == PathIndex()
+    (ws.root / "t00" / "s00" / "f00.txt").write_text("changed\n")
+    log.note("t00/s00", "f00.txt")
+
+    assert _seal(ws).listed == ALL_FOLDERS
+    _index_is_a_full_walks(ws)
+    assert _seal(ws).listed == 0

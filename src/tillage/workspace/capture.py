@@ -34,7 +34,7 @@ from tillage.core.models import (
     is_hole,
 )
 from tillage.core.nesting import run_nested
-from tillage.core.paths import CONTROL_DIR, fs_decode, fs_encode, join
+from tillage.core.paths import CONTROL_DIR, fs_encode, join
 from tillage.core.progress import ProgressFn, meter
 from tillage.errors import TillageError
 from tillage.store.store import ObjectWriter, Store
@@ -68,6 +68,7 @@ from tillage.workspace.sqlite_image import (
     is_sqlite_header,
     sidecar_base,
 )
+from tillage.workspace.told import Unchanged, unchanged_entries
 from tillage.workspace.trees import TREES, flatten, reaches
 
 READ_RETRIES = 3
@@ -91,9 +92,6 @@ def _open(name: str, flags: int, dir_fd: int | None = None) -> int:
         except PermissionError:
             pass  # O_NOATIME is for the owner only: read like anyone else
     return os.open(name, flags, dir_fd=dir_fd)
-
-
-_IMAGE_OR_LINK = EntryFlag.SQLITE_IMAGE | EntryFlag.HARDLINK
 
 
 # Longer absolute paths are handed to SQLite through the folder's descriptor instead.
@@ -303,10 +301,10 @@ class Walker:
         """Captures the open folder `fd` (a step of _walk_tree); only the descriptors of the
         folders above it are open meanwhile, so memory and descriptors grow with depth, not
         with the tree."""
-        kept = self._unchanged_entries(rel)
-        if kept is not None:
-            self.result.told[rel] = kept[1]
-            partial = yield from self._partial(rel, fd, abs_dir, *kept)
+        unchanged = self._unchanged_entries(rel)
+        if unchanged is not None:
+            self.result.told[rel] = unchanged.check
+            partial = yield from self._partial(rel, fd, abs_dir, unchanged)
             return self._tree(rel, partial)
         self.result.walked.add(rel)
         self.result.listed += 1
@@ -342,11 +340,10 @@ class Walker:
 
     # -- a folder the watcher told by name --------------------------------------------------
 
-    def _unchanged_entries(self, rel: str) -> tuple[list[tuple[str, Entry]], set[str]] | None:
-        """For a folder whose changed names the watcher told: the entries the last seal stored
-        that did not change, and the names to look at again. None: list the folder whole (no
-        names told, a folder not vouched for, no stored tree, a SQLite database or sidecar in
-        it, or an entry whose record is not in the path index)."""
+    def _unchanged_entries(self, rel: str) -> Unchanged | None:
+        """For a folder whose changed names the watcher told: its unchanged entries and the
+        names to look at again (told.py). None: list the folder whole (no names told, a
+        folder not vouched for, no stored tree, or one told.py would not trust)."""
         if self.names is None or not self.vouched or self.trees is None:
             return None
         told = self.names.get(rel)
@@ -363,52 +360,38 @@ class Walker:
                 return None
             TREES.put(tid, stored)
         check = set(told) | self.visit_children.get(rel, set())
-        kept: list[tuple[str, Entry]] = []
-        for entry in stored:
-            name = fs_decode(entry.name)
-            if name in check:
-                continue
-            path = join(rel, name)
-            if entry.flags and entry.flags & _IMAGE_OR_LINK:  # most entries have no flags
-                return None
-            if sidecar_base(name) is not None:
-                return None
-            if entry.kind is EntryKind.DIR and (
-                self.prior.folders.get(path) is None or self.previous_dirs.get(path) is None
-            ):
-                return None
-            if entry.kind is EntryKind.FILE:
-                row = self.previous.get(path)
-                if row is None or row[8] != entry.content:
-                    return None
-            kept.append((name, entry))
-        return kept, check
+        return unchanged_entries(self.prior, rel, stored, check)
 
     def _partial(
-        self, rel: str, fd: int, abs_dir: str, kept: list[tuple[str, Entry]], check: set[str]
+        self, rel: str, fd: int, abs_dir: str, unchanged: Unchanged
     ) -> Generator[_Descend, bytes | None, list[Entry]]:
         """The folder's entries: the unchanged ones as stored, the told names looked at again."""
         entries: list[Entry] = []
-        for name, entry in kept:
-            self._keep(join(rel, name), entry)
+        held = unchanged.subfolders_hold
+        for name, entry in unchanged.kept:
+            self._keep(join(rel, name), entry, counted=held is not None)
             entries.append(entry)
-        for name in sorted(check):
+        if held is not None:
+            self.result.files += held[0]
+            self.result.total_bytes += held[1]
+        for name in sorted(unchanged.check):
             found = self._entry(rel, fd, abs_dir, name, set())
             fresh = found if found is None or isinstance(found, Entry) else (yield from found)
             if fresh is not None:
                 entries.append(fresh)
         return entries
 
-    def _keep(self, path: str, entry: Entry) -> None:
+    def _keep(self, path: str, entry: Entry, *, counted: bool = False) -> None:
         """Counts an unchanged entry in, with what the last seal recorded of it (its rows are
-        carried with the rest: carry.py)."""
+        carried with the rest: carry.py); a subfolder already `counted` by the caller."""
         result = self.result
         result.kept.append(path)
         if entry.kind is EntryKind.DIR:
-            known = self.prior.folders[path]
             self.skipped.add(path)
-            result.files += known[0]
-            result.total_bytes += known[1]
+            if not counted:
+                known = self.prior.folders[path]
+                result.files += known[0]
+                result.total_bytes += known[1]
             if result.manifest is not None and reaches(path, self.manifest_scopes):
                 assert self.trees is not None
                 result.manifest.update(

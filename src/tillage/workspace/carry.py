@@ -2,10 +2,10 @@
 notes and links below the folders it did not open (capture.py's walk made the rest).
 
 With an index a seal stored whole (`exact`), the carried tables are forks of the last index's
-(shards.Table: sharing every shard it does not change) less the entries of the folders the walk
-looked at again (and of those gone since), plus what the walk made, so a seal in the watcher's
-daemon reads and copies the shards of what changed, not every file's row. Otherwise one pass
-over the last index's rows.
+(shards.Table, shards.Dirs: sharing every shard they do not change) less the entries of the
+folders the walk looked at again (and of those gone since), plus what the walk made, so a seal
+in the watcher's daemon reads and copies the shards of what changed, not every file's row.
+Otherwise one pass over the last index's rows.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Protocol
 from tillage.core.models import FidelityNote
 from tillage.core.paths import join
 from tillage.workspace import pathindex
-from tillage.workspace.pathindex import Folder, Row, table
+from tillage.workspace.pathindex import Folder, Row, dirs_table, table
 
 
 class Result(Protocol):
@@ -75,14 +75,15 @@ def _by_folder(prior: pathindex.PathIndex, result: Result) -> bool:
     index was not one a seal stored whole (a landing's rows may lie outside its folders)."""
     if not prior.exact or not prior.generation:
         return False
-    rows, dirs, folders = (table(t).fork() for t in (prior.files, prior.dirs, prior.folders))
+    rows, folders = table(prior.files).fork(), table(prior.folders).fork()
+    dirs = dirs_table(prior.dirs).fork()
     remade = remade_folders(prior, result.walked, result.told, result.dirs)
     dropped = [path for folder in remade for path in pathindex.entries_in(prior, folder)]
     dropped.extend(join(folder, name) for folder, names in result.told.items() for name in names)
     for path in dropped:
         rows.pop(path, None)
-        dirs.pop(path, None)
-        folders.pop(path, None)
+        if dirs.pop(path, None) is not None:  # a file's path reads no folder's shard
+            folders.pop(path, None)
     rows.update(result.rows)
     dirs.update(result.dirs)
     folders.update(result.folders)
@@ -126,7 +127,7 @@ def remade_folders(
         if folder in remade:
             continue
         remade.add(folder)
-        for path in table(prior.dirs).children(folder):
+        for path in dirs_table(prior.dirs).children(folder):
             if path not in dirs_now:
                 stack.append(path)
     return remade

@@ -3,7 +3,8 @@ reading what did not change (INV-8), and, with a watcher's changed folders, skip
 the folders that did not change. It is a hint, never a fact: losing it costs a full read.
 
 Stored in the advisory index as a header row (token, policy, notes, links, and the generation
-each shard was written at) and marshal blobs grouped by parent folder (shards.py). A
+each shard was written at, an array of one uint32 a shard) and marshal blobs grouped by folder
+(shards.py). A
 load reads the header only, and each shard when first asked for; a seal that listed a few
 folders reads and writes a few shards, not the whole index. A header of another format or
 shard count makes the whole index empty, and a shard that does not load raises
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import marshal
 import os
+import sys
+from array import array
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +27,14 @@ from tillage.platform import clock
 from tillage.store import index as ix
 from tillage.store.store import Store
 from tillage.workspace.shards import (
+    FILES,
     FORMAT,
     MIN_SHARDS,
+    NAMES,
+    SUMMARIES,
+    TREES,
+    Dirs,
+    Part,
     StoredShards,
     Table,
     encode_part,
@@ -89,7 +98,8 @@ class PathIndex:
     `notes` the seal's fidelity notes as (path, reason); `links` the folders that held a
     multiply linked file (always visited); `token` names the watcher's view the index reflects
     (None: no watcher vouched for it); `policy` fingerprints the policy it was captured under.
-    The three tables are shards.Table (a mapping given is made into one).
+    `files` and `folders` are shards.Table, `dirs` a shards.Dirs (a mapping given is made
+    into one).
 
     `dirty` names the shards that changed since the index was loaded (None: all of them, as
     for an index made anew); `generation` is the stored header's it was loaded from (0: none);
@@ -116,9 +126,9 @@ class PathIndex:
     count: int = field(default=MIN_SHARDS, compare=False)
 
     def __post_init__(self) -> None:
-        self.files = _table(self.files, self.count)
-        self.dirs = _table(self.dirs, self.count)
-        self.folders = _table(self.folders, self.count)
+        self.files = _table(self.files, self.count, FILES)
+        self.dirs = _dirs(self.dirs, self.count)
+        self.folders = _table(self.folders, self.count, SUMMARIES)
 
     def update_files(self, rows: Mapping[str, Row]) -> None:
         """Puts `rows` in, marking their shards dirty."""
@@ -128,21 +138,33 @@ class PathIndex:
         self.exact = self.exact and all(p.rpartition("/")[0] in self.dirs for p in rows)
 
 
-def _table(entries: MutableMapping[str, Any], count: int) -> Table[Any]:
+def _table(entries: MutableMapping[str, Any], count: int, kind: int) -> Table[Any]:
     if isinstance(entries, Table) and entries.count == count:
         return entries
-    return Table.of(entries, count)  # regrouped: its entries as they are, in `count` shards
+    return Table.of(entries, count, kind)  # regrouped: its entries as they are, in `count` shards
+
+
+def _dirs(entries: MutableMapping[str, bytes], count: int) -> Dirs:
+    if isinstance(entries, Dirs) and entries.count == count:
+        return entries
+    return Dirs.of(entries, count)
 
 
 def table(entries: MutableMapping[str, Any]) -> Table[Any]:
-    """One of an index's tables as the Table it is (PathIndex makes every one a Table)."""
+    """The files or folders table of an index as the Table it is (PathIndex makes them so)."""
     assert isinstance(entries, Table)
+    return entries
+
+
+def dirs_table(entries: MutableMapping[str, bytes]) -> Dirs:
+    """An index's dirs as the shards.Dirs it is (PathIndex makes it so)."""
+    assert isinstance(entries, Dirs)
     return entries
 
 
 def entries_in(index: PathIndex, folder: str) -> list[str]:
     """The keys of the files and folders directly in `folder`."""
-    return [*table(index.files).children(folder), *table(index.dirs).children(folder)]
+    return [*table(index.files).children(folder), *dirs_table(index.dirs).children(folder)]
 
 
 def _header(data: bytes) -> tuple[Any, ...] | None:
@@ -158,7 +180,8 @@ def _header(data: bytes) -> tuple[Any, ...] | None:
         not valid_count(count)
         or not isinstance(stamp, bytes)
         or not isinstance(generation, int)
-        or not isinstance(shards, dict)
+        or not isinstance(shards, bytes)
+        or len(shards) != count * 4
         or not isinstance(notes, list)
         or not isinstance(links, frozenset)
         or not isinstance(token, str | None)
@@ -166,7 +189,26 @@ def _header(data: bytes) -> tuple[Any, ...] | None:
         or not isinstance(exact, bool)
     ):
         return None
-    return fields
+    return (*fields[:3], _generations_of(shards), *fields[4:])
+
+
+def _generations_of(stored: bytes) -> dict[int, int]:
+    """Each stored shard's generation, from the header's array (0: no such shard)."""
+    found = array("I", stored)
+    if sys.byteorder != "little":
+        found.byteswap()
+    return {shard: generation for shard, generation in enumerate(found) if generation}
+
+
+def _generations_stored(generations: Mapping[int, int], count: int) -> bytes:
+    """The header's array of the shards' generations: 64 KiB at 16,384 shards, that compresses
+    to a few hundred bytes (a dict of them was 27 KB, rewritten at every seal)."""
+    stored = array("I", bytes(count * 4))
+    for shard, generation in generations.items():
+        stored[shard] = generation
+    if sys.byteorder != "little":
+        stored.byteswap()
+    return stored.tobytes()
 
 
 def load(store: Store, workspace_id: str) -> PathIndex:
@@ -181,9 +223,9 @@ def load(store: Store, workspace_id: str) -> PathIndex:
     _fmt, count, generation, shards, notes, links, token, policy, exact, stamp = fields
     source = StoredShards(conn, workspace_id, count, shards)
     return PathIndex(
-        Table(source, 0),
-        Table(source, 1),
-        Table(source, 2),
+        Table(source, FILES),
+        Dirs(Table(source, TREES), Table(source, NAMES)),
+        Table(source, SUMMARIES),
         notes=notes,
         links=links,
         token=token,
@@ -206,7 +248,7 @@ def readable_rows(index: PathIndex) -> Iterator[Row]:
 
 def readable_trees(index: PathIndex) -> Iterator[bytes]:
     """Every folder's tree ID in the index that loads (as readable_rows)."""
-    yield from _readable(table(index.dirs))
+    yield from _readable(dirs_table(index.dirs).trees)
 
 
 def _readable(entries: Table[Any]) -> Iterator[Any]:
@@ -240,11 +282,13 @@ def _exact(index: PathIndex) -> bool:
     return True
 
 
-def _part(index: PathIndex, shard: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def _part(index: PathIndex, shard: int) -> Part:
+    dirs = dirs_table(index.dirs)
     return (
         table(index.files).part(shard),
-        table(index.dirs).part(shard),
+        dirs.trees.part(shard),
         table(index.folders).part(shard),
+        dirs.names.part(shard),
     )
 
 
@@ -277,7 +321,7 @@ def _save(store: Store, workspace_id: str, index: PathIndex) -> None:
         if whole:
             _regroup(index, shards_for(_files_counted(index)))
             wanted = set(table(index.files).shards())
-            wanted.update(table(index.dirs).shards(), table(index.folders).shards())
+            wanted.update(dirs_table(index.dirs).shards(), table(index.folders).shards())
             exact = _exact(index)
             shards: dict[int, int] = {}
         else:
@@ -313,7 +357,7 @@ def _save(store: Store, workspace_id: str, index: PathIndex) -> None:
             FORMAT,
             index.count,
             generation,
-            shards,
+            _generations_stored(shards, index.count),
             index.notes,
             index.links,
             index.token,
@@ -347,9 +391,9 @@ def _outgrown(index: PathIndex) -> bool:
 def _regroup(index: PathIndex, count: int) -> None:
     if count != index.count:
         index.count = count
-        index.files = _table(dict(index.files), count)
-        index.dirs = _table(dict(index.dirs), count)
-        index.folders = _table(dict(index.folders), count)
+        index.files = _table(dict(index.files), count, FILES)
+        index.dirs = _dirs(dict(index.dirs), count)
+        index.folders = _table(dict(index.folders), count, SUMMARIES)
 
 
 def _header_as_stored(index: PathIndex, stored: tuple[Any, ...], exact: bool) -> bool:

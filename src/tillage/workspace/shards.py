@@ -1,5 +1,11 @@
-"""The path index's tables in shards by parent folder, each read from the store when first
-asked for and copied when first changed (issue 26).
+"""The path index's tables in shards by folder, each read from the store when first asked for
+and copied when first changed (issue 26).
+
+A file's row is in the shard of its folder; a folder's tree ID and summary are in the shard of
+the folder itself, and its name in its parent's (what lists a folder's subfolders). A change
+deep in the tree then rewrites the shards of the folders above it, each holding what is about
+that folder, and not the tree IDs of every sibling: a node_modules/ of 2,000 packages put
+2,000 tree IDs and summaries in one 115 KB shard that every seal below it rewrote.
 
 A seal with a watcher looks at a few folders of a million-file tree: it reads the few shards
 that hold their entries, and the index it leaves shares every other shard with the one it
@@ -20,11 +26,11 @@ import zstandard
 
 V = TypeVar("V")
 
-FORMAT = 7
-# The index is stored in `count` rows (its shards), an entry in the one of its parent folder
-# (a stable hash), so a seal that listed a few folders rewrites only their shards. The count
-# follows the folder's size, about FILES_PER_SHARD files a shard, a power of two from
-# MIN_SHARDS to MAX_SHARDS: at 1M files the whole index compresses to about 110 MiB, and
+FORMAT = 8
+# The index is stored in `count` rows (its shards), an entry in the one of its folder (a
+# stable hash; KEYED_BY_OWN_PATH), so a seal that listed a few folders rewrites only their
+# shards. The count follows the folder's size, about FILES_PER_SHARD files a shard, a power
+# of two from MIN_SHARDS to MAX_SHARDS: at 1M files the whole index compresses to about 110 MiB, and
 # 16,384 shards keep one near 7 KiB (a one-file change writes a few of them); a small
 # workspace's index is not spread over thousands of near-empty rows (every one a compressed
 # frame and a row's overhead: its store would be larger for nothing).
@@ -32,8 +38,12 @@ MIN_SHARDS = 64
 MAX_SHARDS = 16384
 FILES_PER_SHARD = 64
 
-# One shard's entries: its files' rows, its folders' tree IDs and their summaries.
-Part = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+# One shard's entries, one dict per kind: files' rows, folders' tree IDs, folders' summaries,
+# and folders' names (a key per folder; the value is None).
+Part = tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]
+FILES, TREES, SUMMARIES, NAMES = range(4)
+# The kinds whose entry is in the shard of the path itself, not of its parent folder.
+KEYED_BY_OWN_PATH = (False, True, True, False)
 
 
 class StaleIndexError(Exception):
@@ -60,7 +70,8 @@ def shard_of(folder: str, count: int) -> int:
 
 
 def shard_of_path(path: str, count: int) -> int:
-    """The shard that holds the entry at `path` (its parent folder's; the root's own is "")."""
+    """The shard of `path`'s parent folder (the root's own is ""): where a file's row and a
+    folder's name are."""
     return shard_of(path.rpartition("/")[0], count)
 
 
@@ -74,19 +85,19 @@ def decode_part(data: bytes, shard: int, generation: int | None) -> Part:
     shard and of the generation the header names."""
     try:
         fields = marshal.loads(zstandard.ZstdDecompressor().decompress(data))
-        fmt, number, written, files, dirs, folders = fields
+        fmt, number, written, *part = fields
     except (ValueError, EOFError, TypeError, zstandard.ZstdError) as exc:
         raise StaleIndexError(f"shard {shard} does not load") from exc
     if (
         fmt != FORMAT
         or number != shard
         or written != generation
-        or not isinstance(files, dict)
-        or not isinstance(dirs, dict)
-        or not isinstance(folders, dict)
+        or len(part) != len(KEYED_BY_OWN_PATH)
+        or not all(isinstance(entries, dict) for entries in part)
     ):
         raise StaleIndexError(f"shard {shard} is not the one the header names")
-    return files, dirs, folders
+    files, trees, summaries, names = part
+    return files, trees, summaries, names
 
 
 class StoredShards:
@@ -111,7 +122,7 @@ class StoredShards:
     def _load(self, shard: int) -> Part:
         generation = self.generations.get(shard)
         if generation is None:
-            return {}, {}, {}  # the header names no such shard: nothing is in it
+            return {}, {}, {}, {}  # the header names no such shard: nothing is in it
         row = self.conn.execute(
             "SELECT data FROM pathshards WHERE workspace=? AND shard=?",
             (self.workspace_id, shard),
@@ -122,11 +133,11 @@ class StoredShards:
 
 
 class Table(MutableMapping[str, V]):
-    """One of the index's tables (files, dirs or folders, `kind` 0, 1 or 2), in shards by
-    parent folder: each read from `source` when first asked for, copied when first changed,
-    so a copy (`fork`) costs what is changed in it, never the table's size."""
+    """One kind of the index's entries (FILES, TREES, SUMMARIES or NAMES), in shards by folder:
+    each read from `source` when first asked for, copied when first changed, so a copy
+    (`fork`) costs what is changed in it, never the table's size."""
 
-    __slots__ = ("_kind", "_last", "_mine", "_parts", "_source", "count")
+    __slots__ = ("_by_own_path", "_kind", "_last", "_mine", "_parts", "_source", "count")
 
     def __init__(
         self, source: StoredShards | None = None, kind: int = 0, count: int = MIN_SHARDS
@@ -134,18 +145,20 @@ class Table(MutableMapping[str, V]):
         self._source = source
         self.count = count if source is None else source.count
         self._kind = kind
+        self._by_own_path = KEYED_BY_OWN_PATH[kind]
         self._parts: dict[int, dict[str, V]] = {}
         self._mine: set[int] = set()  # the parts this table made or copied: changed in place
         self._last = ("\0", 0)  # the folder last hashed and its shard (a walk asks by folder)
 
     @classmethod
-    def of(cls, entries: Mapping[str, V], count: int = MIN_SHARDS) -> Table[V]:
-        """A table holding `entries` in `count` shards, stored nowhere yet."""
-        table: Table[V] = cls(count=count)
+    def of(cls, entries: Mapping[str, V], count: int = MIN_SHARDS, kind: int = FILES) -> Table[V]:
+        """A table of `kind` holding `entries` in `count` shards, stored nowhere yet."""
+        table: Table[V] = cls(kind=kind, count=count)
         parts = table._parts
         shard_by_folder: dict[str, int] = {}
+        own = table._by_own_path
         for path, value in entries.items():
-            folder = path.rpartition("/")[0]
+            folder = path if own else path.rpartition("/")[0]
             shard = shard_by_folder.get(folder)
             if shard is None:
                 shard = shard_by_folder[folder] = shard_of(folder, count)
@@ -157,7 +170,7 @@ class Table(MutableMapping[str, V]):
         return table
 
     def _shard(self, path: str) -> int:
-        folder = path.rpartition("/")[0]
+        folder = path if self._by_own_path else path.rpartition("/")[0]
         last_folder, last_shard = self._last
         if folder == last_folder:
             return last_shard
@@ -201,7 +214,8 @@ class Table(MutableMapping[str, V]):
         return copy
 
     def children(self, folder: str) -> list[str]:
-        """The keys of the entries directly in `folder`."""
+        """The keys of the entries directly in `folder` (of a kind kept by parent folder)."""
+        assert not self._by_own_path, "entries kept by their own path are not listed by folder"
         return [
             p for p in self.part(shard_of(folder, self.count)) if p.rpartition("/")[0] == folder
         ]
@@ -248,3 +262,90 @@ class Table(MutableMapping[str, V]):
 
     def __repr__(self) -> str:
         return f"Table({dict(self.items())!r})"
+
+
+class Dirs(MutableMapping[str, bytes]):
+    """The index's folders: each one's tree ID (in the folder's own shard, TREES) and its name
+    (in its parent's, NAMES), kept together so that a folder's subfolders can be listed
+    (`children`) while a change below a wide folder rewrites none of its siblings' IDs."""
+
+    __slots__ = ("names", "trees")
+
+    def __init__(self, trees: Table[bytes], names: Table[None]) -> None:
+        self.trees = trees
+        self.names = names
+
+    @classmethod
+    def of(cls, entries: Mapping[str, bytes], count: int = MIN_SHARDS) -> Dirs:
+        """Folders holding `entries` (path -> tree ID) in `count` shards, stored nowhere yet."""
+        return cls(Table.of(entries, count, TREES), Table.of(dict.fromkeys(entries), count, NAMES))
+
+    @property
+    def count(self) -> int:
+        return self.trees.count
+
+    @property
+    def source(self) -> StoredShards | None:
+        return self.trees.source
+
+    def shards(self) -> list[int]:
+        """Every shard that may hold a tree ID or a name."""
+        return sorted({*self.trees.shards(), *self.names.shards()})
+
+    def fork(self) -> Dirs:
+        """A copy that shares every shard until one is changed in either."""
+        return Dirs(self.trees.fork(), self.names.fork())
+
+    def children(self, folder: str) -> list[str]:
+        """The folders directly in `folder`."""
+        return self.names.children(folder)
+
+    # -- the mapping ------------------------------------------------------------------------
+
+    # A path is looked up by its name first, in its parent's shard (which a walk that looks
+    # at it reads anyway): a file's path never reads the shard its own path hashes to.
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.trees.get(key, default) if key in self.names else default
+
+    def __getitem__(self, key: str) -> bytes:
+        if key not in self.names:
+            raise KeyError(key)
+        return self.trees[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.names and key in self.trees
+
+    def __setitem__(self, key: str, value: bytes) -> None:
+        self.trees[key] = value
+        if key not in self.names:  # a name set again would copy its shard for nothing
+            self.names[key] = None
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self.names:
+            raise KeyError(key)
+        del self.trees[key]
+        del self.names[key]
+
+    def pop(self, key: str, default: Any = None) -> Any:
+        if key not in self.names:
+            return default
+        found = self.trees.pop(key, default)
+        del self.names[key]
+        return found
+
+    def update(self, other: Any = (), /, **kwargs: bytes) -> None:
+        items: Iterable[tuple[str, bytes]] = other.items() if isinstance(other, Mapping) else other
+        for key, value in items:
+            self[key] = value
+        for key, value in kwargs.items():
+            self[key] = value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.trees)
+
+    def __len__(self) -> int:
+        return len(self.trees)
+
+    def __repr__(self) -> str:
+        return f"Dirs({dict(self.items())!r})"
