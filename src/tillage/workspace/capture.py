@@ -47,6 +47,7 @@ from tillage.workspace.content import (
     store_sqlite_image,
     user_xattrs,
 )
+from tillage.workspace.folderrows import FolderRows
 from tillage.workspace.nested import holds_control_dir
 from tillage.workspace.pathindex import (
     FACTS,
@@ -110,7 +111,9 @@ class Capture:
     read_files: int = 0
     read_bytes: int = 0
     notes: list[FidelityNote] = field(default_factory=list)
-    rows: MutableMapping[str, Row] = field(default_factory=dict)
+    # By folder, a walked folder's kept as one blob (folderrows.py: a row per file until the
+    # save costs most of a cold seal's memory otherwise).
+    rows: MutableMapping[str, Row] = field(default_factory=FolderRows)
     dirs: MutableMapping[str, bytes] = field(default_factory=dict)
     manifest: dict[str, Entry] | None = None
     folders: MutableMapping[str, Folder] = field(default_factory=dict)
@@ -436,6 +439,9 @@ class Walker:
         encoded = codec.encode_tree(entries)
         tid = tree_id(encoded)
         TREES.put(tid, entries)
+        rows = self.result.rows
+        if isinstance(rows, FolderRows):
+            rows.freeze(rel)  # its files' rows are all in: none is put again by this walk
         # A tree the last seal stored under the same directory is known to exist already.
         if self.writer is not None and self.previous_dirs.get(rel) != tid:
             self.writer.put(Kind.TREE, tid, encoded)

@@ -212,7 +212,7 @@ def readable_trees(index: PathIndex) -> Iterator[bytes]:
 def _readable(entries: Table[Any]) -> Iterator[Any]:
     for shard in entries.shards():
         try:
-            part = entries.part(shard)
+            part = entries.view(shard)
         except StaleIndexError:
             continue
         yield from part.values()
@@ -230,8 +230,7 @@ def _exact(index: PathIndex) -> bool:
     """Whether every file's folder is in `dirs` (one lookup per folder, not per file)."""
     seen: dict[str, bool] = {}
     dirs = index.dirs
-    for path in index.files:
-        folder = path.rpartition("/")[0]
+    for folder in table(index.files).folders():
         known = seen.get(folder)
         if known is None:
             known = seen[folder] = folder in dirs
@@ -241,10 +240,11 @@ def _exact(index: PathIndex) -> bool:
 
 
 def _part(index: PathIndex, shard: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    # A frozen shard (a walk's FolderRows) is decoded for the time it is compared or saved.
     return (
-        table(index.files).part(shard),
-        table(index.dirs).part(shard),
-        table(index.folders).part(shard),
+        table(index.files).view(shard),
+        table(index.dirs).view(shard),
+        table(index.folders).view(shard),
     )
 
 
@@ -347,9 +347,10 @@ def _outgrown(index: PathIndex) -> bool:
 def _regroup(index: PathIndex, count: int) -> None:
     if count != index.count:
         index.count = count
-        index.files = _table(dict(index.files), count)
-        index.dirs = _table(dict(index.dirs), count)
-        index.folders = _table(dict(index.folders), count)
+        # Regrouped as they are: a frozen folder's blob moves to its new shard undecoded.
+        index.files = Table.of(table(index.files), count)
+        index.dirs = Table.of(table(index.dirs), count)
+        index.folders = Table.of(table(index.folders), count)
 
 
 def _header_as_stored(index: PathIndex, stored: tuple[Any, ...], exact: bool) -> bool:
