@@ -131,7 +131,7 @@ class StoredShards:
 
 
 # A shard's entries still kept as their folders' blobs (folderrows.py): (folder, count, blob).
-Frozen = tuple[tuple[str, int, bytes], ...]
+Frozen = tuple[folderrows.Frozen, ...]
 
 
 class Table(MutableMapping[str, V]):
@@ -159,12 +159,11 @@ class Table(MutableMapping[str, V]):
         """A table holding `entries` in `count` shards, stored nowhere yet (the frozen folders
         of a FolderRows, or of a Table, as their blobs)."""
         table: Table[V] = cls(count=count)
-        frozen: dict[int, list[tuple[str, int, bytes]]] = {}
+        frozen: dict[int, list[folderrows.Frozen]] = {}
         if isinstance(entries, folderrows.FolderRows | Table):
-            blobs = entries.frozen()
             live: Iterable[tuple[str, V]] = entries.live_items()
-            for folder, n, blob in blobs:
-                frozen.setdefault(shard_of(folder, count), []).append((folder, n, blob))
+            for blob in entries.frozen():
+                frozen.setdefault(shard_of(blob[0], count), []).append(blob)
             table._frozen = {shard: tuple(found) for shard, found in frozen.items()}
         else:
             live = entries.items()
@@ -182,7 +181,7 @@ class Table(MutableMapping[str, V]):
         table._mine = set(parts)
         return table
 
-    def frozen(self) -> Iterator[tuple[str, int, bytes]]:
+    def frozen(self) -> Iterator[folderrows.Frozen]:
         """The folders whose entries this table still keeps as blobs."""
         for found in self._frozen.values():
             yield from found
