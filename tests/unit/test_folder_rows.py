@@ -16,7 +16,7 @@ from tillage.workspace import pathindex
 from tillage.workspace.attach import Workspace, attach
 from tillage.workspace.capture import Walker
 from tillage.workspace.folderrows import FolderRows
-from tillage.workspace.pathindex import PathIndex
+from tillage.workspace.pathindex import PathIndex, Row
 from tillage.workspace.policy import Policy
 from tillage.workspace.seal import SealOptions, seal_result
 from tillage.workspace.shards import Table
@@ -72,9 +72,13 @@ def test_a_cold_seals_index_gives_every_entry_of_its_walk_back(ws: Workspace) ->
     assert loaded.exact
 
 
-def _rows(folder: str, n: int) -> dict[str, tuple[int, bytes]]:
+def _row(size: int, content: bytes) -> Row:
+    return (size, 1, 1, size, 65024, 33188, "", 1, content, 0, size, ())
+
+
+def _rows(folder: str, n: int) -> dict[str, Row]:
     prefix = f"{folder}/" if folder else ""
-    return {f"{prefix}f{i}": (i, bytes([i]) * 32) for i in range(n)}
+    return {f"{prefix}f{i}": _row(i, bytes([i]) * 32) for i in range(n)}
 
 
 def test_a_frozen_folder_answers_as_before_and_changes_like_any_other() -> None:
@@ -85,14 +89,16 @@ def test_a_frozen_folder_answers_as_before_and_changes_like_any_other() -> None:
     rows.freeze("a")
     rows.freeze("a/b")
     assert [folder for folder, _n, _blob in rows.frozen()] == ["a", "a/b"]
+    # A decoded row shares the device and mode ints every row of a walk shares.
+    assert rows["a/f1"][4] is rows["a/b/f1"][4] and rows["a/f1"][5] is rows["a/b/f1"][5]
     assert dict(rows.items()) == expected and len(rows) == len(expected)
     assert rows["a/f2"] == expected["a/f2"] and "a/f9" not in rows and rows.get("a/b/f9") is None
-    rows["a/f2"] = (99, b"new")
+    rows["a/f2"] = _row(99, b"new")
     del rows["a/b/f0"]
-    rows["a/b/f7"] = (7, b"seven")
-    expected["a/f2"] = (99, b"new")
+    rows["a/b/f7"] = _row(7, b"seven")
+    expected["a/f2"] = _row(99, b"new")
     del expected["a/b/f0"]
-    expected["a/b/f7"] = (7, b"seven")
+    expected["a/b/f7"] = _row(7, b"seven")
     assert dict(rows.items()) == expected and len(rows) == len(expected)
     with pytest.raises(KeyError):
         del rows["a/b/f0"]
@@ -114,7 +120,7 @@ def test_a_table_made_of_frozen_folders_decodes_a_shard_only_when_asked() -> Non
     shard = next(s for s in regrouped.shards() if "x/f0" in regrouped.view(s))
     assert "x" in [f for f, _n, _b in regrouped.frozen()]  # a view leaves it a blob
     copy = regrouped.fork()
-    regrouped["x/f0"] = (0, b"changed")
+    regrouped["x/f0"] = _row(0, b"changed")
     assert "x" not in [f for f, _n, _b in regrouped.frozen()]
-    assert regrouped.part(shard)["x/f0"] == (0, b"changed")
+    assert regrouped.part(shard)["x/f0"] == _row(0, b"changed")
     assert copy["x/f0"] == expected["x/f0"] and dict(copy.items()) == expected

@@ -111,9 +111,8 @@ class Capture:
     read_files: int = 0
     read_bytes: int = 0
     notes: list[FidelityNote] = field(default_factory=list)
-    # By folder, a walked folder's kept as one blob (folderrows.py: a row per file until the
-    # save costs most of a cold seal's memory otherwise).
-    rows: MutableMapping[str, Row] = field(default_factory=FolderRows)
+    # A FolderRows when the index is made of this walk's rows (Walker._capture).
+    rows: MutableMapping[str, Row] = field(default_factory=dict)
     dirs: MutableMapping[str, bytes] = field(default_factory=dict)
     manifest: dict[str, Entry] | None = None
     folders: MutableMapping[str, Folder] = field(default_factory=dict)
@@ -213,7 +212,7 @@ class Walker:
         self.writer = writer
         self.tmp_dir = tmp_dir
         self.started_ns = started_ns
-        self.result = Capture(manifest={} if keep_manifest else None)
+        self.result = self._capture(keep_manifest)
         # Files counted, toward the last seal's count (its root folder's), for a person's line.
         try:
             last = previous.folders[""][0] if "" in previous.folders else 0
@@ -252,11 +251,19 @@ class Walker:
 
     def _start_over(self) -> None:
         """Back to no result, for a full walk (no folder skipped)."""
-        self.result = Capture(manifest={} if self.result.manifest is not None else None)
+        self.result = self._capture(self.result.manifest is not None)
         self.links = {}
         self.skipped = set()
         self.visit = None
         self.names = None
+
+    def _capture(self, keep_manifest: bool) -> Capture:
+        """A result to walk into: with no last index stored whole, the new index is made of its
+        rows, kept by folder, a finished one's as one blob (folderrows.py: an object per file
+        until the save is most of a cold seal's memory otherwise); else they go into a fork of
+        the last index's tables (carry.py), and a blob would only be decoded again."""
+        rows = FolderRows() if not (self.prior.exact and self.prior.generation) else {}
+        return Capture(manifest={} if keep_manifest else None, rows=rows)
 
     def _forget_prior(self) -> None:
         """A shard of the last index would not load: walk as if there were none (every file

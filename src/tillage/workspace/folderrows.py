@@ -25,6 +25,12 @@ Blob = bytes
 # A frozen folder: (folder, how many rows, blob), one object shared by every table holding it.
 Frozen = tuple[str, int, Blob]
 
+# The device and mode ints every row of a walk shares (pathindex.stat_facts): a blob's rows
+# share them within it only, so a decoded row is given the shared ones again (a loaded index,
+# and the stored shards marshal makes of it, then hold one of each, not one per folder).
+SHARED_INTS: dict[int, int] = {}
+_DEV, _MODE = 4, 5
+
 _local = threading.local()  # a compression context per thread (a walk runs in one)
 
 
@@ -47,8 +53,14 @@ def decode(folder: str, blob: Blob, into: dict[str, Any] | None = None) -> dict[
     """The rows `encode` made of `folder`'s entries, keyed by path again (added to `into`)."""
     out: dict[str, Any] = {} if into is None else into
     prefix = f"{folder}/" if folder else ""
+    share = SHARED_INTS.setdefault
     for name, row in marshal.loads(_contexts()[1].decompress(blob)):
-        out[prefix + name] = row
+        dev, mode = row[_DEV], row[_MODE]
+        same_dev, same_mode = share(dev, dev), share(mode, mode)
+        if same_dev is dev and same_mode is mode:
+            out[prefix + name] = row
+        else:
+            out[prefix + name] = (*row[:_DEV], same_dev, same_mode, *row[_MODE + 1 :])
     return out
 
 

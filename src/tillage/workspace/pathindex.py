@@ -23,6 +23,7 @@ import zstandard
 from tillage.platform import clock
 from tillage.store import index as ix
 from tillage.store.store import Store
+from tillage.workspace.folderrows import SHARED_INTS
 from tillage.workspace.shards import (
     FORMAT,
     MIN_SHARDS,
@@ -53,8 +54,9 @@ RACY_WINDOW_WHOLE_SECONDS_NS = 2_000_000_000
 
 
 # One int object per device and per mode seen: a walk keeps a row per file, a million of
-# them at scale, and most share both (as a fresh file's ctime is its mtime).
-_SHARED: dict[int, int] = {}
+# them at scale, and most share both (as a fresh file's ctime is its mtime); a row decoded
+# from a folder's blob shares them again (folderrows.py).
+_SHARED = SHARED_INTS
 
 
 def stat_facts(st: os.stat_result, aux: str = "") -> Facts:
