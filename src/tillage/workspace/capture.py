@@ -47,6 +47,7 @@ from tillage.workspace.content import (
     store_sqlite_image,
     user_xattrs,
 )
+from tillage.workspace.folderrows import FolderRows
 from tillage.workspace.nested import holds_control_dir
 from tillage.workspace.pathindex import (
     FACTS,
@@ -108,6 +109,7 @@ class Capture:
     read_files: int = 0
     read_bytes: int = 0
     notes: list[FidelityNote] = field(default_factory=list)
+    # A FolderRows when the index is made of this walk's rows (Walker._capture).
     rows: MutableMapping[str, Row] = field(default_factory=dict)
     dirs: MutableMapping[str, bytes] = field(default_factory=dict)
     manifest: dict[str, Entry] | None = None
@@ -208,7 +210,7 @@ class Walker:
         self.writer = writer
         self.tmp_dir = tmp_dir
         self.started_ns = started_ns
-        self.result = Capture(manifest={} if keep_manifest else None)
+        self.result = self._capture(keep_manifest)
         # Files counted, toward the last seal's count (its root folder's), for a person's line.
         try:
             last = previous.folders[""][0] if "" in previous.folders else 0
@@ -247,11 +249,19 @@ class Walker:
 
     def _start_over(self) -> None:
         """Back to no result, for a full walk (no folder skipped)."""
-        self.result = Capture(manifest={} if self.result.manifest is not None else None)
+        self.result = self._capture(self.result.manifest is not None)
         self.links = {}
         self.skipped = set()
         self.visit = None
         self.names = None
+
+    def _capture(self, keep_manifest: bool) -> Capture:
+        """A result to walk into: with no last index stored whole, the new index is made of its
+        rows, kept by folder, a finished one's as one blob (folderrows.py: an object per file
+        until the save is most of a cold seal's memory otherwise); else they go into a fork of
+        the last index's tables (carry.py), and a blob would only be decoded again."""
+        rows = FolderRows() if not (self.prior.exact and self.prior.generation) else {}
+        return Capture(manifest={} if keep_manifest else None, rows=rows)
 
     def _forget_prior(self) -> None:
         """A shard of the last index would not load: walk as if there were none (every file
@@ -419,6 +429,9 @@ class Walker:
         encoded = codec.encode_tree(entries)
         tid = tree_id(encoded)
         TREES.put(tid, entries)
+        rows = self.result.rows
+        if isinstance(rows, FolderRows):
+            rows.freeze(rel)  # its files' rows are all in: none is put again by this walk
         # A tree the last seal stored under the same directory is known to exist already.
         if self.writer is not None and self.previous_dirs.get(rel) != tid:
             self.writer.put(Kind.TREE, tid, encoded)

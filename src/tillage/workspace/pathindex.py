@@ -26,6 +26,7 @@ import zstandard
 from tillage.platform import clock
 from tillage.store import index as ix
 from tillage.store.store import Store
+from tillage.workspace.folderrows import SHARED_INTS
 from tillage.workspace.shards import (
     FILES,
     FORMAT,
@@ -62,8 +63,9 @@ RACY_WINDOW_WHOLE_SECONDS_NS = 2_000_000_000
 
 
 # One int object per device and per mode seen: a walk keeps a row per file, a million of
-# them at scale, and most share both (as a fresh file's ctime is its mtime).
-_SHARED: dict[int, int] = {}
+# them at scale, and most share both (as a fresh file's ctime is its mtime); a row decoded
+# from a folder's blob shares them again (folderrows.py).
+_SHARED = SHARED_INTS
 
 
 def stat_facts(st: os.stat_result, aux: str = "") -> Facts:
@@ -254,7 +256,7 @@ def readable_trees(index: PathIndex) -> Iterator[bytes]:
 def _readable(entries: Table[Any]) -> Iterator[Any]:
     for shard in entries.shards():
         try:
-            part = entries.part(shard)
+            part = entries.view(shard)
         except StaleIndexError:
             continue
         yield from part.values()
@@ -272,8 +274,7 @@ def _exact(index: PathIndex) -> bool:
     """Whether every file's folder is in `dirs` (one lookup per folder, not per file)."""
     seen: dict[str, bool] = {}
     dirs = index.dirs
-    for path in index.files:
-        folder = path.rpartition("/")[0]
+    for folder in table(index.files).folders():
         known = seen.get(folder)
         if known is None:
             known = seen[folder] = folder in dirs
@@ -283,12 +284,13 @@ def _exact(index: PathIndex) -> bool:
 
 
 def _part(index: PathIndex, shard: int) -> Part:
+    # A frozen shard (a walk's FolderRows) is decoded for the time it is compared or saved.
     dirs = dirs_table(index.dirs)
     return (
-        table(index.files).part(shard),
-        dirs.trees.part(shard),
-        table(index.folders).part(shard),
-        dirs.names.part(shard),
+        table(index.files).view(shard),
+        dirs.trees.view(shard),
+        table(index.folders).view(shard),
+        dirs.names.view(shard),
     )
 
 
@@ -391,9 +393,10 @@ def _outgrown(index: PathIndex) -> bool:
 def _regroup(index: PathIndex, count: int) -> None:
     if count != index.count:
         index.count = count
-        index.files = _table(dict(index.files), count, FILES)
+        # Regrouped as they are: a frozen folder's blob moves to its new shard undecoded.
+        index.files = Table.of(table(index.files), count, FILES)
         index.dirs = _dirs(dict(index.dirs), count)
-        index.folders = _table(dict(index.folders), count, SUMMARIES)
+        index.folders = Table.of(table(index.folders), count, SUMMARIES)
 
 
 def _header_as_stored(index: PathIndex, stored: tuple[Any, ...], exact: bool) -> bool:

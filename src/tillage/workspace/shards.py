@@ -19,10 +19,19 @@ from __future__ import annotations
 import marshal
 import sqlite3
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import (
+    ItemsView,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    ValuesView,
+)
 from typing import Any, TypeVar
 
 import zstandard
+
+from tillage.workspace import folderrows
 
 V = TypeVar("V")
 
@@ -132,12 +141,27 @@ class StoredShards:
         return decode_part(row[0], shard, generation)
 
 
+# A shard's entries still kept as their folders' blobs (folderrows.py): (folder, count, blob).
+Frozen = tuple[folderrows.Frozen, ...]
+
+
 class Table(MutableMapping[str, V]):
     """One kind of the index's entries (FILES, TREES, SUMMARIES or NAMES), in shards by folder:
     each read from `source` when first asked for, copied when first changed, so a copy
-    (`fork`) costs what is changed in it, never the table's size."""
+    (`fork`) costs what is changed in it, never the table's size. A table made of a walk's
+    FolderRows keeps their frozen folders' blobs: a shard is decoded when its entries are
+    asked for by key (and kept), or only for the time of a pass (`view`, iterating)."""
 
-    __slots__ = ("_by_own_path", "_kind", "_last", "_mine", "_parts", "_source", "count")
+    __slots__ = (
+        "_by_own_path",
+        "_frozen",
+        "_kind",
+        "_last",
+        "_mine",
+        "_parts",
+        "_source",
+        "count",
+    )
 
     def __init__(
         self, source: StoredShards | None = None, kind: int = 0, count: int = MIN_SHARDS
@@ -147,17 +171,28 @@ class Table(MutableMapping[str, V]):
         self._kind = kind
         self._by_own_path = KEYED_BY_OWN_PATH[kind]
         self._parts: dict[int, dict[str, V]] = {}
+        self._frozen: dict[int, Frozen] = {}  # parts' entries still as blobs (none if source)
         self._mine: set[int] = set()  # the parts this table made or copied: changed in place
         self._last = ("\0", 0)  # the folder last hashed and its shard (a walk asks by folder)
 
     @classmethod
     def of(cls, entries: Mapping[str, V], count: int = MIN_SHARDS, kind: int = FILES) -> Table[V]:
-        """A table of `kind` holding `entries` in `count` shards, stored nowhere yet."""
+        """A table of `kind` holding `entries` in `count` shards, stored nowhere yet (the
+        frozen folders of a FolderRows, or of a Table, as their blobs)."""
         table: Table[V] = cls(kind=kind, count=count)
+        frozen: dict[int, list[folderrows.Frozen]] = {}
+        if isinstance(entries, folderrows.FolderRows | Table):
+            live: Iterable[tuple[str, V]] = entries.live_items()
+            for blob in entries.frozen():
+                frozen.setdefault(shard_of(blob[0], count), []).append(blob)
+            table._frozen = {shard: tuple(found) for shard, found in frozen.items()}
+        else:
+            live = entries.items()
+        assert not (frozen and table._by_own_path), "only files' rows are kept in blobs"
         parts = table._parts
         shard_by_folder: dict[str, int] = {}
         own = table._by_own_path
-        for path, value in entries.items():
+        for path, value in live:
             folder = path if own else path.rpartition("/")[0]
             shard = shard_by_folder.get(folder)
             if shard is None:
@@ -168,6 +203,26 @@ class Table(MutableMapping[str, V]):
             part[path] = value
         table._mine = set(parts)
         return table
+
+    def frozen(self) -> Iterator[folderrows.Frozen]:
+        """The folders whose entries this table still keeps as blobs."""
+        for found in self._frozen.values():
+            yield from found
+
+    def live_items(self) -> Iterator[tuple[str, V]]:
+        """Every entry not kept in a blob."""
+        for shard in self.shards():
+            if shard not in self._frozen:
+                yield from self.part(shard).items()
+            else:
+                yield from self._parts.get(shard, {}).items()
+
+    def folders(self) -> Iterator[str]:
+        """Every entry's parent folder (a frozen folder's once, not once per entry)."""
+        for folder, _n, _blob in self.frozen():
+            yield folder
+        for path, _value in self.live_items():
+            yield path.rpartition("/")[0]
 
     def _shard(self, path: str) -> int:
         folder = path if self._by_own_path else path.rpartition("/")[0]
@@ -185,10 +240,28 @@ class Table(MutableMapping[str, V]):
 
     def part(self, shard: int) -> dict[str, V]:
         """The entries of `shard` (read-only: change them through the table)."""
+        if shard in self._frozen:
+            thawed = self._parts[shard] = self._thawed(shard)
+            del self._frozen[shard]
+            self._mine.add(shard)
+            return thawed
         found = self._parts.get(shard)
         if found is None:
             found = {} if self._source is None else self._source.part(shard)[self._kind]
             self._parts[shard] = found
+        return found
+
+    def view(self, shard: int) -> dict[str, V]:
+        """The entries of `shard` (read-only), a frozen shard decoded for the caller only: a
+        pass over every shard holds one decoded at a time."""
+        if shard in self._frozen:
+            return self._thawed(shard)
+        return self.part(shard)
+
+    def _thawed(self, shard: int) -> dict[str, V]:
+        found = dict(self._parts.get(shard, {}))
+        for folder, _n, blob in self._frozen[shard]:
+            folderrows.decode(folder, blob, found)
         return found
 
     def _own(self, shard: int) -> dict[str, V]:
@@ -201,6 +274,7 @@ class Table(MutableMapping[str, V]):
     def shards(self) -> list[int]:
         """Every shard that may hold an entry."""
         known = set(self._parts)
+        known.update(self._frozen)
         if self._source is not None:
             known.update(self._source.generations)
         return sorted(known)
@@ -209,6 +283,7 @@ class Table(MutableMapping[str, V]):
         """A copy that shares every shard until one is changed in either."""
         copy: Table[V] = Table(self._source, self._kind, self.count)
         copy._parts = dict(self._parts)
+        copy._frozen = dict(self._frozen)  # blobs are never changed: decoded into a new part
         # Neither may change a shared part in place any more.
         self._mine = set()
         return copy
@@ -255,13 +330,47 @@ class Table(MutableMapping[str, V]):
 
     def __iter__(self) -> Iterator[str]:
         for shard in self.shards():
-            yield from self.part(shard)
+            yield from self.view(shard)
+
+    def items(self) -> ItemsView[str, V]:
+        return _Items(self)
+
+    def values(self) -> ValuesView[V]:
+        return _Values(self)
+
+    def _items(self) -> Iterator[tuple[str, V]]:
+        for shard in self.shards():
+            yield from self.view(shard).items()
 
     def __len__(self) -> int:
-        return sum(len(self.part(shard)) for shard in self.shards())
+        total = 0
+        for shard in self.shards():
+            frozen = self._frozen.get(shard)
+            if frozen is None:
+                total += len(self.part(shard))
+            else:
+                total += len(self._parts.get(shard, {})) + sum(n for _f, n, _b in frozen)
+        return total
 
     def __repr__(self) -> str:
         return f"Table({dict(self.items())!r})"
+
+
+class _Items(ItemsView[str, V]):
+    """A table's items, a frozen shard decoded once for the pass (not once per key)."""
+
+    _mapping: Table[V]
+
+    def __iter__(self) -> Iterator[tuple[str, V]]:
+        yield from self._mapping._items()
+
+
+class _Values(ValuesView[V]):
+    _mapping: Table[V]
+
+    def __iter__(self) -> Iterator[V]:
+        for _key, value in self._mapping._items():
+            yield value
 
 
 class Dirs(MutableMapping[str, bytes]):
