@@ -259,12 +259,27 @@ def test_an_index_written_by_another_process_meanwhile_is_not_mixed_in(ws: Works
     assert "t00/s00/new.txt" in pathindex.load(ws.store, ws.id).files
 
 
-def test_an_index_of_the_one_blob_format_is_read_in_full_once(ws: Workspace) -> None:
-    log = _ready(ws)
+def _one_blob_header(ws: Workspace) -> bytes:
+    """The header of format 6: one blob of every table."""
     index = pathindex.load(ws.store, ws.id)
     tables = (dict(index.files), dict(index.dirs), dict(index.folders))
     fields = (6, *tables, [], frozenset(), index.token, b"")
-    blob = zstandard.ZstdCompressor(level=1).compress(marshal.dumps(fields))
+    return zstandard.ZstdCompressor(level=1).compress(marshal.dumps(fields))
+
+
+def _parent_keyed_header(ws: Workspace) -> bytes:
+    """A header of format 7, which kept a folder's record in its parent's shard: read with
+    today's keys, its shards would give wrong answers."""
+    row = ws.store.conn.execute("SELECT data FROM pathindex WHERE workspace=?", (ws.id,)).fetchone()
+    fields = list(marshal.loads(zstandard.ZstdDecompressor().decompress(row[0])))
+    fields[0] = 7
+    return zstandard.ZstdCompressor(level=1).compress(marshal.dumps(tuple(fields)))
+
+
+@pytest.mark.parametrize("header", [_one_blob_header, _parent_keyed_header])
+def test_an_index_of_an_older_format_is_read_in_full_once(ws: Workspace, header: Any) -> None:
+    log = _ready(ws)
+    blob = header(ws)
     with ix.write_txn(ws.store.conn):
         ws.store.conn.execute(
             "INSERT OR REPLACE INTO pathindex(workspace, data) VALUES (?, ?)", (ws.id, blob)
@@ -477,24 +492,3 @@ def test_a_package_added_and_one_removed_in_a_wide_folder_keep_the_totals_exact(
     assert (capture.files, capture.total_bytes) == (full.files, full.total_bytes)
     _index_is_a_full_walks(wide)
     assert pathindex.load(wide.store, wide.id).dirs.get("node_modules/pkg-007") is None
-
-
-def test_an_index_of_the_previous_sharded_format_is_read_in_full_once(ws: Workspace) -> None:
-    """FORMAT 7 kept a folder's record in its parent's shard: such an index is not read with
-    today's keys (a wrong answer), it is dropped, and one full read stores it anew."""
-    log = _ready(ws)
-    row = ws.store.conn.execute("SELECT data FROM pathindex WHERE workspace=?", (ws.id,)).fetchone()
-    fields = list(marshal.loads(zstandard.ZstdDecompressor().decompress(row[0])))
-    fields[0] = 7
-    blob = zstandard.ZstdCompressor(level=1).compress(marshal.dumps(tuple(fields)))
-    with ix.write_txn(ws.store.conn):
-        ws.store.conn.execute(
-            "INSERT OR REPLACE INTO pathindex(workspace, data) VALUES (?, ?)", (ws.id, blob)
-        )
-    assert pathindex.load(ws.store, ws.id) == PathIndex()
-    (ws.root / "t00" / "s00" / "f00.txt").write_text("changed\n")
-    log.note("t00/s00", "f00.txt")
-
-    assert _seal(ws).listed == ALL_FOLDERS
-    _index_is_a_full_walks(ws)
-    assert _seal(ws).listed == 0

@@ -443,13 +443,6 @@ class Dirs(MutableMapping[str, bytes]):
         del self.names[key]
         return found
 
-    def update(self, other: Any = (), /, **kwargs: bytes) -> None:
-        items: Iterable[tuple[str, bytes]] = other.items() if isinstance(other, Mapping) else other
-        for key, value in items:
-            self[key] = value
-        for key, value in kwargs.items():
-            self[key] = value
-
     def __iter__(self) -> Iterator[str]:
         return iter(self.trees)
 
