@@ -22,6 +22,7 @@ import os
 import select
 import stat
 import threading
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from pathlib import Path
 from watchdog.observers import inotify_c
 
 from tillage.core.paths import CONTROL_DIR
+from tillage.watch.watchmap import WatchMap
 from tillage.workspace.policy import POLICY_FILE, Policy
 
 # watchdog warns noisily (a huge repr) when its callbacks race (LIBRARIES.md); we use only its
@@ -71,6 +73,10 @@ COOKIE_MASK = IN_CREATE | IN_ONLYDIR | IN_DONT_FOLLOW
 # daemon's log and lock are).
 STORE_MASK = IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
 BUFFER = 64 * 1024
+# How long the reader lets events gather after a read. Waking for every few events cost a
+# watched full rewind of the standard workload 0.1 s of sys time and 0.12 s of wall (1.60
+# against 1.48 s, medians of 6 paired runs); an event after a quiet spell is read at once.
+BURST_PAUSE = 0.005
 # The limit is the lowest of the system's and those of the user namespaces the process is in.
 WATCH_LIMITS = (
     Path("/proc/sys/fs/inotify/max_user_watches"),
@@ -166,8 +172,7 @@ class FolderWatcher:
             raise OSError(errno.EMFILE, "cannot create an inotify instance")
         os.set_inheritable(self._fd, False)
         self._wake_r, self._wake_w = os.pipe()
-        self._rel_for_wd: dict[int, str] = {}
-        self._wd_for_rel: dict[str, int] = {}
+        self._watches = WatchMap()
         self._cookie_wd = -1
         self._store_wd = -1
         self._lock = threading.RLock()  # guards the maps: the reader and a policy reload
@@ -199,8 +204,8 @@ class FolderWatcher:
         """Adds a watch on folder `rel`; False when it is gone or unreadable."""
         if (
             self.max_watches is not None
-            and len(self._wd_for_rel) >= self.max_watches
-            and rel not in self._wd_for_rel
+            and len(self._watches) >= self.max_watches
+            and rel not in self._watches
         ):
             raise WatchLimitError(
                 f"the tree has more folders than inotify allows to watch ({self.max_watches})"
@@ -209,11 +214,7 @@ class FolderWatcher:
         wd = add_watch(self._fd, path, FOLDER_MASK)
         if wd < 0:
             return False  # gone, not a folder, or unreadable: the seal's walk reports it
-        old = self._rel_for_wd.get(wd)
-        if old is not None and old != rel:
-            self._wd_for_rel.pop(old, None)  # the same folder seen under a new name
-        self._rel_for_wd[wd] = rel
-        self._wd_for_rel[rel] = wd
+        self._watches.add(rel, wd)
         return True
 
     def add_tree(self, rel: str, *, note: bool) -> None:
@@ -236,10 +237,10 @@ class FolderWatcher:
                 if not self._add(current):
                     continue
             except WatchLimitError as exc:
-                self._degrade(f"{exc}; {len(self._wd_for_rel)} folders were watched then")
+                self._degrade(f"{exc}; {len(self._watches)} folders were watched then")
                 return
             if self.on_progress is not None:
-                self.on_progress(len(self._wd_for_rel))
+                self.on_progress(len(self._watches))
             if note:
                 self.on_change(current, None)
             try:
@@ -259,11 +260,7 @@ class FolderWatcher:
 
     def _drop_tree(self, rel: str) -> None:
         """Forgets (and removes) the watches on `rel` and below: it moved or went away."""
-        prefix = rel + "/"
-        gone = [r for r in self._wd_for_rel if r == rel or r.startswith(prefix) or not rel]
-        for r in gone:
-            wd = self._wd_for_rel.pop(r)
-            self._rel_for_wd.pop(wd, None)
+        for wd in self._watches.forget_tree(rel):
             inotify_c.inotify_rm_watch(self._fd, inotify_c.WatchDescriptor(wd))
 
     def _degrade(self, reason: str) -> None:
@@ -275,10 +272,8 @@ class FolderWatcher:
 
     def _release(self) -> int:
         """Gives back every watch but the workspace folder's own; returns how many."""
-        gone = [r for r in self._wd_for_rel if r != ""]
-        for r in gone:
-            wd = self._wd_for_rel.pop(r)
-            self._rel_for_wd.pop(wd, None)
+        gone = self._watches.forget_all_but_root()
+        for wd in gone:
             inotify_c.inotify_rm_watch(self._fd, inotify_c.WatchDescriptor(wd))
         return len(gone)
 
@@ -286,12 +281,12 @@ class FolderWatcher:
         """Which folders have no watch, and what covers them; None when every one has one."""
         if self.degraded is None:
             return None
-        kept = "the workspace folder itself" if "" in self._wd_for_rel else "no folder"
+        kept = "the workspace folder itself" if "" in self._watches else "no folder"
         return f"every folder but {kept}"
 
     def watch_count(self) -> int:
         with self._lock:
-            return len(self._wd_for_rel)
+            return len(self._watches)
 
     # -- life cycle -----------------------------------------------------------------------
 
@@ -352,8 +347,8 @@ class FolderWatcher:
                 with contextlib.suppress(OSError):
                     self._watch_cookies()
                 self._watch_store()
-            for rel in sorted(self._wd_for_rel):
-                if rel in self._wd_for_rel and self._excluded_here_or_above(rel):
+            for rel in sorted(self._watches.rels()):
+                if rel in self._watches and self._excluded_here_or_above(rel):
                     self._drop_tree(rel)
             self.add_tree("", note=False)
 
@@ -386,6 +381,11 @@ class FolderWatcher:
             except Exception as exc:  # a hint gone wrong must not end the watching
                 self.on_lost(f"an event could not be handled ({type(exc).__name__}: {exc})")
             self.on_batch()
+            if len(buf) < BUFFER // 2:
+                # Whatever comes next (a burst: a rewind, a checkout, an install) gathers for
+                # one read rather than waking this thread every few events; a backlog (a full
+                # read) is read at once.
+                time.sleep(BURST_PAUSE)
 
     # -- events ---------------------------------------------------------------------------
 
@@ -412,7 +412,7 @@ class FolderWatcher:
                     continue
                 if mask & IN_IGNORED:
                     continue
-                folder = self._rel_for_wd.get(wd)
+                folder = self._watches.folder(wd)
                 if folder is None:
                     continue
                 if mask & (IN_DELETE_SELF | IN_MOVE_SELF):
