@@ -19,12 +19,20 @@ WHOLE_FILE_MAX = 512 * 1024
 # reference's length is a u32). Part of the format: it decides a sparse file's blob ID.
 HOLE_MAX = 1 << 31
 
-# Compression levels are tuning, not identity (any zstd frame reads back). Measured on the
-# standard workload: level 2 squeezes big chunks (logs, databases) as well as 3 for less CPU;
-# level 5 keeps small files within 0.3% of level 6 for two thirds of its CPU.
+# Compression settings are tuning, not identity (any zstd frame reads back). Measured on the
+# standard workload: level 2 squeezes big chunks (logs, databases) as well as 3 for less CPU.
 ZSTD_LEVEL = 2
 # Objects up to this size (most of a source tree) are compressed harder; it costs little.
 SMALL_OBJECT_MAX = 64 * 1024
-ZSTD_LEVEL_SMALL = 6
+# How: zstd's greedy strategy searching deep (64 search attempts) in a 64 KiB window, rather
+# than a level. On the standard workload's 5,032 files up to 64 KiB (63.7 MB) it made 16.50 MB
+# in 0.49 s of CPU, where level 6 made 16.65 MB in 0.62 s and level 5 16.91 MB in 0.43 s.
+SMALL_ZSTD_PARAMS = {
+    "window_log": 16,
+    "hash_log": 16,
+    "chain_log": 16,
+    "search_log": 6,
+    "min_match": 5,
+}
 # A pack is closed and a new one started past this size.
 PACK_TARGET_BYTES = 256 * 1024 * 1024

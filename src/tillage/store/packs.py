@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tillage.core.format import SMALL_OBJECT_MAX, ZSTD_LEVEL, ZSTD_LEVEL_SMALL
+from tillage.core.format import SMALL_OBJECT_MAX, SMALL_ZSTD_PARAMS, ZSTD_LEVEL
 from tillage.core.ids import object_hash
 from tillage.errors import IntegrityError
 from tillage.platform import failpoints
@@ -55,15 +55,20 @@ _local = threading.local()
 
 def _compressor(size: int) -> zstandard.ZstdCompressor:
     # One compressor per thread: sharing one between threads crashes the interpreter.
-    # Small objects get a stronger level: they are cheap to squeeze and most of a source tree.
+    # Small objects are squeezed harder (core.format): cheap to do, and most of a source tree.
     small = size <= SMALL_OBJECT_MAX
     attr = "small" if small else "large"
     c: zstandard.ZstdCompressor | None = getattr(_local, attr, None)
     if c is None:
         import zstandard
 
-        level = ZSTD_LEVEL_SMALL if small else ZSTD_LEVEL
-        c = zstandard.ZstdCompressor(level=level, write_content_size=False)
+        if small:
+            params = zstandard.ZstdCompressionParameters(
+                strategy=zstandard.STRATEGY_GREEDY, write_content_size=False, **SMALL_ZSTD_PARAMS
+            )
+            c = zstandard.ZstdCompressor(compression_params=params)
+        else:
+            c = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False)
         setattr(_local, attr, c)
     return c
 
