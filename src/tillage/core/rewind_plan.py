@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from tillage.core.errors import PathNotInSnapshotError
 from tillage.core.models import Change, Entry, EntryFlag, EntryKind
@@ -199,6 +200,26 @@ def by_folders(actions: list[Action], folders: int) -> Iterator[list[Action]]:
         chunk.append(action)
     if chunk:
         yield chunk
+
+
+# Files handed to a thread at a time, or fewer when they add up to GROUP_BYTES.
+GROUP_FILES = 16
+GROUP_BYTES = 4 << 20
+_Item = TypeVar("_Item")
+
+
+def grouped(items: list[_Item], weight: Callable[[_Item], int]) -> list[list[_Item]]:
+    """`items` in order, in groups of at most GROUP_FILES items or about GROUP_BYTES of
+    `weight`: a thread's share of work, so hand-offs cost less than the work handed off."""
+    groups: list[list[_Item]] = [[]]
+    total = 0
+    for item in items:
+        if len(groups[-1]) >= GROUP_FILES or total >= GROUP_BYTES:
+            groups.append([])
+            total = 0
+        groups[-1].append(item)
+        total += weight(item)
+    return [group for group in groups if group]
 
 
 def parallel_write(action: Action) -> bool:

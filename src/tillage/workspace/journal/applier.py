@@ -35,6 +35,7 @@ from tillage.core.rewind_plan import (
     action_size,
     batch_kind,
     by_folders,
+    grouped,
     parallel_write,
 )
 from tillage.errors import TillageError
@@ -77,9 +78,6 @@ _NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT, er
 # number of folders (node_modules has thousands) must fit the fd limit with room to spare.
 DIR_FD_BUDGET = fd_budget(256, 4)
 SPREAD_MAX = 64  # folders marked to spread the new folders made in them (see _spread_new_folders)
-# Files handed to a thread at a time, or fewer when they add up to GROUP_BYTES.
-GROUP_FILES = 16
-GROUP_BYTES = 4 << 20
 
 
 class _DamagedError(Exception):
@@ -172,12 +170,17 @@ class Applier:
             self._report("staging", 0, len(work), 0, total)
             done = done_bytes = 0
             with ThreadPoolExecutor(WORKERS) as pool:
-                futures = {pool.submit(self._verify, ids): size for size, ids in work}
+                # Files in groups, as they are written: a future a file cost more in hand-offs
+                # than the reads and CRCs it waited for (5,037 files: 0.29 s of staging).
+                futures = {
+                    pool.submit(self._verify, [i for _size, ids in group for i in ids]): group
+                    for group in grouped(work, lambda item: item[0])
+                }
                 try:
                     for future in as_completed(futures):
                         future.result()
-                        done += 1
-                        done_bytes += futures[future]
+                        done += len(futures[future])
+                        done_bytes += sum(size for size, _ids in futures[future])
                         self._report("staging", done, len(work), done_bytes, total)
                 except _DamagedError as bad:
                     pool.shutdown(cancel_futures=True)
@@ -362,15 +365,8 @@ class Applier:
         are opened here first, so the directory cache is only ever touched by this thread."""
         retry: list[Action] = []
         for chunk in by_folders(batch, DIR_FD_BUDGET // 2):
-            groups: list[list[tuple[Action, int, str]]] = [[]]
-            weight = 0
-            for action in chunk:
-                dir_fd, name = self._parent_fd(action.path, create=True)
-                if len(groups[-1]) >= GROUP_FILES or weight >= GROUP_BYTES:
-                    groups.append([])
-                    weight = 0
-                groups[-1].append((action, dir_fd, name))
-                weight += action_size(action)
+            placed = [(a, *self._parent_fd(a.path, create=True)) for a in chunk]
+            groups = grouped(placed, lambda item: action_size(item[0]))
             futures = [pool.submit(self._put_group, group) for group in groups]
             for future in as_completed(futures):
                 written, blocked = future.result()
