@@ -23,7 +23,6 @@ from tillage.core.format import SMALL_OBJECT_MAX, SMALL_ZSTD_PARAMS, ZSTD_LEVEL
 from tillage.core.ids import object_hash
 from tillage.errors import IntegrityError
 from tillage.platform import failpoints
-from tillage.platform.appendfile import BlockAppender
 from tillage.platform.fs import fd_budget, fsync_dir, raise_if_disk_full
 from tillage.platform.locks import is_held
 from tillage.platform.names import random_hex
@@ -44,6 +43,7 @@ TRAILER_SIZE = _CRC.size
 FLAG_ZSTD = 1
 KNOWN_KINDS = frozenset((1, 2, 3, 4))
 MAX_STORED = 1 << 30  # a sanity bound for scans; chunks are at most 2 MiB
+_IOV_MAX = 1024  # buffers one writev takes (POSIX's least IOV_MAX)
 # Records a pack writer holds before writing them out: a seal's peak memory (measured on the
 # standard workload: 8 MiB cost 6 MiB of RSS over 2 MiB, for no time).
 WRITE_BUFFER = 2 * 1024 * 1024
@@ -183,72 +183,82 @@ def _datasync_quietly(fd: int) -> None:
 
 
 class PackWriter:
-    """Appends records to one new pack file owned by this writer alone, in whole blocks
-    written straight to the device where the file system allows (platform.appendfile)."""
+    """Appends records to one new pack file owned by this writer alone."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.name = f"{random_hex(8)}.pack"
         self.path = directory / self.name
         self._fd = -1
-        self._out: BlockAppender | None = None
-        # Write-back started ahead of the fsync when the pack goes through the page cache:
-        # see _write_behind.
+        self._size = 0
+        self._pending: list[bytes | memoryview] = []
+        self._pending_bytes = 0
+        # Write-back started ahead of the fsync: see _write_behind.
         self._flushing: threading.Thread | None = None
         self._flushed_to = 0
 
-    def _open(self) -> BlockAppender:
+    def _open(self) -> None:
         try:
             # Locked before it gets its name, and held until close: a pack nobody holds and
             # nothing indexes is a dead writer's leftover, which verify reclaims.
             fresh = self.directory / f".{self.name}{NEW_SUFFIX}"
-            self._fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+            self._fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o444)
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             os.rename(fresh, self.path)
+            os.write(self._fd, PACK_MAGIC)
         except OSError as exc:
             raise_if_disk_full(exc)
             raise
+        self._size = len(PACK_MAGIC)
         fsync_dir(self.directory)
-        self._out = BlockAppender(self._fd, WRITE_BUFFER)
-        self._out.append(PACK_MAGIC)
-        return self._out
 
     @property
     def size(self) -> int:
-        return self._out.size if self._out is not None else 0
+        return self._size + self._pending_bytes
 
     def append(self, record: bytes) -> Location:
         """Buffers one encoded record and returns where it will live."""
-        out = self._out if self._out is not None else self._open()
-        loc = Location(self.name, out.size, len(record))
-        written = out.written
-        out.append(record)
-        if out.written != written:  # a buffer filled and went out
-            self._wrote()
+        if self._fd < 0:
+            self._open()
+        loc = Location(self.name, self.size, len(record))
+        self._pending.append(record)
+        self._pending_bytes += len(record)
+        if self._pending_bytes >= WRITE_BUFFER:
+            self._write_pending()
         return loc
 
-    def _wrote(self) -> None:
+    def _write_pending(self) -> None:
+        if not self._pending:
+            return
+        # Written as they are (writev), not joined first: a join would hold a second copy.
+        pending = self._pending
+        first = 0
+        try:
+            while first < len(pending):
+                n = os.writev(self._fd, pending[first : first + _IOV_MAX])
+                while n and n >= len(pending[first]):
+                    n -= len(pending[first])
+                    first += 1
+                if n:  # a short write: the rest of that record goes next
+                    pending[first] = memoryview(pending[first])[n:]
+        except OSError as exc:
+            raise_if_disk_full(exc)
+            raise
+        self._size += self._pending_bytes
+        self._pending.clear()
+        self._pending_bytes = 0
         failpoints.hit("pack.after_write")
         self._write_behind()
 
-    def _write_pending(self) -> None:
-        if self._out is not None and self._out.flush():
-            self._wrote()
-
     def _write_behind(self) -> None:
-        """Every WRITE_BEHIND bytes through the page cache, an fdatasync on a thread of its own:
-        the disk writes the pack while the seal goes on reading and compressing, instead of
-        all of it at the fsync that makes it durable (which still runs, and alone decides
-        durability). Direct writes are on their way to the disk already."""
-        out = self._out
-        if out is None or out.direct:
-            return
-        written = out.written
-        if written - self._flushed_to < WRITE_BEHIND:
+        """Every WRITE_BEHIND bytes, an fdatasync on a thread of its own: the disk writes the
+        pack while the seal goes on reading and compressing, instead of all of it at the fsync
+        that makes it durable (which still runs, and alone decides durability)."""
+        if self._size - self._flushed_to < WRITE_BEHIND:
             return
         if self._flushing is not None and self._flushing.is_alive():
             return
-        self._flushed_to = written
+        self._flushed_to = self._size
         self._flushing = threading.Thread(
             target=_datasync_quietly, args=(self._fd,), name="tillage-pack-writeback"
         )
@@ -268,8 +278,6 @@ class PackWriter:
         self._settle()
         os.fsync(self._fd)
         failpoints.hit("pack.after_fsync")
-        if self._out is not None:
-            self._out.park()  # its buffers are not needed until something more is appended
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -277,20 +285,17 @@ class PackWriter:
                 self._write_pending()
             finally:
                 self._settle()
-                self._release()
-
-    def _release(self) -> None:
-        if self._out is not None:
-            self._out.close()
-            self._out = None
-        os.close(self._fd)
-        self._fd = -1
+                os.close(self._fd)
+                self._fd = -1
 
     def discard(self) -> None:
         """Deletes this pack: only for a writer whose records nothing references yet."""
+        self._pending.clear()
+        self._pending_bytes = 0
         if self._fd >= 0:
             self._settle()
-            self._release()
+            os.close(self._fd)
+            self._fd = -1
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
 

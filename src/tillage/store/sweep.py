@@ -211,8 +211,6 @@ def _copy_live(
         os.close(fd)
     for object_id, data in records:
         if not writers or writers[-1].size >= PACK_TARGET_BYTES:
-            if writers:
-                writers[-1].sync()  # durable now, and its buffers freed: more packs may follow
             writers.append(PackWriter(store.packs_dir))
         loc = writers[-1].append(data)
         moves.append((loc.pack, loc.offset, loc.length, object_id))
