@@ -317,14 +317,17 @@ def test_records_cut_by_short_writes_land_whole_where_append_said(
 
 
 def test_a_batch_encodes_to_the_records_each_object_would_have_alone() -> None:
-    """Small objects are compressed together, the rest one by one, and a record already
-    encoded passes as it is: whichever way, each record is the one encode_record makes."""
+    """Small objects are compressed together (one call per size class), the rest one by one,
+    and a record already encoded passes as it is: whichever way, each record is the one
+    encode_record makes."""
     rng = random.Random(9)
     objects = [
         (1, b""),
         (1, b"source line\n" * 300),
         (1, rng.randbytes(2000)),  # incompressible: stored raw
         (3, b"tree entry" * 10),
+        (1, b"a source file of ten kilobytes\n" * 330),  # above the tiny size
+        (1, b"another source file\n" * 800),
         (1, b"log line of a big chunk\n" * 20000),  # above the small-object size
     ]
     batch: list[Pending] = [(k, object_hash(k, raw), raw, len(raw), False) for k, raw in objects]

@@ -34,5 +34,11 @@ SMALL_ZSTD_PARAMS = {
     "search_log": 6,
     "min_match": 5,
 }
+# Objects up to this size are compressed at this level instead: zstd's own parameters for
+# sources this small (tuned by source size) find more than the greedy setting. On the standard
+# workload's 2,348 files up to 4 KiB (3.3 MB) level 6 made 1.597 MB where the greedy setting
+# made 1.614 MB, in the same CPU time; a tree of a million tiny files is mostly these.
+TINY_OBJECT_MAX = 4 * 1024
+ZSTD_LEVEL_TINY = 6
 # A pack is closed and a new one started past this size.
 PACK_TARGET_BYTES = 256 * 1024 * 1024

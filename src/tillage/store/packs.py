@@ -19,7 +19,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tillage.core.format import SMALL_OBJECT_MAX, SMALL_ZSTD_PARAMS, ZSTD_LEVEL
+from tillage.core.format import (
+    SMALL_OBJECT_MAX,
+    SMALL_ZSTD_PARAMS,
+    TINY_OBJECT_MAX,
+    ZSTD_LEVEL,
+    ZSTD_LEVEL_TINY,
+)
 from tillage.core.ids import object_hash
 from tillage.errors import IntegrityError
 from tillage.platform import failpoints
@@ -53,22 +59,28 @@ WRITE_BEHIND = 16 * 1024 * 1024
 _local = threading.local()
 
 
+def _size_class(size: int) -> str:
+    if size <= TINY_OBJECT_MAX:
+        return "tiny"
+    return "small" if size <= SMALL_OBJECT_MAX else "large"
+
+
 def _compressor(size: int) -> zstandard.ZstdCompressor:
     # One compressor per thread: sharing one between threads crashes the interpreter.
     # Small objects are squeezed harder (core.format): cheap to do, and most of a source tree.
-    small = size <= SMALL_OBJECT_MAX
-    attr = "small" if small else "large"
+    attr = _size_class(size)
     c: zstandard.ZstdCompressor | None = getattr(_local, attr, None)
     if c is None:
         import zstandard
 
-        if small:
+        if attr == "small":
             params = zstandard.ZstdCompressionParameters(
                 strategy=zstandard.STRATEGY_GREEDY, write_content_size=False, **SMALL_ZSTD_PARAMS
             )
             c = zstandard.ZstdCompressor(compression_params=params)
         else:
-            c = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False)
+            level = ZSTD_LEVEL_TINY if attr == "tiny" else ZSTD_LEVEL
+            c = zstandard.ZstdCompressor(level=level, write_content_size=False)
         setattr(_local, attr, c)
     return c
 
@@ -128,13 +140,17 @@ def encode_batch(batch: list[Pending]) -> list[bytes]:
     its system calls, and each hand-over put a thread to sleep (measured on the standard
     workload: 2,300 sleeps per compressing thread in one cold seal).
     """
-    small = [i for i, p in enumerate(batch) if not p[4] and len(p[2]) <= SMALL_OBJECT_MAX]
+    classes: dict[str, list[int]] = {}
+    for i, (_kind, _oid, data, _n, done) in enumerate(batch):
+        if not done and len(data) <= SMALL_OBJECT_MAX:
+            classes.setdefault(_size_class(len(data)), []).append(i)
     packed: dict[int, bytes | memoryview] = {}
-    # python-zstandard calls this call experimental: where it is gone, one call per object.
-    together = getattr(_compressor(0), "multi_compress_to_buffer", None)
-    if len(small) > 1 and together is not None:
-        frames = together([batch[i][2] for i in small], threads=1)
-        packed = {i: memoryview(frames[n]) for n, i in enumerate(small)}
+    for members in classes.values():
+        # python-zstandard calls this call experimental: where it is gone, one call per object.
+        together = getattr(_compressor(len(batch[members[0]][2])), "multi_compress_to_buffer", None)
+        if len(members) > 1 and together is not None:
+            frames = together([batch[i][2] for i in members], threads=1)
+            packed.update((i, memoryview(frames[n])) for n, i in enumerate(members))
     records = []
     for i, (kind, oid, data, _n, done) in enumerate(batch):
         if done:
