@@ -52,6 +52,38 @@ def test_the_folder_is_made_durable_before_the_intent_is_removed(
     assert (folder / "sub" / "f3.txt").read_bytes() == b"v1 3\n" * 100
 
 
+def test_a_large_file_goes_to_the_disk_as_it_is_written_before_the_final_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk writes a large restored file while the rest is written, so the final sync
+    has less to wait for; small files are left to that one sync."""
+    home, folder, first = _wrecked(tmp_path)
+    ws = find_workspace(home, folder)
+    assert ws is not None
+    events: list[object] = []
+    real_datasync, real_syncfs = os.fdatasync, applier.syncfs
+
+    def fdatasync(fd: int) -> None:
+        events.append(os.fstat(fd).st_size)
+        real_datasync(fd)
+
+    def syncfs(fd: int) -> None:
+        events.append("syncfs")
+        real_syncfs(fd)
+
+    monkeypatch.setattr(applier, "EARLY_SYNC_BYTES", 1 << 20)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    monkeypatch.setattr(applier, "syncfs", syncfs)
+    try:
+        target = ws.store.snapshot(first)
+        assert target is not None
+        rw.apply(ws, target, None)
+    finally:
+        ws.store.close()
+    assert events == [2 * 1024 * 1024, "syncfs"]
+    assert (folder / "big.bin").read_bytes() == bytes(range(256)) * 8192
+
+
 def test_a_rewind_reports_progress_while_staging_and_applying(tmp_path: Path) -> None:
     home, folder, first = _wrecked(tmp_path)
     ws = find_workspace(home, folder)

@@ -77,6 +77,8 @@ _NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT, er
 # Folder fds a rewind keeps open at most (least recently used closed first): a tree of any
 # number of folders (node_modules has thousands) must fit the fd limit with room to spare.
 DIR_FD_BUDGET = fd_budget(256, 4)
+# A file at least this large is synced as soon as it is written (see _put_file).
+EARLY_SYNC_BYTES = 8 * 1024 * 1024
 SPREAD_MAX = 64  # folders marked to spread the new folders made in them (see _spread_new_folders)
 
 
@@ -120,6 +122,7 @@ class Applier:
         self._locations: dict[bytes, Location] = {}
         self._packs = PackFiles(ws.store.packs_dir)
         self._umask = current_umask()
+        self._durable = True
         # Folders whose mode tillage knows (created or checked), and those lent u+rwx.
         self._dir_modes: dict[str, int] = {}
         self._lent: dict[str, int] = {}
@@ -263,6 +266,7 @@ class Applier:
     def run(self, actions: tuple[Action, ...], *, durable: bool = True) -> None:
         """Applies the actions in order; the folder's data is durable when it returns (unless
         told it need not be: a disposable copy)."""
+        self._durable = durable
         try:
             self._spread_new_folders(actions)
             self._run(actions)
@@ -685,6 +689,10 @@ class Applier:
             )
         try:
             self._fill(fd, refs, entry)
+            if self._durable and entry.size >= EARLY_SYNC_BYTES:
+                # The disk takes a large file while the other threads write on, not in the
+                # final syncfs (which still runs, and alone decides durability).
+                os.fdatasync(fd)
             if mode & ~self._umask != mode:
                 os.fchmod(fd, mode)
             for key, value in entry.xattrs:
