@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tillage import call
-from tillage.core.progress import Progress
+from tillage.core.progress import Progress, ProgressFn
 from tillage.workspace import rewind as rw
-from tillage.workspace.attach import find_workspace
+from tillage.workspace.attach import Workspace, find_workspace
 from tillage.workspace.journal import applier
 from tillage.workspace.journal.intents import intent_path
 
@@ -28,6 +28,15 @@ def _wrecked(tmp_path: Path) -> tuple[Path, Path, str]:
     return home, folder, first
 
 
+def _rewind_to(ws: Workspace, snapshot: str, on_progress: ProgressFn | None = None) -> None:
+    try:
+        target = ws.store.snapshot(snapshot)
+        assert target is not None
+        rw.apply(ws, target, None, on_progress=on_progress)
+    finally:
+        ws.store.close()
+
+
 def test_the_folder_is_made_durable_before_the_intent_is_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -42,12 +51,7 @@ def test_the_folder_is_made_durable_before_the_intent_is_removed(
         real(fd)
 
     monkeypatch.setattr(applier, "syncfs", syncfs)
-    try:
-        target = ws.store.snapshot(first)
-        assert target is not None
-        rw.apply(ws, target, None)
-    finally:
-        ws.store.close()
+    _rewind_to(ws, first)
     assert seen == [True]
     assert (folder / "sub" / "f3.txt").read_bytes() == b"v1 3\n" * 100
 
@@ -74,12 +78,7 @@ def test_a_large_file_goes_to_the_disk_as_it_is_written_before_the_final_sync(
     monkeypatch.setattr(applier, "EARLY_SYNC_BYTES", 1 << 20)
     monkeypatch.setattr(os, "fdatasync", fdatasync)
     monkeypatch.setattr(applier, "syncfs", syncfs)
-    try:
-        target = ws.store.snapshot(first)
-        assert target is not None
-        rw.apply(ws, target, None)
-    finally:
-        ws.store.close()
+    _rewind_to(ws, first)
     assert events == [2 * 1024 * 1024, "syncfs"]
     assert (folder / "big.bin").read_bytes() == bytes(range(256)) * 8192
 
@@ -89,12 +88,7 @@ def test_a_rewind_reports_progress_while_staging_and_applying(tmp_path: Path) ->
     ws = find_workspace(home, folder)
     assert ws is not None
     reports: list[Progress] = []
-    try:
-        target = ws.store.snapshot(first)
-        assert target is not None
-        rw.apply(ws, target, None, on_progress=reports.append)
-    finally:
-        ws.store.close()
+    _rewind_to(ws, first, reports.append)
     for stage in ("staging", "applying"):
         last = [p for p in reports if p.stage == stage][-1]
         assert last.files_done == last.files_total == 21
@@ -118,11 +112,6 @@ def test_folders_a_rewind_makes_are_spread_away_from_freshly_freed_inodes(
     monkeypatch.setattr(applier, "spread_new_folders", spread)
     ws = find_workspace(home, folder)
     assert ws is not None
-    try:
-        target = ws.store.snapshot(first)
-        assert target is not None
-        rw.apply(ws, target, None)
-    finally:
-        ws.store.close()
+    _rewind_to(ws, first)
     assert marked == [os.stat(folder).st_ino], "the folder that gets new folders is marked"
     assert (folder / "sub" / "f3.txt").read_bytes() == b"v1 3\n" * 100
