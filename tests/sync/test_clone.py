@@ -23,6 +23,7 @@ from tillage.platform.folders import remove_folder
 CLONE_FAILPOINTS = (
     "clone.after_intent",
     "clone.after_parents",
+    "seal.before_publish",  # the first snapshot durable in a pack, not yet in the log
     "clone.after_snapshot",
     "clone.after_materialize",
     "clone.after_records",
@@ -254,9 +255,25 @@ def test_a_killed_clone_leaves_a_finished_clone_or_nothing_and_a_retry_works(
     assert _timeline(till, outer) == timeline
     assert till.json("remote", "list", cwd=outer)["remotes"] == []
     assert till.json("snap", cwd=outer)["snapshot"]["files"] == 1  # p.txt alone
+    assert till.json("verify")["ok"] is True  # nothing the killed clone made is a problem
 
 
-@pytest.mark.parametrize("failpoint", CLONE_FAILPOINTS[:5])
+# Killed this early, a clone has already downloaded the remote's snapshot record (it names the
+# pushing machine's workspace) into this store, and nothing in the log names it: `verify` takes
+# it for a lost timeline (store/lost.unclaimed). Known since 2026-12-03, not fixed yet: strict,
+# so the fix must remove this mark.
+_EARLY_KILL_LEAVES_A_RECORD = pytest.mark.xfail(
+    strict=True, reason="a downloaded snapshot record no log line names reads as a lost timeline"
+)
+
+
+@pytest.mark.parametrize(
+    "failpoint",
+    [
+        pytest.param(f, marks=_EARLY_KILL_LEAVES_A_RECORD) if f in CLONE_FAILPOINTS[:2] else f
+        for f in CLONE_FAILPOINTS[:6]
+    ],
+)
 def test_a_clone_killed_before_its_commit_is_undone_by_the_next_command(
     tmp_path: Path, user_home: Path, failpoint: str
 ) -> None:
@@ -272,6 +289,7 @@ def test_a_clone_killed_before_its_commit_is_undone_by_the_next_command(
     assert sorted(os.listdir(work)) == ["other"]  # no a/, no staging folder
     assert not list((till.home / "intents").glob("clone-*"))
     assert list((till.home / "remotes").glob("*.json")) == []  # no remote entry kept
+    assert till.json("verify")["ok"] is True
 
 
 def test_a_clone_killed_after_its_commit_is_finished_by_the_next_command(

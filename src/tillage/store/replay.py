@@ -128,10 +128,26 @@ def apply_record(c: sqlite3.Connection, r: LogRecord) -> None:
     elif r.kind == "forget":
         # 1: forgotten, its timeline kept for a later attach; 2: purged.
         forgotten = 2 if b.get("purge") else 1
+        if b.get("purge"):
+            # A timeline never attached (a clone undone before it was placed) is purged too:
+            # the records its seals left in packs are not a lost timeline to take back.
+            c.execute(
+                "INSERT OR IGNORE INTO workspaces(id, root, attached_at, forgotten) "
+                "VALUES (?, '', ?, 2)",
+                (b["workspace"], r.at_ns),
+            )
         c.execute("UPDATE workspaces SET forgotten=? WHERE id=?", (forgotten, b["workspace"]))
         c.execute("DELETE FROM pathindex WHERE workspace=?", (b["workspace"],))
         c.execute("DELETE FROM pathshards WHERE workspace=?", (b["workspace"],))
         if b.get("purge"):
+            # Its snapshots, and what it pulled, are dropped as a gc drops them: their records
+            # wait in packs for the sweep, and no repair takes them for a lost timeline (a
+            # pulled record names the workspace that sealed it, on another machine).
+            c.execute(
+                "INSERT OR IGNORE INTO dropped(snapshot) "
+                "SELECT id FROM snapshots WHERE workspace IN (?, ?)",
+                (b["workspace"], f"{b['workspace']}.sync"),
+            )
             c.execute(
                 "DELETE FROM pins WHERE snapshot IN (SELECT id FROM snapshots WHERE workspace=?)",
                 (b["workspace"],),

@@ -172,7 +172,9 @@ def _move_entries(staging: Path, root: Path) -> None:
 
 def undo(store: Store, intent: CloneIntent) -> None:
     """Removes what an uncommitted clone made: its staging folder, the folders it made on the
-    way (when still empty), its remote entry. The destination is left as it was."""
+    way (when still empty), its remote entry, its timeline (purged: a seal killed before it
+    published leaves a snapshot in a pack that no log line names, which `verify` would
+    otherwise report as a lost timeline). The destination is left as it was."""
     if os.path.lexists(intent.staging) and STAGING_MARK in intent.staging.name:
         remove_folder(intent.staging, durable=True)
     for made in reversed(intent.made):
@@ -183,6 +185,7 @@ def undo(store: Store, intent: CloneIntent) -> None:
                 raise
             break  # something else is in it now: it stays, and so do the folders above
     remotes.forget_remotes(store, intent.workspace)
+    store.publish("forget", {"workspace": intent.workspace, "purge": True})
 
 
 def finish_clones(store: Store) -> list[CloneIntent]:
