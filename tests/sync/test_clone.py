@@ -258,22 +258,7 @@ def test_a_killed_clone_leaves_a_finished_clone_or_nothing_and_a_retry_works(
     assert till.json("verify")["ok"] is True  # nothing the killed clone made is a problem
 
 
-# Killed this early, a clone has already downloaded the remote's snapshot record (it names the
-# pushing machine's workspace) into this store, and nothing in the log names it: `verify` takes
-# it for a lost timeline (store/lost.unclaimed). Known since 2026-12-03, not fixed yet: strict,
-# so the fix must remove this mark.
-_EARLY_KILL_LEAVES_A_RECORD = pytest.mark.xfail(
-    strict=True, reason="a downloaded snapshot record no log line names reads as a lost timeline"
-)
-
-
-@pytest.mark.parametrize(
-    "failpoint",
-    [
-        pytest.param(f, marks=_EARLY_KILL_LEAVES_A_RECORD) if f in CLONE_FAILPOINTS[:2] else f
-        for f in CLONE_FAILPOINTS[:6]
-    ],
-)
+@pytest.mark.parametrize("failpoint", CLONE_FAILPOINTS[:6])
 def test_a_clone_killed_before_its_commit_is_undone_by_the_next_command(
     tmp_path: Path, user_home: Path, failpoint: str
 ) -> None:

@@ -53,13 +53,14 @@ def republish(store: Store, workspaces: Collection[str]) -> int:
     return len(found)
 
 
-def unclaimed(store: Store) -> dict[str, int]:
+def unclaimed(store: Store, fetched: Collection[str] = ()) -> dict[str, int]:
     """Workspace ID -> how many lost snapshots of it the packs hold, for every workspace the
     log does not record at all (its attach line lost with the rest): only its folder, whose
-    pointer names it, can take that timeline back (`till watch` there)."""
+    pointer names it, can take that timeline back (`till watch` there). `fetched`: snapshots
+    known to be a remote's, downloaded here (not counted)."""
     known = {r[0] for r in store.conn.execute("SELECT id FROM workspaces")}
     counts: dict[str, int] = {}
-    for _at, _id, record in lost_snapshots(store, None):
-        if record.workspace not in known:
+    for _at, snapshot_hex, record in lost_snapshots(store, None):
+        if record.workspace not in known and snapshot_hex not in fetched:
             counts[record.workspace] = counts.get(record.workspace, 0) + 1
     return counts

@@ -160,7 +160,9 @@ def _finish_interrupted_rewinds(
 
 def _unclaimed(store: Any) -> list[tuple[str, str]]:
     """Timelines whose packs survive a log that lost every line naming their workspace: what
-    no repair here can put back, and the command that does, in the folder."""
+    no repair here can put back, and the command that does, in the folder. A record fetched
+    from a remote names the pushing machine's workspace: it is not one of them."""
+    from tillage.features.sync.seen import told_snapshots
     from tillage.store.lost import unclaimed
 
     return [
@@ -170,7 +172,7 @@ def _unclaimed(store: Any) -> list[tuple[str, str]]:
             f"snapshots of it: run `till watch` in its folder (the one whose "
             f"`.tillage/workspace.json` names {workspace_id}) to take its timeline back",
         )
-        for workspace_id, count in sorted(unclaimed(store).items())
+        for workspace_id, count in sorted(unclaimed(store, told_snapshots(store)).items())
     ]
 
 

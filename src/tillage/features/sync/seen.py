@@ -63,6 +63,22 @@ def _folder(store: Store, remote: Remote) -> Path:
     return store.home / "remotes" / "seen" / _hash(identity(remote))
 
 
+def told_snapshots(store: Store) -> set[str]:
+    """The remote snapshots this machine was told of (each ref's last state seen, and its
+    history): a pull or a clone downloads their records before anything here names them, so
+    one killed in between leaves records that are the remote's, not a lost timeline."""
+    found: set[str] = set()
+    for path in (store.home / "remotes" / "seen").glob("*/*.json"):
+        doc = _read(path)
+        if doc is None:
+            continue
+        found.add(str(doc.get("snapshot")))
+        history = doc.get("history")
+        if isinstance(history, list):
+            found.update(str(h) for h in history)
+    return found
+
+
 def _path(store: Store, remote: Remote, ref: str) -> Path:
     return _folder(store, remote) / f"{_hash(ref)}.json"
 
