@@ -20,6 +20,7 @@ from tillage.store.packs import (
     PACK_MAGIC,
     TRAILER_SIZE,
     Location,
+    PackFiles,
     PackReader,
     PackWriter,
     Pending,
@@ -272,6 +273,88 @@ def test_records_a_writer_appends_are_found_by_a_scan_and_read_back(tmp_path: Pa
             assert reader.read(loc, expect_id=object_hash(kind, raw)) == (kind, raw)
     finally:
         reader.close()
+
+
+def _packs_of(directory: Path, count: int) -> list[tuple[Location, bytes]]:
+    """`count` packs of one record each, and what each record holds."""
+    out = []
+    for n in range(count):
+        record = _record(1, f"pack {n} ".encode() * 50)
+        writer = PackWriter(directory)
+        loc = writer.append(record)
+        writer.sync()
+        writer.close()
+        out.append((loc, record))
+    return out
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_threads_reading_more_packs_than_may_be_open_each_read_their_own_bytes(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    packs = _packs_of(tmp_path, 6)
+    files = PackFiles(tmp_path, limit=2)
+    before = _open_fds()
+    wrong: list[int] = []
+
+    def read(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(300):
+            loc, record = rng.choice(packs)
+            if files.pread(loc.pack, loc.length, loc.offset) != record:
+                wrong.append(seed)
+
+    threads = [threading.Thread(target=read, args=(seed,)) for seed in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    files.close()
+    assert wrong == []
+    assert _open_fds() <= before
+
+
+def test_a_pack_closed_for_room_while_a_read_uses_it_is_closed_when_that_read_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow read of one pack while others push it out of the table: its fd is not closed
+    (and its number reused by the next open) under the read, and is not left open after."""
+    import threading
+
+    (slow_loc, slow_record), *others = _packs_of(tmp_path, 4)
+    files = PackFiles(tmp_path, limit=1)
+    before = _open_fds()
+    reading, release = threading.Event(), threading.Event()
+    real_pread = os.pread
+    slow_fds: list[int] = []
+
+    def pread(fd: int, length: int, offset: int) -> bytes:
+        if not slow_fds and length == slow_loc.length:
+            slow_fds.append(fd)
+            reading.set()
+            assert release.wait(10)
+        return real_pread(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", pread)
+    got: list[bytes] = []
+    slow = threading.Thread(
+        target=lambda: got.append(files.pread(slow_loc.pack, slow_loc.length, slow_loc.offset))
+    )
+    slow.start()
+    assert reading.wait(10)
+    for loc, record in others:  # each takes the only place in the table
+        assert files.pread(loc.pack, loc.length, loc.offset) == record
+    os.fstat(slow_fds[0])  # still open under the slow read
+    release.set()
+    slow.join()
+    assert got == [slow_record]
+    files.close()
+    assert _open_fds() <= before
 
 
 def test_a_writer_writes_out_what_it_holds_without_a_second_copy_of_it(tmp_path: Path) -> None:

@@ -319,12 +319,18 @@ class PackWriter:
 class PackFiles:
     """Open pack files for reading, at most `limit` at a time (least recently used closed
     first), safe to share between threads: a store is thousands of packs (one per seal), and a
-    process may open only so many files."""
+    process may open only so many files.
+
+    The lock guards only the table: reads run outside it, several at a time, and an fd a read
+    is using is closed by the last reader to finish with it, never under its feet (a number
+    closed under a read could be reused by another open and read the wrong file)."""
 
     def __init__(self, directory: Path, limit: int | None = None) -> None:
         self.directory = directory
         self.limit = limit if limit is not None else fd_budget(64, 8)
         self._fds: dict[str, int] = {}
+        self._readers: dict[int, int] = {}  # fd -> reads using it now
+        self._retired: set[int] = set()  # fds out of the table, closed when their reads end
         self._lock = threading.Lock()
         # A store a library caller never closed must not keep its packs open: the fds are
         # plain ints, so nothing else would close them when the store is collected.
@@ -332,7 +338,14 @@ class PackFiles:
 
     def pread(self, pack: str, length: int, offset: int) -> bytes:
         """Reads `length` bytes at `offset` of `pack`; integrity error when the pack is gone."""
-        with self._lock:  # an fd is never closed by another thread while it is read here
+        fd = self._borrow(pack)
+        try:
+            return os.pread(fd, length, offset)
+        finally:
+            self._give_back(fd)
+
+    def _borrow(self, pack: str) -> int:
+        with self._lock:
             fd = self._fds.pop(pack, None)
             if fd is None:
                 try:
@@ -340,13 +353,32 @@ class PackFiles:
                 except FileNotFoundError as exc:
                     raise IntegrityError(f"pack {pack} is missing from the store") from exc
                 while len(self._fds) >= self.limit:
-                    os.close(self._fds.pop(next(iter(self._fds))))
-            self._fds[pack] = fd
-            return os.pread(fd, length, offset)
+                    self._retire(self._fds.pop(next(iter(self._fds))))
+            self._fds[pack] = fd  # most recently used last
+            self._readers[fd] = self._readers.get(fd, 0) + 1
+            return fd
+
+    def _give_back(self, fd: int) -> None:
+        with self._lock:
+            left = self._readers.pop(fd) - 1
+            if left:
+                self._readers[fd] = left
+            elif fd in self._retired:
+                self._retired.discard(fd)
+                os.close(fd)
+
+    def _retire(self, fd: int) -> None:
+        """Closes an fd taken out of the table now, or when the reads using it end."""
+        if fd in self._readers:
+            self._retired.add(fd)
+        else:
+            os.close(fd)
 
     def close(self) -> None:
         with self._lock:
-            _close_all(self._fds)
+            for fd in self._fds.values():
+                self._retire(fd)
+            self._fds.clear()
 
 
 def _close_all(fds: dict[str, int]) -> None:
