@@ -243,6 +243,21 @@ def action_size(action: Action) -> int:
     return entry.size if entry is not None and entry.kind is EntryKind.FILE else 0
 
 
+def space_needed(actions: Sequence[Action], data: dict[str, int], block: int) -> tuple[int, int]:
+    """The bytes and inodes the files and folders the actions make take on a disk of `block`
+    bytes a block, given the bytes of data each file holds (holes not counted)."""
+    need_bytes = need_inodes = 0
+    for action in actions:
+        if action.op not in (Op.WRITE, Op.MAKE_DIR):
+            continue
+        need_inodes += 1
+        written = data.get(action.path, 0)
+        need_bytes += -(-written // block) * block
+        if action.op is Op.MAKE_DIR:
+            need_bytes += block
+    return need_bytes, need_inodes
+
+
 class Tally:
     """Counts files and bytes done in one stage and reports them to a progress sink."""
 

@@ -160,3 +160,18 @@ def fd_budget(cap: int, share: int) -> int:
     if soft == resource.RLIM_INFINITY:
         return cap
     return max(4, min(cap, soft // share))
+
+
+def set_link_mtime(name: str, dir_fd: int, mtime_ns: int) -> None:
+    """Sets the times of `name` in `dir_fd` itself, a symlink not followed."""
+    os.utime(name, ns=(mtime_ns, mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+
+
+def replace_from_temp(tmp: str, dir_fd: int, name: str) -> None:
+    """Renames `tmp` over `name` in one folder; `tmp` is gone whether or not that worked."""
+    try:
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
