@@ -13,18 +13,22 @@ from tests.faults.harness import (
     STATE_C,
     Manifest,
     assert_crashed,
+    clear,
     crash,
+    flip_byte,
     flip_payload,
     manifest,
     noise,
     packs,
     record_of,
+    records,
     remove_index,
     rewind,
     verify_store,
     write_state,
 )
 from tillage.core.ids import chunk_id
+from tillage.store.packs import HEADER_SIZE
 
 
 def _cat(till: Till, snapshot: str, path: str) -> bytes:
@@ -209,6 +213,28 @@ def test_a_rewind_to_a_snapshot_with_a_damaged_object_refuses_and_leaves_the_fol
     assert status.code == 0, status
     rewind(till, s3)
     assert manifest(folder) == live
+
+
+def test_a_damaged_chunk_of_a_large_file_refuses_the_rewind_before_the_folder_changes(
+    till: Till, folder: Path
+) -> None:
+    """A file of a few MiB is staged and written apart from the small ones (in the pool): a
+    damaged chunk of it still stops the rewind before anything is written."""
+    write_state(folder, {"big.bin": noise(7, 3 << 20), "a.txt": b"a\n", "d/b.txt": b"b\n"})
+    sealed = till.json("watch", "--no-daemon")["head"]["id"]
+    largest = max(records(till.home), key=lambda r: r.raw_len)
+    assert largest.raw_len >= 256 << 10
+    loc = largest.location
+    flip_byte(till.home / "packs" / loc.pack, loc.offset + HEADER_SIZE + loc.length // 2)
+    clear(folder)
+    live = manifest(folder)
+
+    run = till("--json", "rewind", sealed, "--yes")
+
+    assert run.code == 1, run
+    assert run.error["code"] == -32067
+    assert manifest(folder) == live
+    assert till("--json", "status").code == 0
 
 
 def test_verify_without_repair_names_the_snapshots_a_damaged_object_breaks(
