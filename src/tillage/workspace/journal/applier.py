@@ -182,19 +182,18 @@ class Applier:
             with ThreadPoolExecutor(WORKERS) as pool:
                 # Files in groups, as they are written: large ones in the pool, the rest here
                 # meanwhile (see SHARED_FILE_BYTES).
-                groups = grouped(work, lambda item: item[0])
+                large = [item for item in work if item[0] >= SHARED_FILE_BYTES]
+                small = [item for item in work if item[0] < SHARED_FILE_BYTES]
                 try:
                     futures = {
                         pool.submit(self._verify, _ids_of(group)): group
-                        for group in groups
-                        if _bytes_of(group) >= SHARED_FILE_BYTES
+                        for group in grouped(large, lambda item: item[0])
                     }
-                    for group in groups:
-                        if _bytes_of(group) < SHARED_FILE_BYTES:
-                            self._verify(_ids_of(group))
-                            done += len(group)
-                            done_bytes += _bytes_of(group)
-                            self._report("staging", done, len(work), done_bytes, total)
+                    for group in grouped(small, lambda item: item[0]):
+                        self._verify(_ids_of(group))
+                        done += len(group)
+                        done_bytes += _bytes_of(group)
+                        self._report("staging", done, len(work), done_bytes, total)
                     for future in as_completed(futures):
                         future.result()
                         done += len(futures[future])
