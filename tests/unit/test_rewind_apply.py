@@ -9,6 +9,7 @@ import pytest
 
 from tillage import call
 from tillage.core.progress import Progress, ProgressFn
+from tillage.platform import folders
 from tillage.workspace import rewind as rw
 from tillage.workspace.attach import Workspace, find_workspace
 from tillage.workspace.journal import applier
@@ -44,7 +45,7 @@ def test_the_folder_is_made_durable_before_the_intent_is_removed(
     ws = find_workspace(home, folder)
     assert ws is not None
     seen: list[bool] = []
-    real = applier.syncfs
+    real = folders.syncfs
 
     def syncfs(fd: int) -> None:
         seen.append(intent_path(ws).exists())
@@ -65,7 +66,7 @@ def test_a_large_file_goes_to_the_disk_as_it_is_written_before_the_final_sync(
     ws = find_workspace(home, folder)
     assert ws is not None
     events: list[object] = []
-    real_datasync, real_syncfs = os.fdatasync, applier.syncfs
+    real_datasync, real_syncfs = os.fdatasync, folders.syncfs
 
     def fdatasync(fd: int) -> None:
         events.append(os.fstat(fd).st_size)
@@ -103,7 +104,7 @@ def test_folders_a_rewind_makes_are_spread_away_from_freshly_freed_inodes(
     home, folder, first = _wrecked(tmp_path)
     shutil.rmtree(folder / "sub")  # the wipe: `sub` must be made again
     marked: list[int] = []
-    real = applier.spread_new_folders
+    real = folders.spread_new_folders
 
     def spread(fd: int) -> object:
         marked.append(os.fstat(fd).st_ino)

@@ -226,7 +226,7 @@ def _store_seconds(sample: dict[bytes, bytes], new: dict[bytes, int], new_bytes:
     from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from tillage.store.packs import encode_record
+    from tillage.store.packs import WRITE_BUFFER, encode_record
 
     chosen = [(cid, data) for cid, data in sample.items() if cid in new] or list(sample.items())
     total = sum(len(data) for _cid, data in chosen)
@@ -247,7 +247,7 @@ def _store_seconds(sample: dict[bytes, bytes], new: dict[bytes, int], new_bytes:
             for record in inflight.popleft().result():
                 pending.append(record)
                 pending_bytes += len(record)
-                if pending_bytes >= 8 << 20:  # as a PackWriter writes its buffer
+                if pending_bytes >= WRITE_BUFFER:  # as a PackWriter writes its buffer
                     if fd >= 0:
                         os.write(fd, b"".join(pending))
                     pending.clear()
