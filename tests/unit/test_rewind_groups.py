@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tillage.core.rewind_plan import GROUP_BYTES, GROUP_FILES, grouped
+from tillage.core.rewind_plan import GROUP_BYTES, GROUP_FILES, grouped, parted
 
 
 def test_groups_keep_the_order_and_are_bounded_by_count_and_by_bytes() -> None:
@@ -19,3 +19,12 @@ def test_groups_keep_the_order_and_are_bounded_by_count_and_by_bytes() -> None:
 
 def test_nothing_to_group_gives_no_group() -> None:
     assert grouped([], lambda item: 0) == []
+
+
+def test_files_at_the_bound_or_above_are_set_apart_each_side_in_order() -> None:
+    sizes = [5, 100, 99, 3, 101, 100]
+
+    large, small = parted(sizes, lambda size: size, 100)
+
+    assert large == [100, 101, 100]
+    assert small == [5, 99, 3]

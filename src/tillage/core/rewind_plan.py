@@ -222,6 +222,17 @@ def grouped(items: list[_Item], weight: Callable[[_Item], int]) -> list[list[_It
     return [group for group in groups if group]
 
 
+def parted(
+    items: list[_Item], weight: Callable[[_Item], int], bound: int
+) -> tuple[list[_Item], list[_Item]]:
+    """`items` in order, split into those of at least `bound` of `weight` and the rest."""
+    large: list[_Item] = []
+    small: list[_Item] = []
+    for item in items:
+        (large if weight(item) >= bound else small).append(item)
+    return large, small
+
+
 def parallel_write(action: Action) -> bool:
     """Whether an action is a file or symlink write that may run in a worker thread (hard
     links wait for every plain file: their first name must be in place)."""

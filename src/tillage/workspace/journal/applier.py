@@ -37,6 +37,7 @@ from tillage.core.rewind_plan import (
     by_folders,
     grouped,
     parallel_write,
+    parted,
     space_needed,
 )
 from tillage.errors import TillageError
@@ -182,8 +183,7 @@ class Applier:
             with ThreadPoolExecutor(WORKERS) as pool:
                 # Files in groups, as they are written: large ones in the pool, the rest here
                 # meanwhile (see SHARED_FILE_BYTES).
-                large = [item for item in work if item[0] >= SHARED_FILE_BYTES]
-                small = [item for item in work if item[0] < SHARED_FILE_BYTES]
+                large, small = parted(work, lambda item: item[0], SHARED_FILE_BYTES)
                 try:
                     futures = {
                         pool.submit(self._verify, _ids_of(group)): group
@@ -368,8 +368,7 @@ class Applier:
         retry: list[Action] = []
         for chunk in by_folders(batch, DIR_FD_BUDGET // 2):
             placed = [(a, *self._parent_fd(a.path, create=True)) for a in chunk]
-            large = [item for item in placed if action_size(item[0]) >= SHARED_FILE_BYTES]
-            small = [item for item in placed if action_size(item[0]) < SHARED_FILE_BYTES]
+            large, small = parted(placed, _placed_size, SHARED_FILE_BYTES)
             futures = [pool.submit(self._put_group, g) for g in grouped(large, _placed_size)]
             for group in grouped(small, _placed_size):
                 written, blocked = self._put_group(group)
