@@ -116,3 +116,47 @@ def test_folders_a_rewind_makes_are_spread_away_from_freshly_freed_inodes(
     _rewind_to(ws, first)
     assert marked == [os.stat(folder).st_ino], "the folder that gets new folders is marked"
     assert (folder / "sub" / "f3.txt").read_bytes() == b"v1 3\n" * 100
+
+
+def test_small_files_of_later_folders_are_written_while_a_large_file_is_still_being_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan's thread does not wait for the pool's large file at each run of folders: here
+    the large file's write waits until a file of the last folder is written, which it could
+    never see if the plan's thread waited for the pool first."""
+    import threading
+
+    home, folder = tmp_path / "store", tmp_path / "ws"
+    names = [f"d{n:02d}" for n in range(12)]
+    for name in names:
+        (folder / name).mkdir(parents=True)
+        (folder / name / "small.txt").write_bytes(name.encode() * 50)
+    big = bytes(range(256)) * 8192
+    # 2 MiB: written in the pool (and not the plan's first action, which runs on its own)
+    (folder / names[0] / "zbig.bin").write_bytes(big)
+    first = call("workspace.watch", home=home, folder=folder, no_daemon=True).head.id
+    for name in names:
+        for child in (folder / name).iterdir():
+            child.write_bytes(b"wrecked")
+    last_written = threading.Event()
+    waited: list[bool] = []
+    real = applier.Applier._put_group
+
+    def put_group(self: applier.Applier, group: list[tuple[applier.Action, int, str]]) -> object:
+        paths = [action.path for action, _fd, _name in group]
+        if f"{names[0]}/zbig.bin" in paths:
+            waited.append(last_written.wait(20))
+        outcome = real(self, group)
+        if f"{names[-1]}/small.txt" in paths:
+            last_written.set()
+        return outcome
+
+    monkeypatch.setattr(applier, "DIR_FD_BUDGET", 4)  # runs of two folders: six of them
+    monkeypatch.setattr(applier.Applier, "_put_group", put_group)
+    ws = find_workspace(home, folder)
+    assert ws is not None
+    _rewind_to(ws, first)
+    assert waited == [True]
+    assert (folder / names[0] / "zbig.bin").read_bytes() == big
+    for name in names:
+        assert (folder / name / "small.txt").read_bytes() == name.encode() * 50

@@ -163,6 +163,21 @@ def encode_batch(batch: list[Pending]) -> list[bytes]:
     return records
 
 
+def record_whole(data: bytes, object_id: bytes | None = None) -> bool:
+    """Tells whether `data` is exactly one whole record (of `object_id`, when given) whose CRC-32
+    over header and payload holds: what damage breaks (a flipped byte, a torn or missing pack),
+    proven without decompressing."""
+    if len(data) < HEADER_SIZE + TRAILER_SIZE:
+        return False
+    magic, _kind, _flags, _r, stored_id, _raw_len, stored_len = _HEADER.unpack_from(data, 0)
+    if magic != RECORD_MAGIC or len(data) != HEADER_SIZE + stored_len + TRAILER_SIZE:
+        return False
+    if object_id is not None and stored_id != object_id:
+        return False
+    (crc,) = _CRC.unpack_from(data, len(data) - TRAILER_SIZE)
+    return bool(zlib.crc32(memoryview(data)[: len(data) - TRAILER_SIZE]) == crc)
+
+
 def decode_record(data: bytes, expect_id: bytes | None = None) -> tuple[int, bytes, bytes]:
     """Returns (kind, id, raw bytes) of one whole record, proving its CRC and its ID."""
     if len(data) < HEADER_SIZE + TRAILER_SIZE:
@@ -411,10 +426,7 @@ class PackReader:
             data = self._files.pread(loc.pack, loc.length, loc.offset)
         except (OSError, IntegrityError):
             return False
-        if len(data) != loc.length or len(data) < HEADER_SIZE + TRAILER_SIZE:
-            return False
-        (crc,) = _CRC.unpack_from(data, len(data) - TRAILER_SIZE)
-        return bool(zlib.crc32(memoryview(data)[: len(data) - TRAILER_SIZE]) == crc)
+        return len(data) == loc.length and record_whole(data)
 
     def close(self) -> None:
         self._files.close()

@@ -14,7 +14,6 @@ import errno
 import os
 import stat
 import threading
-import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
@@ -55,16 +54,10 @@ from tillage.platform.fs import (
     temp_name,
 )
 from tillage.store.errors import StoreDamagedError
-from tillage.store.packs import (
-    HEADER_SIZE,
-    RECORD_MAGIC,
-    TRAILER_SIZE,
-    Location,
-    PackFiles,
-    decode_record,
-)
+from tillage.store.packs import Location, PackFiles, decode_record, record_whole
 from tillage.workspace.attach import Workspace
 from tillage.workspace.content import store_content
+from tillage.workspace.journal.flight import Flight
 from tillage.workspace.journal.intents import pre_trigger
 from tillage.workspace.nested import holds_control_dir
 from tillage.workspace.pathindex import Row, stat_facts
@@ -79,6 +72,8 @@ WORKERS = 4
 # handful of short system calls each hand the GIL to another thread and wait to get it back:
 # spread over four threads, the 5,000 files of the standard workload took 0.80 s, on one 0.59.
 SHARED_FILE_BYTES = 1 << 20
+# Groups of large files the pool may hold at once, ahead of this thread (see _write_many).
+IN_FLIGHT = 2 * WORKERS
 _NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT, errno.EXDEV)
 
 
@@ -241,14 +236,7 @@ class Applier:
         for object_id in ids:
             loc = self._locations[object_id]
             data = self._packs.pread(loc.pack, loc.length, loc.offset)
-            if (
-                len(data) != loc.length
-                or len(data) < HEADER_SIZE + TRAILER_SIZE
-                or data[:4] != RECORD_MAGIC
-                or data[8:40] != object_id
-                or zlib.crc32(memoryview(data)[:-TRAILER_SIZE])
-                != int.from_bytes(data[-TRAILER_SIZE:], "little")
-            ):
+            if len(data) != loc.length or not record_whole(data, object_id):
                 raise _DamagedError(
                     object_id,
                     StoreDamagedError(f"object {object_id.hex()[:12]} is damaged in the store"),
@@ -363,22 +351,24 @@ class Applier:
 
     def _write_many(self, pool: ThreadPoolExecutor, batch: list[Action], done: Tally) -> None:
         """Writes files and symlinks: large files in groups in the pool, the rest here meanwhile
-        (see SHARED_FILE_BYTES). Their folders are opened here first, so the directory cache is
-        only ever touched by this thread."""
+        (see SHARED_FILE_BYTES), waiting for the pool only at the end of the batch (flight.py).
+        Folders are opened here, so the directory cache is only ever touched by this thread."""
         retry: list[Action] = []
-        for chunk in by_folders(batch, DIR_FD_BUDGET // 2):
-            placed = [(a, *self._parent_fd(a.path, create=True)) for a in chunk]
-            large, small = parted(placed, _placed_size, SHARED_FILE_BYTES)
-            futures = [pool.submit(self._put_group, g) for g in grouped(large, _placed_size)]
-            for group in grouped(small, _placed_size):
-                written, blocked = self._put_group(group)
-                retry += blocked
-                done.add(written)
-            for future in as_completed(futures):
-                written, blocked = future.result()
-                retry += blocked
-                done.add(written)
-            self._trim_dirs()  # no thread holds a folder's fd between chunks
+
+        def landed(outcome: tuple[list[Action], list[Action]]) -> None:
+            retry.extend(outcome[1])
+            done.add(outcome[0])
+
+        with Flight(pool, IN_FLIGHT, self._put_group, landed) as flight:
+            for chunk in by_folders(batch, DIR_FD_BUDGET // 2):
+                placed = [(a, *self._parent_fd(a.path, create=True)) for a in chunk]
+                large, small = parted(placed, _placed_size, SHARED_FILE_BYTES)
+                for group in grouped(large, _placed_size):
+                    flight.submit(group)
+                for group in grouped(small, _placed_size):
+                    landed(self._put_group(group))
+                self._trim_dirs()  # the pool writes through fds of its own
+            flight.finish()
         for action in retry:
             self._do(action)
             done.add([action])
@@ -433,7 +423,8 @@ class Applier:
 
     def _trim_dirs(self) -> None:
         """Closes the least recently used folder fds beyond DIR_FD_BUDGET, so a tree of any
-        number of folders fits any fd limit; only called when no thread holds one."""
+        number of folders fits any fd limit; only called when no thread uses the cache's fds
+        (the pool writes through copies of its own: flight.py)."""
         while len(self._dir_cache) > DIR_FD_BUDGET:
             os.close(self._dir_cache.pop(next(iter(self._dir_cache))))
 
