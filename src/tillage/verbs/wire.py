@@ -71,14 +71,14 @@ def to_wire(value: Any) -> Any:
         return str(value)
     if isinstance(value, enum.Enum):
         return to_wire(value.value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        # A field declared with metadata {"omit_none": True} is left out while it is None
-        # (`remote add`'s `key`: present only when it was just generated).
-        return {
-            f.name: to_wire(getattr(value, f.name))
-            for f in dataclasses.fields(value)
-            if not (f.metadata.get("omit_none") and getattr(value, f.name) is None)
-        }
+    fields = _wire_fields(type(value))
+    if fields is not None:
+        wired = {}
+        for name, omit_none in fields:
+            got = getattr(value, name)
+            if got is not None or not omit_none:
+                wired[name] = to_wire(got)
+        return wired
     if isinstance(value, dict):
         return {str(k): to_wire(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -86,3 +86,23 @@ def to_wire(value: Any) -> Any:
     if isinstance(value, bytes):
         return os.fsdecode(value)
     raise TypeError(f"cannot put {type(value).__name__} on the wire")
+
+
+# Each dataclass's fields as (name, omit_none), asked of `dataclasses` once per class: a
+# rewind's result holds thousands of changes, and `fields()` builds its tuple anew each call.
+_FIELDS: dict[type, tuple[tuple[str, bool], ...] | None] = {}
+
+
+def _wire_fields(cls: type) -> tuple[tuple[str, bool], ...] | None:
+    """The fields of dataclass `cls` (None for any other type). A field declared with metadata
+    {"omit_none": True} is left out while it is None (`remote add`'s `key`: present only when
+    it was just generated)."""
+    try:
+        return _FIELDS[cls]
+    except KeyError:
+        pass
+    fields = None
+    if dataclasses.is_dataclass(cls):
+        fields = tuple((f.name, bool(f.metadata.get("omit_none"))) for f in dataclasses.fields(cls))
+    _FIELDS[cls] = fields
+    return fields
