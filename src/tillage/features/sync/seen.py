@@ -72,10 +72,12 @@ def told_snapshots(store: Store) -> set[str]:
         doc = _read(path)
         if doc is None:
             continue
-        found.add(str(doc.get("snapshot")))
+        snapshot = doc.get("snapshot")
+        if isinstance(snapshot, str):
+            found.add(snapshot)
         history = doc.get("history")
         if isinstance(history, list):
-            found.update(str(h) for h in history)
+            found.update(h for h in history if isinstance(h, str))
     return found
 
 
