@@ -103,14 +103,16 @@ def test_an_error_in_a_group_is_raised_and_the_groups_that_never_ran_give_their_
         return _write_files(group)
 
     fd = _folder(tmp_path, "a")
-    with ThreadPoolExecutor(1) as pool:
-        with pytest.raises(OSError, match="Input/output"):
-            with Flight(pool, 8, failing_write, lambda outcome: None) as flight:
-                flight.submit(_group(fd, "bad"))
-                for n in range(5):
-                    flight.submit(_group(fd, f"never{n}"))  # queued behind it, on one thread
-                assert started.wait(10)
-                flight.finish()
+    with (
+        ThreadPoolExecutor(1) as pool,
+        pytest.raises(OSError, match="Input/output"),
+        Flight(pool, 8, failing_write, lambda outcome: None) as flight,
+    ):
+        flight.submit(_group(fd, "bad"))
+        for n in range(5):
+            flight.submit(_group(fd, f"never{n}"))  # queued behind it, on one thread
+        assert started.wait(10)
+        flight.finish()
     os.close(fd)
     assert _open_fds() == before
     assert len(os.listdir(tmp_path / "a")) < 5  # the queued ones were cancelled, not all run
