@@ -83,3 +83,24 @@ def _target(link: str) -> str:
         return os.readlink(link)
     except OSError:
         return ""
+
+
+def test_a_wiped_tree_of_many_large_files_in_many_folders_rewinds_under_a_small_fd_limit(
+    till: Till, folder: Path
+) -> None:
+    """Large files are written in the pool while the plan goes on, each group through copies
+    of its folders' fds: those copies count against the limit too."""
+    call("workspace.watch", home=till.home, folder=folder, no_daemon=True)
+    size = (1 << 20) + 16  # over the size the plan's own thread writes
+    for n in range(FD_LIMIT // 2):
+        (folder / f"d{n}").mkdir()
+        (folder / f"d{n}" / "big.bin").write_bytes(b"%05d" % n * (size // 5) + b"x" * (size % 5))
+    full = call("timeline.snap", home=till.home, folder=folder).snapshot.id
+    for n in range(FD_LIMIT // 2):
+        shutil.rmtree(folder / f"d{n}")
+
+    rewound = _limited(till, "rewind", full, "--yes")
+    assert rewound.returncode == 0, rewound.stdout + rewound.stderr
+    for n in range(FD_LIMIT // 2):
+        data = (folder / f"d{n}" / "big.bin").read_bytes()
+        assert data == b"%05d" % n * (size // 5) + b"x" * (size % 5)

@@ -72,14 +72,15 @@ WORKERS = 4
 # handful of short system calls each hand the GIL to another thread and wait to get it back:
 # spread over four threads, the 5,000 files of the standard workload took 0.80 s, on one 0.59.
 SHARED_FILE_BYTES = 1 << 20
-# Groups of large files the pool may hold at once, ahead of this thread (see _write_many).
-IN_FLIGHT = 2 * WORKERS
 _NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT, errno.EXDEV)
 
 
 # Folder fds a rewind keeps open at most (least recently used closed first): a tree of any
 # number of folders (node_modules has thousands) must fit the fd limit with room to spare.
 DIR_FD_BUDGET = fd_budget(256, 4)
+# Groups of large files the pool may hold at once, ahead of this thread (see _write_many); each
+# holds copies of its folders' fds (up to four), so fewer under a small limit on open files.
+IN_FLIGHT = max(1, min(2 * WORKERS, DIR_FD_BUDGET // 8))
 # A file at least this large is synced as soon as it is written (see _put_file).
 EARLY_SYNC_BYTES = 8 * 1024 * 1024
 SPREAD_MAX = 64  # folders marked to spread the new folders made in them (see _spread_new_folders)
