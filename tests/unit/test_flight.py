@@ -116,3 +116,34 @@ def test_an_error_in_a_group_is_raised_and_the_groups_that_never_ran_give_their_
     os.close(fd)
     assert _open_fds() == before
     assert len(os.listdir(tmp_path / "a")) < 5  # the queued ones were cancelled, not all run
+
+
+def test_a_group_that_cannot_get_its_fds_is_refused_and_keeps_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of fds half-way through a group's copies: the ones made are closed again."""
+    import errno
+
+    from tillage.workspace.journal import flight as module
+
+    a, b = _folder(tmp_path, "a"), _folder(tmp_path, "b")
+    before = _open_fds()
+    real_dup = os.dup
+    calls = [0]
+
+    def dup(fd: int) -> int:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_dup(fd)
+
+    monkeypatch.setattr(module.os, "dup", dup)
+    with (
+        ThreadPoolExecutor(1) as pool,
+        pytest.raises(OSError, match="Too many"),
+        Flight(pool, 4, _write_files, lambda outcome: None) as flight,
+    ):
+        flight.submit([*_group(a, "one"), *_group(b, "two")])
+    assert _open_fds() == before
+    os.close(a)
+    os.close(b)

@@ -47,10 +47,17 @@ class Flight:
         """Hands `group` to the pool, after waiting for one group when `limit` are in flight."""
         while len(self._flying) >= self._limit:
             self._harvest(next(as_completed(self._flying)))
-        copies = {fd: os.dup(fd) for fd in {fd for _action, fd, _name in group}}
-        held = [(action, copies[fd], name) for action, fd, name in group]
-        fds = list(copies.values())
-        self._flying[self._pool.submit(self._run, held, fds)] = fds
+        copies: dict[int, int] = {}
+        try:
+            for fd in {fd for _action, fd, _name in group}:
+                copies[fd] = os.dup(fd)
+            held = [(action, copies[fd], name) for action, fd, name in group]
+            future = self._pool.submit(self._run, held, list(copies.values()))
+        except BaseException:
+            for copy in copies.values():  # out of fds, or the pool is shut: none is kept
+                os.close(copy)
+            raise
+        self._flying[future] = list(copies.values())
 
     def finish(self) -> None:
         """Waits for every group; the first error of one is raised here."""
