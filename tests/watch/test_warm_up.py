@@ -7,6 +7,8 @@ tree from the store), and ends with the watcher.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -59,7 +61,9 @@ def test_on_a_new_folder_the_warm_up_waits_for_the_first_seal_and_caches_its_tre
     attach(till.home, folder, till.user_home).workspace.store.close()  # no snapshot yet
     stop = threading.Event()
     warming = threading.Thread(
-        target=daemon_main._warm_up, args=(till.home, folder, till.user_home, stop)
+        target=daemon_main._warm_up,
+        args=(till.home, folder, till.user_home, stop),
+        daemon=True,
     )
     warming.start()
     try:
@@ -74,17 +78,34 @@ def test_on_a_new_folder_the_warm_up_waits_for_the_first_seal_and_caches_its_tre
     assert len(_every_tree(till, folder, tree_cache)) == 11  # the root, five d*, five d*/e
 
 
-def test_a_warm_up_still_waiting_for_a_first_seal_ends_with_the_watcher(
+def _index_fds(home: Path) -> list[str]:
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(str(home / "index.sqlite")):
+                found.append(target)
+    return found
+
+
+def test_a_warm_up_waiting_for_a_first_seal_holds_no_store_open_and_ends_with_the_watcher(
     till: Till, folder: Path, tree_cache: trees.TreeCache
 ) -> None:
+    """A connection held while `till watch` seals would keep that seal's index in the WAL
+    file after the command exits, until the watcher closed it."""
     attach(till.home, folder, till.user_home).workspace.store.close()
     stop = threading.Event()
     warming = threading.Thread(
-        target=daemon_main._warm_up, args=(till.home, folder, till.user_home, stop)
+        target=daemon_main._warm_up,
+        args=(till.home, folder, till.user_home, stop),
+        daemon=True,
     )
     warming.start()
-    time.sleep(0.3)
-    assert warming.is_alive()
-    stop.set()
-    warming.join(5)
+    try:
+        time.sleep(0.3)
+        assert warming.is_alive()
+        assert _index_fds(till.home) == []
+    finally:
+        stop.set()
+        warming.join(5)
     assert not warming.is_alive()
