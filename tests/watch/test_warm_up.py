@@ -34,6 +34,19 @@ def tree_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[trees.TreeCache]:
     yield cache
 
 
+def _warming_up(till: Till, folder: Path, stop: threading.Event) -> threading.Thread:
+    """The warm-up, started on `folder` attached but with no snapshot yet (as `till watch`
+    starts its watcher)."""
+    attach(till.home, folder, till.user_home).workspace.store.close()
+    warming = threading.Thread(
+        target=daemon_main._warm_up,
+        args=(till.home, folder, till.user_home, stop),
+        daemon=True,
+    )
+    warming.start()
+    return warming
+
+
 def _every_tree(till: Till, folder: Path, cache: trees.TreeCache) -> set[bytes]:
     ws = find_workspace(till.home, folder)
     assert ws is not None
@@ -58,14 +71,8 @@ def test_on_a_new_folder_the_warm_up_waits_for_the_first_seal_and_caches_its_tre
     for n in range(5):
         (folder / f"d{n}" / "e").mkdir(parents=True)
         (folder / f"d{n}" / "e" / "f.txt").write_text(f"{n}\n")
-    attach(till.home, folder, till.user_home).workspace.store.close()  # no snapshot yet
     stop = threading.Event()
-    warming = threading.Thread(
-        target=daemon_main._warm_up,
-        args=(till.home, folder, till.user_home, stop),
-        daemon=True,
-    )
-    warming.start()
+    warming = _warming_up(till, folder, stop)
     try:
         time.sleep(0.3)  # the warm-up imports, finds no head, and waits
         assert warming.is_alive()
@@ -93,14 +100,8 @@ def test_a_warm_up_waiting_for_a_first_seal_holds_no_store_open_and_ends_with_th
 ) -> None:
     """A connection held while `till watch` seals would keep that seal's index in the WAL
     file after the command exits, until the watcher closed it."""
-    attach(till.home, folder, till.user_home).workspace.store.close()
     stop = threading.Event()
-    warming = threading.Thread(
-        target=daemon_main._warm_up,
-        args=(till.home, folder, till.user_home, stop),
-        daemon=True,
-    )
-    warming.start()
+    warming = _warming_up(till, folder, stop)
     try:
         time.sleep(0.3)
         assert warming.is_alive()
