@@ -163,11 +163,12 @@ def encode_batch(batch: list[Pending]) -> list[bytes]:
     return records
 
 
-def record_whole(data: bytes, object_id: bytes | None = None) -> bool:
-    """Tells whether `data` is exactly one whole record (of `object_id`, when given) whose CRC-32
-    over header and payload holds: what damage breaks (a flipped byte, a torn or missing pack),
-    proven without decompressing."""
-    if len(data) < HEADER_SIZE + TRAILER_SIZE:
+def record_whole(data: bytes, length: int, object_id: bytes | None = None) -> bool:
+    """Tells whether `data`, read as a record of `length` bytes (its index location's), is
+    exactly one whole record (of `object_id`, when given) whose CRC-32 over header and payload
+    holds: what damage breaks (a flipped byte, a torn or missing pack), proven without
+    decompressing."""
+    if len(data) != length or len(data) < HEADER_SIZE + TRAILER_SIZE:
         return False
     magic, _kind, _flags, _r, stored_id, _raw_len, stored_len = _HEADER.unpack_from(data, 0)
     if magic != RECORD_MAGIC or len(data) != HEADER_SIZE + stored_len + TRAILER_SIZE:
@@ -426,7 +427,7 @@ class PackReader:
             data = self._files.pread(loc.pack, loc.length, loc.offset)
         except (OSError, IntegrityError):
             return False
-        return len(data) == loc.length and record_whole(data)
+        return record_whole(data, loc.length)
 
     def close(self) -> None:
         self._files.close()

@@ -192,13 +192,14 @@ def _warm_up(home: Path, root: Path, user_home: Path | None, stop: threading.Eve
     from tillage.workspace.attach import require_workspace
     from tillage.workspace.trees import TREES, cache_trees
 
-    def head_tree() -> bytes | None:
+    def cache_head() -> bool:
+        """Caches the head's trees; False when the folder has no snapshot yet."""
         ws = require_workspace(home, root, user_home, restore_pointer=False)
         try:
             head = ws.store.head(ws.id)
             if head is not None:
                 cache_trees(ws.store, bytes.fromhex(head.tree), TREES)
-            return bytes.fromhex(head.tree) if head is not None else None
+            return head is not None
         finally:
             ws.store.close()
 
@@ -214,7 +215,7 @@ def _warm_up(home: Path, root: Path, user_home: Path | None, stop: threading.Eve
             mark = _stat_mark(log)
             if mark != seen:
                 seen = mark
-                if head_tree() is not None:
+                if cache_head():
                     return
             if waited >= FIRST_HEAD_WAIT_S or stop.wait(FIRST_HEAD_POLL_S):
                 return

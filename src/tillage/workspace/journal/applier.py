@@ -237,7 +237,7 @@ class Applier:
         for object_id in ids:
             loc = self._locations[object_id]
             data = self._packs.pread(loc.pack, loc.length, loc.offset)
-            if len(data) != loc.length or not record_whole(data, object_id):
+            if not record_whole(data, loc.length, object_id):
                 raise _DamagedError(
                     object_id,
                     StoreDamagedError(f"object {object_id.hex()[:12]} is damaged in the store"),

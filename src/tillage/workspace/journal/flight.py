@@ -52,12 +52,13 @@ class Flight:
             for fd in {fd for _action, fd, _name in group}:
                 copies[fd] = os.dup(fd)
             held = [(action, copies[fd], name) for action, fd, name in group]
-            future = self._pool.submit(self._run, held, list(copies.values()))
+            fds = list(copies.values())
+            future = self._pool.submit(self._run, held, fds)
         except BaseException:
             for copy in copies.values():  # out of fds, or the pool is shut: none is kept
                 os.close(copy)
             raise
-        self._flying[future] = list(copies.values())
+        self._flying[future] = fds
 
     def finish(self) -> None:
         """Waits for every group; the first error of one is raised here."""
