@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import Till
@@ -235,6 +238,38 @@ def test_status_does_not_walk_a_large_folder_without_a_watcher(till: Till, folde
     status = verb_for_command("status")
     assert status is not None and f"{WALK_MAX:,} files" in status.contract.doc
     assert f"{WATCHED_MAX:,} files" in status.contract.doc
+
+
+def test_status_of_a_folder_it_does_not_walk_does_not_load_the_seal(
+    till: Till, folder: Path
+) -> None:
+    """The most-called command skips the seal's 20 ms of imports when it will not walk."""
+    from tillage.verbs.folder import WALK_MAX
+
+    for i in range(WALK_MAX + 1):
+        (folder / f"f{i}").write_bytes(b"")
+    till.json("watch", "--no-daemon")
+    program = (
+        "import sys\n"
+        "from tillage.hosts.cli.main import main\n"
+        "sys.argv = ['till', '--json', 'status']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('seal' if 'tillage.workspace.seal' in sys.modules else 'no seal', file=sys.stderr)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", program], cwd=folder, env=till.env(), capture_output=True, text=True
+    )
+    assert json.loads(run.stdout)["folder"]["checked"] is False
+    assert run.stderr.strip().splitlines()[-1] == "no seal"
+    (folder / "f0").unlink()  # small enough to walk: the seal's walk tells what differs
+    for i in range(1, WALK_MAX // 2):
+        (folder / f"f{i}").unlink()
+    till.json("snap")
+    run = subprocess.run(
+        [sys.executable, "-c", program], cwd=folder, env=till.env(), capture_output=True, text=True
+    )
+    assert json.loads(run.stdout)["folder"]["checked"] is True
+    assert run.stderr.strip().splitlines()[-1] == "seal"
 
 
 # -- timeline says how many more -------------------------------------------------------------

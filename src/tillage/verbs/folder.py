@@ -49,9 +49,13 @@ def folder_info(ws: Any, head: SnapshotRow | None) -> FolderInfo:
     """The folder compared with `head`, as cheaply as the module's docstring says."""
     if head is None:
         return FolderInfo(False, None, None, None, None, "no snapshot yet")
-    from tillage.workspace.seal import scan_bounded
+    from tillage.workspace.watchstate import scan_is_bounded
 
-    scanned = scan_bounded(ws, walk_max=WALK_MAX, watched_max=WATCHED_MAX)
+    scanned = None
+    if scan_is_bounded(ws, head.files, walk_max=WALK_MAX, watched_max=WATCHED_MAX):
+        from tillage.workspace.seal import scan_bounded
+
+        scanned = scan_bounded(ws, walk_max=WALK_MAX, watched_max=WATCHED_MAX)
     if scanned is None:
         why = (
             f"not checked: {'' if head.files > WATCHED_MAX else 'no watcher, and '}the folder "

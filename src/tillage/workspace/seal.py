@@ -159,9 +159,9 @@ def scan_bounded(ws: Workspace, *, walk_max: int, watched_max: int) -> tuple[Cap
     folders that differ) and whether the watcher vouched; None when neither holds, and then
     nothing was read but the head's row."""
     head = ws.store.head(ws.id)
-    if head is None or head.files > watched_max:
+    if head is None:
         return None
-    if head.files > walk_max and watchstate.change_source(ws) is None:
+    if not watchstate.scan_is_bounded(ws, head.files, walk_max=walk_max, watched_max=watched_max):
         return None
     walker, _changes_seen, _fingerprint = _walker(ws, None, keep_manifest=False, on_progress=None)
     vouched = walker.visit is not None

@@ -222,6 +222,16 @@ class SocketChangeSource:
             return Changes(token or "", None)
 
 
+def scan_is_bounded(ws: Workspace, files: int, *, walk_max: int, watched_max: int) -> bool:
+    """Whether a live scan of `ws`, whose head holds `files` files, can be cheap: a walk of
+    at most `walk_max` files, or a watcher's delta over a path index of at most `watched_max`
+    (read whole). Asked before the seal's modules are imported: `till status` on a folder too
+    large to check costs their 20 ms for nothing."""
+    if files > watched_max:
+        return False
+    return files <= walk_max or change_source(ws) is not None
+
+
 def change_source(ws: Workspace) -> ChangeSource | None:
     """The watcher that can say what changed in `ws` since a token, or None (walk it all)."""
     with _LOCAL_LOCK:
