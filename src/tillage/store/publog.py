@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,6 +127,8 @@ class PublicationLog:
                 except (ValueError, KeyError, TypeError, AttributeError):
                     dropped += 1
             if dropped:  # what could not be kept stays readable beside it, not destroyed
+                import shutil  # 4 ms (it imports the compressors), for a rare repair
+
                 shutil.copy2(self.path, aside_name(self.path))
         out, prev = [], GENESIS
         for seq, at_ns, kind, body in kept:
