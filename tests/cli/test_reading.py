@@ -256,20 +256,23 @@ def test_status_of_a_folder_it_does_not_walk_does_not_load_the_seal(
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print('seal' if 'tillage.workspace.seal' in sys.modules else 'no seal', file=sys.stderr)"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", program], cwd=folder, env=till.env(), capture_output=True, text=True
-    )
-    assert json.loads(run.stdout)["folder"]["checked"] is False
-    assert run.stderr.strip().splitlines()[-1] == "no seal"
+
+    def status() -> tuple[bool, str]:
+        run = subprocess.run(
+            [sys.executable, "-c", program],
+            cwd=folder,
+            env=till.env(),
+            capture_output=True,
+            text=True,
+        )
+        return json.loads(run.stdout)["folder"]["checked"], run.stderr.strip().splitlines()[-1]
+
+    assert status() == (False, "no seal")
     (folder / "f0").unlink()  # small enough to walk: the seal's walk tells what differs
     for i in range(1, WALK_MAX // 2):
         (folder / f"f{i}").unlink()
     till.json("snap")
-    run = subprocess.run(
-        [sys.executable, "-c", program], cwd=folder, env=till.env(), capture_output=True, text=True
-    )
-    assert json.loads(run.stdout)["folder"]["checked"] is True
-    assert run.stderr.strip().splitlines()[-1] == "seal"
+    assert status() == (True, "seal")
 
 
 # -- timeline says how many more -------------------------------------------------------------
